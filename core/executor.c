@@ -1,0 +1,485 @@
+/*
+ * The executor: runs placed nodes in topological order with dynamic shapes.
+ *
+ * Each value lives in a slot. A slot either borrows memory (graph inputs,
+ * initializers) or holds a reference to a buffer the run allocated; aliases (a
+ * kernel's output that is one of its inputs, as a shared KV buffer is) share the
+ * buffer and its count. A buffer is released when the last value using it has had
+ * its last reader, and every buffer is released on any exit, so a failed or
+ * cancelled run leaves nothing behind.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error_impl.h"
+#include "memory_impl.h"
+#include "session_impl.h"
+
+typedef struct buffer {
+  void *ptr;
+  onyx__provider *provider; /* where it lives (NULL: host) */
+  int refs;
+} buffer;
+
+typedef struct slot {
+  onyx_tensor view;
+  bool set;
+  buffer *buf;              /* NULL when borrowed */
+  onyx__provider *provider; /* device owner of the data, NULL on the host */
+} slot;
+
+typedef struct run_state {
+  onyx_session *s;
+  slot *slots;
+  size_t node;              /* node being computed */
+  const onyx_tensor *const *node_inputs;
+  char kernel_err[512];
+  char err[ONYX_ERR_CAP];
+  onyx_status alloc_status; /* first failure inside alloc_output */
+} run_state;
+
+static void buffer_release(onyx_session *s, buffer *b) {
+  if (b == NULL || --b->refs > 0) return;
+  onyx__memory_free(s->runtime->memory, b->ptr);
+  free(b);
+}
+
+static void slot_clear(onyx_session *s, slot *sl) {
+  buffer_release(s, sl->buf);
+  memset(sl, 0, sizeof *sl);
+}
+
+static onyx_status checked_bytes(uint32_t dtype, uint32_t rank, const int64_t *dims,
+                                 uint64_t *out_bytes) {
+  uint64_t n = onyx_dtype_size(dtype);
+  if (n == 0) return ONYX_STATUS_UNSUPPORTED;
+  if (rank > ONYX_MAX_RANK) return ONYX_STATUS_INVALID_ARGUMENT;
+  for (uint32_t i = 0; i < rank; ++i) {
+    if (dims[i] < 0) return ONYX_STATUS_INVALID_ARGUMENT;
+    if (__builtin_mul_overflow(n, (uint64_t)dims[i], &n)) return ONYX_STATUS_INVALID_ARGUMENT;
+  }
+  *out_bytes = n;
+  return ONYX_STATUS_OK;
+}
+
+/* Allocates a fresh buffer of `bytes` on `provider`'s device for `requester`. */
+static onyx_status new_buffer(run_state *r, onyx__provider *provider, uint32_t requester,
+                              uint64_t bytes, const char *label, buffer **out) {
+  buffer *b = calloc(1, sizeof *b);
+  if (b == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+  onyx_status st = onyx__memory_alloc(r->s->runtime->memory, provider, requester, bytes, 64,
+                                      label, &b->ptr, r->err, sizeof r->err);
+  if (st != ONYX_STATUS_OK) {
+    free(b);
+    return st;
+  }
+  b->provider = provider && provider->table->device != ONYX_DEVICE_HOST ? provider : NULL;
+  b->refs = 1;
+  *out = b;
+  return ONYX_STATUS_OK;
+}
+
+/* ------------------------------------------------------------ compute context */
+
+static onyx_status ctx_alloc_output(onyx_compute_ctx *ctx, size_t index, uint32_t dtype,
+                                    uint32_t rank, const int64_t *dims, onyx_tensor **out_view) {
+  run_state *r = ctx->core_data;
+  const onyx__node *n = &r->s->graph->nodes[r->node];
+  onyx__placed_node *pn = &r->s->nodes[r->node];
+  if (index >= n->output_count || n->outputs[index] < 0) {
+    snprintf(r->kernel_err, sizeof r->kernel_err, "alloc_output: output %zu is not named by the node",
+             index);
+    return r->alloc_status = ONYX_STATUS_INVALID_ARGUMENT;
+  }
+  slot *sl = &r->slots[n->outputs[index]];
+  uint64_t bytes = 0;
+  if (sl->set || (rank > 0 && dims == NULL) ||
+      checked_bytes(dtype, rank, dims, &bytes) != ONYX_STATUS_OK) {
+    snprintf(r->kernel_err, sizeof r->kernel_err,
+             "alloc_output: output %zu %s", index,
+             sl->set ? "allocated twice" : "has an invalid dtype or geometry");
+    return r->alloc_status = ONYX_STATUS_INVALID_ARGUMENT;
+  }
+  buffer *b = NULL;
+  char label[160];
+  snprintf(label, sizeof label, "node %zu %s output %zu", r->node, n->op_type, index);
+  onyx_status st = new_buffer(r, pn->provider, ONYX_REQUESTER_ACTIVATIONS, bytes, label, &b);
+  if (st != ONYX_STATUS_OK) {
+    snprintf(r->kernel_err, sizeof r->kernel_err, "output %zu: %s", index, r->err);
+    return r->alloc_status = st;
+  }
+  sl->buf = b;
+  sl->set = true;
+  sl->provider = b->provider;
+  sl->view = (onyx_tensor){.dtype = dtype,
+                           .device = pn->provider->table->device,
+                           .device_id = 0,
+                           .rank = rank,
+                           .data = b->ptr};
+  for (uint32_t i = 0; i < rank; ++i) sl->view.dims[i] = dims[i];
+  *out_view = &sl->view;
+  return ONYX_STATUS_OK;
+}
+
+static onyx_status ctx_alias_output(onyx_compute_ctx *ctx, size_t index, size_t input_index) {
+  run_state *r = ctx->core_data;
+  const onyx__node *n = &r->s->graph->nodes[r->node];
+  if (index >= n->output_count || n->outputs[index] < 0 || input_index >= n->input_count ||
+      n->inputs[input_index] < 0 || r->node_inputs[input_index] == NULL) {
+    snprintf(r->kernel_err, sizeof r->kernel_err, "alias_output: output %zu / input %zu invalid",
+             index, input_index);
+    return r->alloc_status = ONYX_STATUS_INVALID_ARGUMENT;
+  }
+  slot *out = &r->slots[n->outputs[index]];
+  const slot *in = &r->slots[n->inputs[input_index]];
+  if (out->set || in->buf == NULL) {
+    /* Borrowed memory (a caller's input) is read-only to the run. */
+    snprintf(r->kernel_err, sizeof r->kernel_err,
+             "alias_output: output %zu cannot alias input %zu (%s)", index, input_index,
+             out->set ? "output already set" : "input memory is borrowed, not owned by the run");
+    return r->alloc_status = ONYX_STATUS_INVALID_ARGUMENT;
+  }
+  *out = *in;
+  out->view = *r->node_inputs[input_index];
+  out->buf->refs++;
+  return ONYX_STATUS_OK;
+}
+
+static void ctx_set_error(onyx_compute_ctx *ctx, const char *fmt, ...) {
+  run_state *r = ctx->core_data;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->kernel_err, sizeof r->kernel_err, fmt, ap);
+  va_end(ap);
+}
+
+/* ------------------------------------------------------------ transfers */
+
+/* Makes the value in `src` available on `target`'s device, into `tmp` (a slot the
+ * caller clears). Host↔device copies go through the device provider's copy. */
+static onyx_status transfer(run_state *r, const slot *src, onyx__provider *target, slot *tmp) {
+  bool to_device = target && target->table->device != ONYX_DEVICE_HOST;
+  onyx__provider *copier = to_device ? target : src->provider;
+  uint64_t bytes = 0;
+  onyx_status st = checked_bytes(src->view.dtype, src->view.rank, src->view.dims, &bytes);
+  if (st != ONYX_STATUS_OK) return st;
+  buffer *b = NULL;
+  st = new_buffer(r, to_device ? target : NULL, ONYX_REQUESTER_ACTIVATIONS, bytes,
+                  "transfer", &b);
+  if (st != ONYX_STATUS_OK) return st;
+  tmp->buf = b;
+  tmp->set = true;
+  tmp->provider = b->provider;
+  tmp->view = src->view;
+  tmp->view.data = b->ptr;
+  tmp->view.device = to_device ? target->table->device : ONYX_DEVICE_HOST;
+  st = copier->table->copy(copier->state, &tmp->view, &src->view);
+  if (st == ONYX_STATUS_OK && copier->table->sync) st = copier->table->sync(copier->state);
+  if (st != ONYX_STATUS_OK)
+    snprintf(r->err, sizeof r->err, "copy of %llu bytes through provider '%s' failed: %s",
+             (unsigned long long)bytes, copier->name, onyx_status_str(st));
+  return st;
+}
+
+static bool slot_on(const slot *sl, const onyx__provider *p) {
+  bool want_device = p->table->device != ONYX_DEVICE_HOST;
+  if (!want_device) return sl->view.device == ONYX_DEVICE_HOST;
+  return sl->view.device == p->table->device;
+}
+
+/* ------------------------------------------------------------ one node */
+
+static onyx_status node_workspace(run_state *r, onyx__placed_node *pn,
+                                  const onyx_tensor *inputs, size_t count,
+                                  onyx_workspace_view *views, size_t *out_views,
+                                  buffer **out_step) {
+  *out_views = 0;
+  *out_step = NULL;
+  if (pn->kernel->workspace == NULL) return ONYX_STATUS_OK;
+  onyx_workspace_requirement req;
+  memset(&req, 0, sizeof req);
+  req.struct_size = sizeof req;
+  req.version = ONYX_ABI_VERSION;
+  onyx_status st = pn->kernel->workspace(pn->state, inputs, count, &req);
+  if (st != ONYX_STATUS_OK) return st;
+  if (req.count > ONYX_MAX_WORKSPACE_REGIONS) return ONYX_STATUS_INVALID_ARGUMENT;
+  /* Lay out each lifetime class back to back, aligned. */
+  uint64_t off[ONYX_MAX_WORKSPACE_REGIONS], total[2] = {0, 0};
+  for (uint32_t i = 0; i < req.count; ++i) {
+    const onyx_workspace_region *rg = &req.regions[i];
+    uint64_t align = rg->alignment ? rg->alignment : 64;
+    int life = rg->lifetime == ONYX_LIFETIME_SESSION;
+    total[life] = (total[life] + align - 1) / align * align;
+    off[i] = total[life];
+    total[life] += rg->bytes;
+  }
+  onyx_session *s = r->s;
+  if (total[1] > pn->session_ws_bytes) {
+    void *grown = NULL;
+    st = onyx__memory_alloc(s->runtime->memory, pn->provider, ONYX_REQUESTER_WORKSPACE_SESSION,
+                            total[1], 256, pn->kernel->op_type, &grown, r->err, sizeof r->err);
+    if (st != ONYX_STATUS_OK) return st;
+    onyx__memory_free(s->runtime->memory, pn->session_ws);
+    pn->session_ws = grown;
+    pn->session_ws_bytes = total[1];
+  }
+  if (total[0] > 0) {
+    st = new_buffer(r, pn->provider, ONYX_REQUESTER_WORKSPACE_STEP, total[0],
+                    pn->kernel->op_type, out_step);
+    if (st != ONYX_STATUS_OK) return st;
+  }
+  for (uint32_t i = 0; i < req.count; ++i) {
+    const onyx_workspace_region *rg = &req.regions[i];
+    char *base = rg->lifetime == ONYX_LIFETIME_SESSION ? pn->session_ws
+                                                       : (*out_step ? (*out_step)->ptr : NULL);
+    views[i] = (onyx_workspace_view){.name = rg->name,
+                                     .data = rg->bytes && base ? base + off[i] : NULL,
+                                     .bytes = rg->bytes};
+  }
+  *out_views = req.count;
+  return ONYX_STATUS_OK;
+}
+
+static onyx_status run_node(run_state *r, size_t i) {
+  onyx_session *s = r->s;
+  const onyx__node *n = &s->graph->nodes[i];
+  onyx__placed_node *pn = &s->nodes[i];
+  r->node = i;
+  r->kernel_err[0] = '\0';
+  r->alloc_status = ONYX_STATUS_OK;
+
+  const onyx_tensor **inputs = calloc(n->input_count + 1, sizeof *inputs);
+  onyx_tensor *geometry = calloc(n->input_count + 1, sizeof *geometry);
+  slot *moved = calloc(n->input_count + 1, sizeof *moved);
+  onyx_status st = (inputs && geometry && moved) ? ONYX_STATUS_OK : ONYX_STATUS_OUT_OF_MEMORY;
+  for (size_t k = 0; st == ONYX_STATUS_OK && k < n->input_count; ++k) {
+    int32_t v = n->inputs[k];
+    if (v < 0) continue;
+    slot *sl = &r->slots[v];
+    if (!sl->set) {
+      snprintf(r->err, sizeof r->err, "input %zu ('%s') has no value", k, s->graph->values[v].name);
+      st = ONYX_STATUS_INTERNAL;
+      break;
+    }
+    if (!slot_on(sl, pn->provider)) {
+      if (s->graph->values[v].is_initializer && s->device_inits[v] == NULL &&
+          pn->provider->table->device != ONYX_DEVICE_HOST) {
+        /* Weights move once per session, not once per run. */
+        st = transfer(r, sl, pn->provider, &moved[k]);
+        if (st == ONYX_STATUS_OK) {
+          s->device_inits[v] = moved[k].buf->ptr;
+          free(moved[k].buf); /* the session owns the block now */
+          moved[k].buf = NULL;
+        }
+      } else if (s->device_inits[v] != NULL) {
+        moved[k] = *sl;
+        moved[k].buf = NULL;
+        moved[k].view.data = s->device_inits[v];
+        moved[k].view.device = pn->provider->table->device;
+      } else {
+        st = transfer(r, sl, pn->provider, &moved[k]);
+      }
+      sl = &moved[k];
+    }
+    inputs[k] = &sl->view;
+    geometry[k] = sl->view;
+  }
+  /* Kernels may not know every dtype at placement: enforce the mask here too. */
+  const onyx_kernel_table *kt = pn->kernel;
+  if (st == ONYX_STATUS_OK && kt->type_mask && kt->type_input < n->input_count &&
+      inputs[kt->type_input] != NULL &&
+      !(kt->type_mask & ONYX_DTYPE_BIT(inputs[kt->type_input]->dtype & 63))) {
+    snprintf(r->err, sizeof r->err, "provider '%s' has no %s kernel for %s (input %u)",
+             pn->provider->name, onyx__dtype_str(inputs[kt->type_input]->dtype), n->op_type,
+             kt->type_input);
+    st = ONYX_STATUS_UNSUPPORTED;
+  }
+  onyx_workspace_view views[ONYX_MAX_WORKSPACE_REGIONS];
+  size_t view_count = 0;
+  buffer *step_ws = NULL;
+  if (st == ONYX_STATUS_OK)
+    st = node_workspace(r, pn, geometry, n->input_count, views, &view_count, &step_ws);
+  if (st == ONYX_STATUS_OK) {
+    onyx_compute_ctx ctx = {
+        .struct_size = sizeof ctx,
+        .version = ONYX_ABI_VERSION,
+        .core_data = r,
+        .stream = NULL,
+        .alloc_output = ctx_alloc_output,
+        .alias_output = ctx_alias_output,
+        .set_error = ctx_set_error,
+        .workspace = views,
+        .workspace_count = view_count,
+    };
+    r->node_inputs = inputs;
+    st = kt->compute(pn->state, &ctx, (const onyx_tensor *const *)inputs, n->input_count);
+    if (st == ONYX_STATUS_OK && r->alloc_status != ONYX_STATUS_OK) st = r->alloc_status;
+    if (st != ONYX_STATUS_OK) {
+      snprintf(r->err, sizeof r->err, "%s", r->kernel_err[0] ? r->kernel_err : onyx_status_str(st));
+    }
+    for (size_t o = 0; st == ONYX_STATUS_OK && o < n->output_count; ++o) {
+      if (n->outputs[o] >= 0 && !r->slots[n->outputs[o]].set) {
+        snprintf(r->err, sizeof r->err, "kernel returned without producing output %zu ('%s')", o,
+                 s->graph->values[n->outputs[o]].name);
+        st = ONYX_STATUS_PROVIDER_ERROR;
+      }
+    }
+  }
+  if (step_ws) buffer_release(s, step_ws);
+  for (size_t k = 0; moved && k < n->input_count; ++k) slot_clear(s, &moved[k]);
+  free(moved);
+  free(geometry);
+  free(inputs);
+  if (st != ONYX_STATUS_OK) {
+    /* A failed node's outputs are not kept: they may be half written. */
+    for (size_t o = 0; o < n->output_count; ++o)
+      if (n->outputs[o] >= 0) slot_clear(s, &r->slots[n->outputs[o]]);
+    return st;
+  }
+  /* Values read for the last time here are dropped now, keeping the peak low. */
+  for (size_t k = 0; k < n->input_count; ++k) {
+    int32_t v = n->inputs[k];
+    if (v >= 0 && s->last_use[v] == (int32_t)i) slot_clear(s, &r->slots[v]);
+  }
+  for (size_t o = 0; o < n->output_count; ++o) {
+    int32_t v = n->outputs[o];
+    if (v >= 0 && s->last_use[v] < 0) slot_clear(s, &r->slots[v]); /* nobody reads it */
+  }
+  return ONYX_STATUS_OK;
+}
+
+/* ------------------------------------------------------------ the run */
+
+static onyx_status bind_inputs(run_state *r, const onyx_tensor *inputs, size_t count) {
+  onyx_session *s = r->s;
+  const onyx__graph *g = s->graph;
+  if (count != g->input_count) {
+    snprintf(r->err, sizeof r->err, "expected %zu inputs, got %zu", g->input_count, count);
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const onyx__value *val = &g->values[g->inputs[i]];
+    const onyx_tensor *t = &inputs[i];
+    if (t->device != ONYX_DEVICE_HOST) {
+      snprintf(r->err, sizeof r->err, "input '%s': inputs must be host tensors", val->name);
+      return ONYX_STATUS_INVALID_ARGUMENT;
+    }
+    if (val->dtype != ONYX_DTYPE_UNDEFINED && t->dtype != val->dtype) {
+      snprintf(r->err, sizeof r->err, "input '%s': expected dtype %s, got %s", val->name,
+               onyx__dtype_str(val->dtype), onyx__dtype_str(t->dtype));
+      return ONYX_STATUS_INVALID_ARGUMENT;
+    }
+    uint64_t bytes = 0;
+    if (checked_bytes(t->dtype, t->rank, t->dims, &bytes) != ONYX_STATUS_OK) {
+      snprintf(r->err, sizeof r->err, "input '%s': invalid dtype or dims", val->name);
+      return ONYX_STATUS_INVALID_ARGUMENT;
+    }
+    if (val->rank >= 0 && (int32_t)t->rank != val->rank) {
+      snprintf(r->err, sizeof r->err, "input '%s': expected rank %d, got %u", val->name,
+               val->rank, t->rank);
+      return ONYX_STATUS_INVALID_ARGUMENT;
+    }
+    for (int32_t d = 0; val->rank >= 0 && d < val->rank; ++d) {
+      if (val->dims[d] >= 0 && val->dims[d] != t->dims[d]) {
+        snprintf(r->err, sizeof r->err, "input '%s': dim %d expected %lld, got %lld", val->name,
+                 d, (long long)val->dims[d], (long long)t->dims[d]);
+        return ONYX_STATUS_INVALID_ARGUMENT;
+      }
+    }
+    if (bytes > 0 && t->data == NULL) {
+      snprintf(r->err, sizeof r->err, "input '%s': data is NULL", val->name);
+      return ONYX_STATUS_INVALID_ARGUMENT;
+    }
+    slot *sl = &r->slots[g->inputs[i]];
+    sl->view = *t;
+    sl->set = true;
+  }
+  for (size_t v = 0; v < g->value_count; ++v) {
+    if (!g->values[v].is_initializer) continue;
+    r->slots[v].view = g->values[v].init;
+    r->slots[v].set = true;
+  }
+  return ONYX_STATUS_OK;
+}
+
+/* Copies graph outputs to fresh host memory the caller owns. */
+static onyx_status collect_outputs(run_state *r, onyx_tensor *outs) {
+  onyx_session *s = r->s;
+  const onyx__graph *g = s->graph;
+  onyx_status st = ONYX_STATUS_OK;
+  size_t done = 0;
+  for (; done < g->output_count && st == ONYX_STATUS_OK; ++done) {
+    slot *sl = &r->slots[g->outputs[done]];
+    slot host = {0};
+    const slot *src = sl;
+    if (sl->view.device != ONYX_DEVICE_HOST) {
+      st = transfer(r, sl, NULL, &host);
+      src = &host;
+    }
+    uint64_t bytes = 0;
+    if (st == ONYX_STATUS_OK)
+      st = checked_bytes(src->view.dtype, src->view.rank, src->view.dims, &bytes);
+    void *data = NULL;
+    if (st == ONYX_STATUS_OK && bytes > 0) {
+      data = malloc((size_t)bytes);
+      if (data == NULL) st = ONYX_STATUS_OUT_OF_MEMORY;
+      else memcpy(data, src->view.data, (size_t)bytes);
+    }
+    if (st == ONYX_STATUS_OK) {
+      outs[done] = src->view;
+      outs[done].device = ONYX_DEVICE_HOST;
+      outs[done].device_id = 0;
+      outs[done].data = data;
+    }
+    slot_clear(s, &host);
+  }
+  if (st != ONYX_STATUS_OK) {
+    for (size_t i = 0; i + 1 < done; ++i) free(outs[i].data);
+  }
+  return st;
+}
+
+onyx_status onyx_session_run(onyx_session *s, const onyx_run_options *options,
+                             const onyx_tensor *inputs, size_t input_count,
+                             onyx_tensor *out_outputs, onyx_error **out_error) {
+  if (s == NULL || (input_count > 0 && inputs == NULL) || out_outputs == NULL)
+    return onyx__error_set(out_error, ONYX_STATUS_INVALID_ARGUMENT,
+                           "onyx_session_run: session, inputs and out_outputs are required");
+  const onyx__graph *g = s->graph;
+  run_state r;
+  memset(&r, 0, sizeof r);
+  r.s = s;
+  r.slots = calloc(g->value_count ? g->value_count : 1, sizeof *r.slots);
+  if (r.slots == NULL) return onyx__error_set(out_error, ONYX_STATUS_OUT_OF_MEMORY, NULL);
+
+  onyx_status st = bind_inputs(&r, inputs, input_count);
+  char msg[ONYX_ERR_CAP + 256] = "";
+  if (st != ONYX_STATUS_OK) snprintf(msg, sizeof msg, "%s", r.err);
+  for (size_t i = 0; st == ONYX_STATUS_OK && i < g->node_count; ++i) {
+    if (options && options->struct_size >= sizeof *options && options->should_cancel &&
+        options->should_cancel(options->user, i)) {
+      snprintf(msg, sizeof msg, "run cancelled before node #%zu", i);
+      st = ONYX_STATUS_CANCELLED;
+      break;
+    }
+    st = run_node(&r, i);
+    if (st != ONYX_STATUS_OK) {
+      const onyx__node *n = &g->nodes[i];
+      snprintf(msg, sizeof msg, "node '%s' (#%zu, %s%s%s on %s): %s", n->name, i,
+               n->domain[0] ? n->domain : "", n->domain[0] ? "::" : "", n->op_type,
+               s->nodes[i].provider->name, r.err);
+    }
+  }
+  if (st == ONYX_STATUS_OK) {
+    st = collect_outputs(&r, out_outputs);
+    if (st != ONYX_STATUS_OK) snprintf(msg, sizeof msg, "collecting outputs: %s", r.err);
+  }
+  for (size_t v = 0; v < g->value_count; ++v) slot_clear(s, &r.slots[v]);
+  free(r.slots);
+  if (st != ONYX_STATUS_OK) return onyx__error_set(out_error, st, msg);
+  return ONYX_STATUS_OK;
+}
+
+void onyx_tensor_data_free(void *data) { free(data); }

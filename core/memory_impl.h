@@ -1,0 +1,41 @@
+/*
+ * The core's memory: every byte the core or a provider keeps is allocated here and
+ * booked with the governor under a tier (the provider's device) and a requester.
+ */
+#ifndef ONYX_CORE_MEMORY_IMPL_H
+#define ONYX_CORE_MEMORY_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config_impl.h"
+#include "onyx_abi.h"
+
+struct onyx__provider;
+typedef struct onyx__memory onyx__memory;
+
+onyx_status onyx__memory_create(const onyx__config *config, onyx__memory **out_memory,
+                                char *err, size_t err_cap);
+void onyx__memory_destroy(onyx__memory *memory); /* NULL-safe */
+
+/*
+ * Allocates `bytes` on the provider's device (the host when provider is NULL or a
+ * host provider) for `requester`, labelled `label` in the snapshot. A refusal is
+ * ONYX_STATUS_TIER_EXHAUSTED with the governor's numbers in `err`.
+ */
+onyx_status onyx__memory_alloc(onyx__memory *memory, struct onyx__provider *provider,
+                               uint32_t requester, uint64_t bytes, uint32_t alignment,
+                               const char *label, void **out_ptr, char *err, size_t err_cap);
+void onyx__memory_free(onyx__memory *memory, void *ptr); /* NULL-safe */
+
+/* Bytes in use and the peak, per requester, summed over tiers. */
+void onyx__memory_usage(const onyx__memory *memory, uint64_t used[ONYX_REQUESTER_COUNT_],
+                        uint64_t peak[ONYX_REQUESTER_COUNT_]);
+const char *onyx__requester_name(uint32_t requester);
+
+/* The governor's snapshot as JSON. */
+void onyx__memory_write_json(const onyx__memory *memory, FILE *stream);
+
+#endif /* ONYX_CORE_MEMORY_IMPL_H */

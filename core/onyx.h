@@ -1,0 +1,128 @@
+/*
+ * Onyx public API — for applications that run models.
+ *
+ * Published: every onyx_* name declared here. Objects are opaque handles; each
+ * destroy/free accepts NULL. Unless a function says otherwise, handles are not
+ * thread-safe: use one session from one thread at a time.
+ *
+ * Errors: fallible calls return onyx_status and, when `out_error` is non-NULL, store
+ * an onyx_error with a message naming the thing (file, node, op, input, bytes) that
+ * the caller frees with onyx_error_free. On failure no out-parameter is written.
+ */
+#ifndef ONYX_H
+#define ONYX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onyx_abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define ONYX_API __attribute__((visibility("default")))
+#else
+#define ONYX_API
+#endif
+
+/* ------------------------------------------------------------------ errors */
+
+typedef struct onyx_error onyx_error;
+
+ONYX_API onyx_status onyx_error_status(const onyx_error *error);
+ONYX_API const char *onyx_error_message(const onyx_error *error); /* owned by error */
+ONYX_API void onyx_error_free(onyx_error *error);
+
+/* ------------------------------------------------------------------ runtime */
+
+/* A runtime: the providers a plugins.ini selects, loaded and opened, plus the memory
+ * governor. Thread-safe once created; outlives every session made from it. */
+typedef struct onyx_runtime onyx_runtime;
+
+/* Loads `config_path` (plugins.ini) and every enabled provider in it. */
+ONYX_API onyx_status onyx_runtime_create(const char *config_path, onyx_runtime **out_runtime,
+                                         onyx_error **out_error);
+ONYX_API void onyx_runtime_destroy(onyx_runtime *runtime);
+
+/* Providers in placement order (the fallback last). */
+ONYX_API size_t onyx_runtime_provider_count(const onyx_runtime *runtime);
+ONYX_API const char *onyx_runtime_provider_name(const onyx_runtime *runtime, size_t index);
+/* The provider's kernel tables (for listing tools). */
+ONYX_API size_t onyx_runtime_kernel_count(const onyx_runtime *runtime, size_t provider);
+ONYX_API const onyx_kernel_table *onyx_runtime_kernel(const onyx_runtime *runtime,
+                                                      size_t provider, size_t index);
+
+/* Writes the governor's snapshot as JSON to `stream` (a FILE *). */
+ONYX_API void onyx_runtime_write_memory_json(const onyx_runtime *runtime, void *stream);
+
+/* ------------------------------------------------------------------ sessions */
+
+typedef struct onyx_session onyx_session;
+
+typedef struct onyx_session_options {
+  uint32_t struct_size;  /* sizeof(onyx_session_options) */
+  bool print_placement;  /* print which provider runs each node to stderr at creation */
+} onyx_session_options;
+
+/* Creates a session for the model at `path`; external data resolves in its folder.
+ * `options` may be NULL for defaults. */
+ONYX_API onyx_status onyx_session_create(onyx_runtime *runtime, const char *path,
+                                         const onyx_session_options *options,
+                                         onyx_session **out_session, onyx_error **out_error);
+/* The same from model bytes (copied; external data is refused). */
+ONYX_API onyx_status onyx_session_create_from_bytes(onyx_runtime *runtime, const void *bytes,
+                                                    size_t size,
+                                                    const onyx_session_options *options,
+                                                    onyx_session **out_session,
+                                                    onyx_error **out_error);
+ONYX_API void onyx_session_destroy(onyx_session *session);
+
+/* Geometry of a graph input or output; dims are -1 where symbolic. */
+typedef struct onyx_value_info {
+  const char *name; /* owned by the session */
+  uint32_t dtype;   /* onyx_dtype */
+  int32_t rank;     /* -1 when unknown */
+  int64_t dims[ONYX_MAX_RANK];
+} onyx_value_info;
+
+ONYX_API size_t onyx_session_input_count(const onyx_session *session);
+ONYX_API size_t onyx_session_output_count(const onyx_session *session);
+ONYX_API onyx_value_info onyx_session_input_info(const onyx_session *session, size_t index);
+ONYX_API onyx_value_info onyx_session_output_info(const onyx_session *session, size_t index);
+
+/* Which provider runs node `index` ("cpu", ...), and the node's op and name. */
+ONYX_API size_t onyx_session_node_count(const onyx_session *session);
+ONYX_API const char *onyx_session_node_provider(const onyx_session *session, size_t index);
+ONYX_API const char *onyx_session_node_op(const onyx_session *session, size_t index);
+ONYX_API const char *onyx_session_node_name(const onyx_session *session, size_t index);
+
+/* Options for one run. */
+typedef struct onyx_run_options {
+  uint32_t struct_size;  /* sizeof(onyx_run_options) */
+  /* Polled between nodes; a true answer cancels the run with ONYX_STATUS_CANCELLED. */
+  bool (*should_cancel)(void *user, size_t next_node);
+  void *user;
+} onyx_run_options;
+
+/*
+ * Runs the graph. `inputs` holds one host tensor per graph input, in
+ * onyx_session_input_info order (the caller keeps them alive during the call).
+ * On success `out_outputs` (caller-provided array of onyx_session_output_count
+ * entries) receives host tensors whose data the caller frees with
+ * onyx_tensor_data_free. `options` may be NULL.
+ */
+ONYX_API onyx_status onyx_session_run(onyx_session *session, const onyx_run_options *options,
+                                      const onyx_tensor *inputs, size_t input_count,
+                                      onyx_tensor *out_outputs, onyx_error **out_error);
+
+/* Frees data returned by onyx_session_run. NULL-safe. */
+ONYX_API void onyx_tensor_data_free(void *data);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ONYX_H */

@@ -1,0 +1,157 @@
+/*
+ * Placement: each node goes to the first provider (plugins.ini order, the fallback
+ * last) with a kernel for its (domain, op, opset, dtype) that also accepts the
+ * node's attributes. Kernel states are created here, once per session.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error_impl.h"
+#include "session_impl.h"
+
+const char *onyx__dtype_str(uint32_t d) {
+  switch (d) {
+  case ONYX_DTYPE_FLOAT32: return "float32";
+  case ONYX_DTYPE_UINT8: return "uint8";
+  case ONYX_DTYPE_INT8: return "int8";
+  case ONYX_DTYPE_UINT16: return "uint16";
+  case ONYX_DTYPE_INT16: return "int16";
+  case ONYX_DTYPE_INT32: return "int32";
+  case ONYX_DTYPE_INT64: return "int64";
+  case ONYX_DTYPE_STRING: return "string";
+  case ONYX_DTYPE_BOOL: return "bool";
+  case ONYX_DTYPE_FLOAT16: return "float16";
+  case ONYX_DTYPE_FLOAT64: return "float64";
+  case ONYX_DTYPE_UINT32: return "uint32";
+  case ONYX_DTYPE_UINT64: return "uint64";
+  case ONYX_DTYPE_BFLOAT16: return "bfloat16";
+  default: return "unknown";
+  }
+}
+
+/* Does kernel `k` take node `n` with these input dtypes? `reason` explains a no. */
+static bool kernel_matches(const onyx_kernel_table *k, const onyx_node_info *info,
+                           char *reason, size_t reason_cap) {
+  if (strcmp(k->domain, info->domain) != 0 || strcmp(k->op_type, info->op_type) != 0)
+    return false;
+  if (info->opset < k->since_opset || (k->until_opset != 0 && info->opset > k->until_opset)) {
+    snprintf(reason, reason_cap, "opset %lld outside %lld..%lld", (long long)info->opset,
+             (long long)k->since_opset, (long long)k->until_opset);
+    return false;
+  }
+  if (k->type_mask != 0 && k->type_input < info->input_count) {
+    uint32_t d = info->input_dtypes[k->type_input];
+    if (d != ONYX_DTYPE_UNDEFINED && (d >= 64 || !(k->type_mask & ONYX_DTYPE_BIT(d)))) {
+      snprintf(reason, reason_cap, "no %s kernel (input %u)", onyx__dtype_str(d), k->type_input);
+      return false;
+    }
+  }
+  if (k->supports != NULL && !k->supports(info, reason, reason_cap)) return false;
+  return true;
+}
+
+/* Fills the node's onyx_node_info (arrays owned by the placed node). */
+static onyx_status build_info(onyx_session *s, size_t i, onyx__placed_node *pn) {
+  const onyx__node *n = &s->graph->nodes[i];
+  pn->input_present = calloc(n->input_count + 1, sizeof(bool));
+  pn->output_present = calloc(n->output_count + 1, sizeof(bool));
+  pn->input_dtypes = calloc(n->input_count + 1, sizeof(uint32_t));
+  if (!pn->input_present || !pn->output_present || !pn->input_dtypes)
+    return ONYX_STATUS_OUT_OF_MEMORY;
+  for (size_t k = 0; k < n->input_count; ++k) {
+    pn->input_present[k] = n->inputs[k] >= 0;
+    pn->input_dtypes[k] = n->inputs[k] >= 0 ? s->dtypes[n->inputs[k]] : ONYX_DTYPE_UNDEFINED;
+  }
+  for (size_t k = 0; k < n->output_count; ++k) pn->output_present[k] = n->outputs[k] >= 0;
+  pn->info = (onyx_node_info){
+      .struct_size = sizeof(onyx_node_info),
+      .version = ONYX_ABI_VERSION,
+      .name = n->name,
+      .domain = n->domain,
+      .op_type = n->op_type,
+      .opset = n->opset,
+      .input_count = n->input_count,
+      .output_count = n->output_count,
+      .input_present = pn->input_present,
+      .output_present = pn->output_present,
+      .input_dtypes = pn->input_dtypes,
+      .attrs = n->attrs,
+      .attr_count = n->attr_count,
+  };
+  return ONYX_STATUS_OK;
+}
+
+void onyx__unplace_nodes(onyx_session *s) {
+  if (s->nodes == NULL) return;
+  for (size_t i = 0; i < s->graph->node_count; ++i) {
+    onyx__placed_node *pn = &s->nodes[i];
+    if (pn->state && pn->kernel && pn->kernel->destroy) pn->kernel->destroy(pn->state);
+    free(pn->input_present);
+    free(pn->output_present);
+    free(pn->input_dtypes);
+  }
+  free(s->nodes);
+  s->nodes = NULL;
+}
+
+onyx_status onyx__place_nodes(onyx_session *s, char *err, size_t err_cap) {
+  onyx_runtime *rt = s->runtime;
+  const onyx__graph *g = s->graph;
+  s->nodes = calloc(g->node_count ? g->node_count : 1, sizeof *s->nodes);
+  if (s->nodes == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+  bool has_preferred = false;
+  for (size_t p = 0; p < rt->provider_count; ++p) has_preferred |= !rt->providers[p].is_fallback;
+
+  for (size_t i = 0; i < g->node_count; ++i) {
+    onyx__placed_node *pn = &s->nodes[i];
+    const onyx__node *n = &g->nodes[i];
+    if (build_info(s, i, pn) != ONYX_STATUS_OK) return ONYX_STATUS_OUT_OF_MEMORY;
+    char reason[256] = "", why_not[512] = "";
+    for (size_t p = 0; p < rt->provider_count && pn->kernel == NULL; ++p) {
+      onyx__provider *prov = &rt->providers[p];
+      for (size_t k = 0; k < prov->table->kernel_count; ++k) {
+        reason[0] = '\0';
+        if (kernel_matches(prov->table->kernels[k], &pn->info, reason, sizeof reason)) {
+          pn->kernel = prov->table->kernels[k];
+          pn->provider = prov;
+          break;
+        }
+        if (reason[0] && strlen(why_not) < sizeof why_not - 64) {
+          size_t len = strlen(why_not);
+          snprintf(why_not + len, sizeof why_not - len, "%s%s: %s", len ? "; " : "", prov->name,
+                   reason);
+        }
+      }
+    }
+    const char *dom = n->domain[0] ? n->domain : "ai.onnx";
+    uint32_t d0 = pn->info.input_count ? pn->input_dtypes[0] : ONYX_DTYPE_UNDEFINED;
+    if (pn->kernel == NULL) {
+      onyx__errf(err, err_cap,
+                 "node '%s' (#%zu): no provider has a kernel for %s::%s opset %lld with "
+                 "input 0 of type %s%s%s%s",
+                 n->name, i, dom, n->op_type, (long long)n->opset, onyx__dtype_str(d0),
+                 why_not[0] ? " (" : "", why_not, why_not[0] ? ")" : "");
+      return ONYX_STATUS_UNSUPPORTED;
+    }
+    if (rt->config->strict && has_preferred && pn->provider->is_fallback) {
+      onyx__errf(err, err_cap,
+                 "node '%s' (#%zu): %s::%s would fall back to provider '%s', which strict "
+                 "mode in %s forbids",
+                 n->name, i, dom, n->op_type, pn->provider->name, rt->config->path);
+      return ONYX_STATUS_UNSUPPORTED;
+    }
+    if (pn->kernel->create != NULL) {
+      char kerr[512] = "";
+      onyx_status st =
+          pn->kernel->create(pn->provider->state, &pn->info, &pn->state, kerr, sizeof kerr);
+      if (st != ONYX_STATUS_OK) {
+        pn->state = NULL;
+        onyx__errf(err, err_cap, "node '%s' (#%zu, %s on %s): %s: %s", n->name, i, n->op_type,
+                   pn->provider->name, onyx_status_str(st), kerr[0] ? kerr : "create failed");
+        return st;
+      }
+    }
+  }
+  return ONYX_STATUS_OK;
+}

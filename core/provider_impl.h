@@ -1,0 +1,55 @@
+/* Loaded providers: dlopen, ABI negotiation, open/probe, and the runtime that holds them. */
+#ifndef ONYX_CORE_PROVIDER_IMPL_H
+#define ONYX_CORE_PROVIDER_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config_impl.h"
+#include "onyx.h"
+
+struct onyx__thread_pool;
+struct onyx__memory;
+
+typedef struct onyx__provider {
+  char *name;                       /* the config's name for it */
+  char *path;                       /* library path as resolved */
+  void *library;                    /* dlopen handle */
+  const onyx_provider_table *table; /* static table inside the library */
+  void *state;                      /* from table->open */
+  uint32_t abi;                     /* negotiated ABI version */
+  bool is_fallback;
+  char tier[32];                    /* governor tier of its memory: "host", "cuda:0" */
+  onyx_host_table host;             /* what it was opened with; host_data points here */
+  struct onyx_runtime *runtime;
+} onyx__provider;
+
+struct onyx_runtime {
+  onyx__config *config;
+  onyx__provider *providers; /* placement order: the fallback last */
+  size_t provider_count;
+  struct onyx__thread_pool *pool;
+  struct onyx__memory *memory; /* the governor and the allocations it books */
+};
+
+/*
+ * Loads one provider library: dlopen(RTLD_NOW | RTLD_LOCAL), the entry symbol, ABI
+ * negotiation, open with the section's options, probe. On failure `err` names the
+ * config file and line, the library and the cause (dlerror text verbatim, both ABI
+ * versions, the provider's own message) and *out is left zeroed.
+ * Returns ONYX_STATUS_DEVICE_UNAVAILABLE when the provider's probe declines.
+ */
+onyx_status onyx__provider_load(onyx_runtime *runtime, const onyx__config *config,
+                                const onyx__provider_config *pc, onyx__provider *out,
+                                char *err, size_t err_cap);
+void onyx__provider_unload(onyx__provider *provider);
+
+/* Logs through the runtime's sink (stderr). */
+void onyx__log(uint32_t level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+#endif /* ONYX_CORE_PROVIDER_IMPL_H */

@@ -1,0 +1,144 @@
+/* onyx_session: creation from a file or bytes, geometry queries, destruction. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error_impl.h"
+#include "memory_impl.h"
+#include "session_impl.h"
+
+void onyx_session_destroy(onyx_session *s) {
+  if (s == NULL) return;
+  if (s->nodes) {
+    for (size_t i = 0; i < s->graph->node_count; ++i)
+      onyx__memory_free(s->runtime->memory, s->nodes[i].session_ws);
+  }
+  if (s->device_inits) {
+    for (size_t v = 0; v < s->graph->value_count; ++v)
+      onyx__memory_free(s->runtime->memory, s->device_inits[v]);
+  }
+  onyx__unplace_nodes(s);
+  free(s->device_inits);
+  free(s->dtypes);
+  free(s->last_use);
+  onyx__graph_free(s->graph);
+  free(s);
+}
+
+/* For each value, the last node that reads it; graph outputs live to the end. */
+static void compute_last_use(onyx_session *s) {
+  const onyx__graph *g = s->graph;
+  for (size_t v = 0; v < g->value_count; ++v) s->last_use[v] = -1;
+  for (size_t i = 0; i < g->node_count; ++i)
+    for (size_t k = 0; k < g->nodes[i].input_count; ++k)
+      if (g->nodes[i].inputs[k] >= 0) s->last_use[g->nodes[i].inputs[k]] = (int32_t)i;
+  for (size_t o = 0; o < g->output_count; ++o) s->last_use[g->outputs[o]] = INT32_MAX;
+}
+
+static void print_placement(const onyx_session *s) {
+  const onyx__graph *g = s->graph;
+  fprintf(stderr, "placement of %zu nodes:\n", g->node_count);
+  for (size_t i = 0; i < g->node_count; ++i) {
+    const onyx__node *n = &g->nodes[i];
+    fprintf(stderr, "  #%-4zu %-28s %-20s -> %s\n", i, n->name[0] ? n->name : "(unnamed)",
+            n->op_type, s->nodes[i].provider->name);
+  }
+  for (size_t p = 0; p < s->runtime->provider_count; ++p) {
+    size_t count = 0;
+    for (size_t i = 0; i < g->node_count; ++i)
+      count += s->nodes[i].provider == &s->runtime->providers[p];
+    fprintf(stderr, "  %s: %zu nodes\n", s->runtime->providers[p].name, count);
+  }
+}
+
+static onyx_status finish_create(onyx_runtime *rt, onyx__graph *g,
+                                 const onyx_session_options *options, onyx_session **out,
+                                 onyx_error **out_error) {
+  char err[ONYX_ERR_CAP] = "";
+  onyx_session *s = calloc(1, sizeof *s);
+  if (s == NULL) {
+    onyx__graph_free(g);
+    return onyx__error_set(out_error, ONYX_STATUS_OUT_OF_MEMORY, NULL);
+  }
+  s->runtime = rt;
+  s->graph = g;
+  size_t nv = g->value_count ? g->value_count : 1;
+  s->dtypes = calloc(nv, sizeof *s->dtypes);
+  s->last_use = calloc(nv, sizeof *s->last_use);
+  s->device_inits = calloc(nv, sizeof *s->device_inits);
+  if (!s->dtypes || !s->last_use || !s->device_inits) {
+    onyx_session_destroy(s);
+    return onyx__error_set(out_error, ONYX_STATUS_OUT_OF_MEMORY, NULL);
+  }
+  onyx__infer_dtypes(g, s->dtypes);
+  compute_last_use(s);
+  onyx_status st = onyx__place_nodes(s, err, sizeof err);
+  if (st != ONYX_STATUS_OK) {
+    onyx_session_destroy(s);
+    return onyx__error_set(out_error, st, err);
+  }
+  if (options && options->print_placement) print_placement(s);
+  *out = s;
+  return ONYX_STATUS_OK;
+}
+
+onyx_status onyx_session_create(onyx_runtime *rt, const char *path,
+                                const onyx_session_options *options, onyx_session **out,
+                                onyx_error **out_error) {
+  if (rt == NULL || path == NULL || out == NULL)
+    return onyx__error_set(out_error, ONYX_STATUS_INVALID_ARGUMENT,
+                           "onyx_session_create: runtime, path and out_session are required");
+  char err[ONYX_ERR_CAP] = "";
+  onyx__graph *g = NULL;
+  onyx_status st = onyx__model_load_file(path, &g, err, sizeof err);
+  if (st != ONYX_STATUS_OK) return onyx__error_set(out_error, st, err);
+  return finish_create(rt, g, options, out, out_error);
+}
+
+onyx_status onyx_session_create_from_bytes(onyx_runtime *rt, const void *bytes, size_t size,
+                                           const onyx_session_options *options,
+                                           onyx_session **out, onyx_error **out_error) {
+  if (rt == NULL || bytes == NULL || out == NULL)
+    return onyx__error_set(out_error, ONYX_STATUS_INVALID_ARGUMENT,
+                           "onyx_session_create_from_bytes: runtime, bytes and out_session "
+                           "are required");
+  char err[ONYX_ERR_CAP] = "";
+  onyx__graph *g = NULL;
+  onyx_status st = onyx__model_load_bytes(bytes, size, NULL, "<bytes>", &g, err, sizeof err);
+  if (st != ONYX_STATUS_OK) return onyx__error_set(out_error, st, err);
+  return finish_create(rt, g, options, out, out_error);
+}
+
+size_t onyx_session_input_count(const onyx_session *s) { return s ? s->graph->input_count : 0; }
+size_t onyx_session_output_count(const onyx_session *s) { return s ? s->graph->output_count : 0; }
+
+static onyx_value_info value_info(const onyx_session *s, int32_t v) {
+  const onyx__value *val = &s->graph->values[v];
+  onyx_value_info info = {.name = val->name, .dtype = s->dtypes[v], .rank = val->rank};
+  memcpy(info.dims, val->dims, sizeof info.dims);
+  return info;
+}
+
+onyx_value_info onyx_session_input_info(const onyx_session *s, size_t i) {
+  onyx_value_info none = {.name = NULL, .rank = -1};
+  return s && i < s->graph->input_count ? value_info(s, s->graph->inputs[i]) : none;
+}
+
+onyx_value_info onyx_session_output_info(const onyx_session *s, size_t i) {
+  onyx_value_info none = {.name = NULL, .rank = -1};
+  return s && i < s->graph->output_count ? value_info(s, s->graph->outputs[i]) : none;
+}
+
+size_t onyx_session_node_count(const onyx_session *s) { return s ? s->graph->node_count : 0; }
+
+const char *onyx_session_node_provider(const onyx_session *s, size_t i) {
+  return s && i < s->graph->node_count ? s->nodes[i].provider->name : NULL;
+}
+
+const char *onyx_session_node_op(const onyx_session *s, size_t i) {
+  return s && i < s->graph->node_count ? s->graph->nodes[i].op_type : NULL;
+}
+
+const char *onyx_session_node_name(const onyx_session *s, size_t i) {
+  return s && i < s->graph->node_count ? s->graph->nodes[i].name : NULL;
+}

@@ -1,0 +1,43 @@
+/* Sessions: a loaded graph with each node placed on a provider kernel. */
+#ifndef ONYX_CORE_SESSION_IMPL_H
+#define ONYX_CORE_SESSION_IMPL_H
+
+#include "graph.h"
+#include "provider_impl.h"
+
+typedef struct onyx__placed_node {
+  onyx__provider *provider;
+  const onyx_kernel_table *kernel;
+  void *state;          /* the kernel's per-node state */
+  onyx_node_info info;  /* what the kernel saw at create; arrays below */
+  bool *input_present;
+  bool *output_present;
+  uint32_t *input_dtypes;
+  /* SESSION-lifetime workspace: one block per node, grown on demand. */
+  void *session_ws;
+  uint64_t session_ws_bytes;
+} onyx__placed_node;
+
+struct onyx_session {
+  onyx_runtime *runtime;
+  onyx__graph *graph;
+  onyx__placed_node *nodes;  /* graph->node_count entries */
+  uint32_t *dtypes;          /* per value: declared or inferred dtype */
+  int32_t *last_use;         /* per value: last node reading it, INT32_MAX for outputs */
+  void **device_inits;       /* per value: device copy of an initializer, or NULL */
+};
+
+/* Infers the dtype of every value the model leaves untyped (for placement). */
+void onyx__infer_dtypes(const onyx__graph *graph, uint32_t *dtypes);
+
+/* Places every node and creates kernel states. On failure `err` names the node,
+ * op and dtype and the providers tried; kernel states created so far are freed. */
+onyx_status onyx__place_nodes(onyx_session *session, char *err, size_t err_cap);
+
+/* "float32", "bfloat16", ... for messages. */
+const char *onyx__dtype_str(uint32_t dtype);
+
+/* Frees what placement created (NULL-safe arrays). */
+void onyx__unplace_nodes(onyx_session *session);
+
+#endif /* ONYX_CORE_SESSION_IMPL_H */

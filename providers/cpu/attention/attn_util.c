@@ -1,0 +1,207 @@
+/*
+ * Helpers shared by the attention kernels: the thread pool as the CPU provider
+ * exposes it, kernel state, messages, attributes and 16-bit rows.
+ *
+ * The kernel state allocated here at create() is the only heap allocation in
+ * providers/cpu/attention/: scratch is stack tiles or declared workspace.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_impl.h"
+#include "cpu_impl.h"
+
+/* ------------------------------------------------------------------ threads */
+
+void onyx__attn_threads_from_provider(const void *provider_state, onyx__attn_threads *out) {
+  out->parallel_for = NULL;
+  out->host_data = NULL;
+  out->num_threads = 1;
+  if (provider_state == NULL) return;
+  /* The CPU provider's state decides whether kernels may use the core's pool (it is
+   * off with `threads = 1` or when the core offers none). */
+  const onyx__cpu_provider *p = provider_state;
+  if (!p->parallel || p->host == NULL || p->host->parallel_for == NULL) return;
+  out->parallel_for = p->host->parallel_for;
+  out->host_data = p->host->host_data;
+  out->num_threads = p->num_threads > 1 ? p->num_threads : 1;
+}
+
+void onyx__attn_parallel_for(const onyx__attn_threads *t, size_t n,
+                             void (*fn)(void *arg, size_t i), void *arg) {
+  if (t != NULL && t->parallel_for != NULL && t->num_threads > 1 && n > 1) {
+    t->parallel_for(t->host_data, n, fn, arg);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) fn(arg, i);
+}
+
+/* ------------------------------------------------------------------ state */
+
+void *onyx__attn_state_new(size_t size, void *provider_state, const onyx_node_info *node,
+                           char *err, size_t err_cap) {
+  if (node->output_count > 4) {
+    onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                    "%s: the node names %zu outputs, at most 4 are defined", node->op_type,
+                    node->output_count);
+    return NULL;
+  }
+  onyx__attn_node *s = calloc(1, size);
+  if (s == NULL) {
+    onyx__attn_fail(err, err_cap, ONYX_STATUS_OUT_OF_MEMORY, "%s: cannot allocate kernel state",
+                    node->op_type);
+    return NULL;
+  }
+  onyx__attn_threads_from_provider(provider_state, &s->threads);
+  s->opset = node->opset;
+  snprintf(s->name, sizeof s->name, "%s", node->name != NULL ? node->name : "");
+  s->output_count = node->output_count;
+  for (size_t i = 0; i < node->output_count; ++i)
+    s->output_present[i] = node->output_present == NULL || node->output_present[i];
+  return s;
+}
+
+void onyx__attn_state_free(void *state) { free(state); }
+
+/* ------------------------------------------------------------------ messages */
+
+onyx_status onyx__attn_fail(char *err, size_t err_cap, onyx_status status, const char *fmt, ...) {
+  if (err != NULL && err_cap > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_cap, fmt, ap);
+    va_end(ap);
+  }
+  return status;
+}
+
+onyx_status onyx__attn_error(onyx_compute_ctx *ctx, onyx_status status, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (ctx != NULL && ctx->set_error != NULL) ctx->set_error(ctx, "%s", msg);
+  return status;
+}
+
+const char *onyx__attn_dtype_name(uint32_t dtype) {
+  switch (dtype) {
+  case ONYX_DTYPE_FLOAT32:
+    return "float32";
+  case ONYX_DTYPE_FLOAT16:
+    return "float16";
+  case ONYX_DTYPE_BFLOAT16:
+    return "bfloat16";
+  case ONYX_DTYPE_FLOAT64:
+    return "float64";
+  case ONYX_DTYPE_INT32:
+    return "int32";
+  case ONYX_DTYPE_INT64:
+    return "int64";
+  case ONYX_DTYPE_BOOL:
+    return "bool";
+  case ONYX_DTYPE_UINT8:
+    return "uint8";
+  case ONYX_DTYPE_INT8:
+    return "int8";
+  case ONYX_DTYPE_UNDEFINED:
+    return "undefined";
+  default:
+    return "another type";
+  }
+}
+
+onyx__attn_shape_text onyx__attn_shape(const onyx_tensor *t) {
+  onyx__attn_shape_text out;
+  size_t n = 0;
+  out.s[n++] = '[';
+  uint32_t rank = t->rank <= ONYX_MAX_RANK ? t->rank : ONYX_MAX_RANK;
+  for (uint32_t i = 0; i < rank; ++i) {
+    int w = snprintf(out.s + n, sizeof out.s - n, i ? ",%lld" : "%lld", (long long)t->dims[i]);
+    if (w < 0 || (size_t)w >= sizeof out.s - n) break;
+    n += (size_t)w;
+  }
+  if (n + 2 <= sizeof out.s) {
+    out.s[n++] = ']';
+    out.s[n] = '\0';
+  } else {
+    out.s[sizeof out.s - 1] = '\0';
+  }
+  return out;
+}
+
+/* ------------------------------------------------------------------ attributes */
+
+const onyx_attr *onyx__attn_attr(const onyx_node_info *node, const char *name) {
+  if (node->attrs == NULL) return NULL;
+  for (size_t i = 0; i < node->attr_count; ++i)
+    if (node->attrs[i].name != NULL && strcmp(node->attrs[i].name, name) == 0)
+      return &node->attrs[i];
+  return NULL;
+}
+
+onyx_status onyx__attn_attr_int(const onyx_node_info *node, const char *name, int64_t dflt,
+                                int64_t *out, char *err, size_t err_cap) {
+  const onyx_attr *a = onyx__attn_attr(node, name);
+  *out = dflt;
+  if (a == NULL) return ONYX_STATUS_OK;
+  if (a->type != ONYX_ATTR_INT)
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                           "%s: attribute '%s' must be an INT", node->op_type, name);
+  *out = a->i;
+  return ONYX_STATUS_OK;
+}
+
+onyx_status onyx__attn_attr_float(const onyx_node_info *node, const char *name, float dflt,
+                                  float *out, char *err, size_t err_cap) {
+  const onyx_attr *a = onyx__attn_attr(node, name);
+  *out = dflt;
+  if (a == NULL) return ONYX_STATUS_OK;
+  if (a->type != ONYX_ATTR_FLOAT)
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                           "%s: attribute '%s' must be a FLOAT", node->op_type, name);
+  *out = a->f;
+  return ONYX_STATUS_OK;
+}
+
+onyx_status onyx__attn_attr_string_is(const onyx_node_info *node, const char *name,
+                                      const char *expect, bool *out_equal, char *err,
+                                      size_t err_cap) {
+  const onyx_attr *a = onyx__attn_attr(node, name);
+  *out_equal = true;
+  if (a == NULL) return ONYX_STATUS_OK;
+  if (a->type != ONYX_ATTR_STRING)
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                           "%s: attribute '%s' must be a STRING", node->op_type, name);
+  *out_equal = a->s != NULL && strlen(expect) == a->s_len && memcmp(a->s, expect, a->s_len) == 0;
+  return ONYX_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------ rows */
+
+void onyx__attn_load_row(uint32_t dtype, const void *src, int64_t n, float *dst) {
+  if (dtype == ONYX_DTYPE_FLOAT16) {
+    const uint16_t *s = src;
+    for (int64_t i = 0; i < n; ++i) dst[i] = onyx__attn_f16_to_f32(s[i]);
+  } else if (dtype == ONYX_DTYPE_BFLOAT16) {
+    const uint16_t *s = src;
+    for (int64_t i = 0; i < n; ++i) dst[i] = onyx__attn_bf16_to_f32(s[i]);
+  } else {
+    memcpy(dst, src, (size_t)n * sizeof(float));
+  }
+}
+
+void onyx__attn_store_row(uint32_t dtype, void *dst, int64_t n, const float *src) {
+  if (dtype == ONYX_DTYPE_FLOAT16) {
+    uint16_t *d = dst;
+    for (int64_t i = 0; i < n; ++i) d[i] = onyx__attn_f32_to_f16(src[i]);
+  } else if (dtype == ONYX_DTYPE_BFLOAT16) {
+    uint16_t *d = dst;
+    for (int64_t i = 0; i < n; ++i) d[i] = onyx__attn_f32_to_bf16(src[i]);
+  } else {
+    memcpy(dst, src, (size_t)n * sizeof(float));
+  }
+}

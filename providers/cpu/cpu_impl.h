@@ -1,0 +1,301 @@
+/*
+ * Private to the CPU reference provider (libonyx_cpu.so). Nothing here crosses the
+ * ABI: the only published symbol of the library is onyx_provider_entry.
+ *
+ * The provider is built against abi/ alone, exactly as a third-party provider is.
+ * Files, one concern each:
+ *   provider.c        entry point, negotiation, provider table, kernel list
+ *   cpu_attr.c        attribute lookup with type checks
+ *   cpu_shape.c       shape helpers: axes, element counts, messages, kernel state
+ *   cpu_broadcast.c   numpy multidirectional broadcasting
+ *   cpu_half.c        float16 / bfloat16 conversions
+ *   cpu_elementwise.c Add Sub Mul Div Relu Sigmoid
+ *   cpu_gemm.c        the blocked float32 GEMM core and the simple float64/int loops
+ *   cpu_matmul.c      MatMul and Gemm kernels
+ *   cpu_softmax.c     Softmax
+ *   cpu_cast.c        Cast, CastLike
+ *   cpu_shape_ops.c   Reshape Transpose Concat Gather Unsqueeze Squeeze Shape Identity
+ *                     Constant
+ */
+#ifndef ONYX_CPU_IMPL_H
+#define ONYX_CPU_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onyx_abi.h"
+
+#if defined(__GNUC__)
+#define ONYX__CPU_PRINTF(fmt_index, first_arg) \
+  __attribute__((format(printf, fmt_index, first_arg)))
+#else
+#define ONYX__CPU_PRINTF(fmt_index, first_arg)
+#endif
+
+/* ------------------------------------------------------------------ provider */
+
+/* One open instance of the provider (what open() returns as its state). Kernels see
+ * it through their create() call and keep a pointer to it. */
+typedef struct onyx__cpu_provider {
+  const onyx_host_table *host; /* owned by the core, valid until close */
+  /* Whether kernels may spread work over host->parallel_for. Off when the core
+   * offers no parallel_for or the `threads = 1` option asks for serial kernels. */
+  bool parallel;
+  uint32_t num_threads; /* >= 1; tasks a kernel splits its work into at most */
+} onyx__cpu_provider;
+
+/* Runs fn(arg, i) for i in [0, n): on the core's threads when allowed, else here. */
+void onyx__cpu_parallel_for(const onyx__cpu_provider *p, size_t n,
+                            void (*fn)(void *arg, size_t i), void *arg);
+
+/* Every type the CPU kernels can move as bytes (all fixed-size dtypes). */
+#define ONYX__CPU_FIXED_TYPES                                                       \
+  (ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_UINT8) |          \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_INT8) | ONYX_DTYPE_BIT(ONYX_DTYPE_UINT16) |            \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_INT16) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT32) |            \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_INT64) | ONYX_DTYPE_BIT(ONYX_DTYPE_BOOL) |             \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT16) | ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT64) |        \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_UINT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_UINT64) |          \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_BFLOAT16))
+
+/* Floating-point types; 16-bit ones are computed in float32. */
+#define ONYX__CPU_FLOAT_TYPES                                                       \
+  (ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT64) |        \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT16) | ONYX_DTYPE_BIT(ONYX_DTYPE_BFLOAT16))
+
+/* Integer types (bool excluded). */
+#define ONYX__CPU_INT_TYPES                                                         \
+  (ONYX_DTYPE_BIT(ONYX_DTYPE_UINT8) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT8) |             \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_UINT16) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT16) |           \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_INT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT64) |            \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_UINT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_UINT64))
+
+/* Whether `dtype` is in a mask built from ONYX_DTYPE_BIT. */
+static inline bool onyx__cpu_dtype_in(uint32_t dtype, uint64_t mask) {
+  return dtype < 64 && (mask & ONYX_DTYPE_BIT(dtype)) != 0;
+}
+
+/* ------------------------------------------------------------------ kernel state */
+
+/* The part of every kernel's state that is the same for all ops: what create()
+ * learned about the node that compute() needs again. Op states embed it first. */
+typedef struct onyx__cpu_node {
+  const onyx__cpu_provider *provider;
+  int64_t opset;
+  char op_type[32]; /* for messages (the node's strings may not outlive create) */
+  /* Output 0 is allocated only when the node names it (an unnamed output is
+   * optional and nobody reads it). All v1 CPU ops have one output. */
+  bool want_output;
+} onyx__cpu_node;
+
+/* Allocates a zeroed state of `size` bytes (>= sizeof(onyx__cpu_node)) and fills
+ * its onyx__cpu_node head from `node`. Returns NULL when memory runs out, with a
+ * message in err. Kernel states are a few dozen bytes of parsed attributes; tensor
+ * memory (outputs, scratch) always comes from the core. */
+void *onyx__cpu_state_new(size_t size, void *provider_state, const onyx_node_info *node,
+                          char *err, size_t err_cap);
+
+/* create() for ops whose only state is the common head. */
+onyx_status onyx__cpu_create_plain(void *provider_state, const onyx_node_info *node,
+                                   void **out_state, char *err, size_t err_cap);
+
+/* destroy() for every CPU kernel state; NULL-safe. */
+void onyx__cpu_destroy(void *state);
+
+/* Allocates output 0 when the node wants it; otherwise sets *out_view = NULL and
+ * succeeds, so the kernel validates and skips writing. Reports a failure through
+ * ctx->set_error. */
+onyx_status onyx__cpu_alloc_output(const onyx__cpu_node *node, onyx_compute_ctx *ctx,
+                                   uint32_t dtype, uint32_t rank, const int64_t *dims,
+                                   onyx_tensor **out_view);
+
+/* ------------------------------------------------------------------ messages */
+
+/* Writes a printf-style message into err (when err_cap > 0) and returns status. */
+onyx_status onyx__cpu_fail(char *err, size_t err_cap, onyx_status status, const char *fmt,
+                           ...) ONYX__CPU_PRINTF(4, 5);
+
+/* A shape rendered as "[2,3,4]" for messages (by value, so it can be used inline). */
+typedef struct onyx__cpu_shape_text {
+  char s[8 * 22 + 4];
+} onyx__cpu_shape_text;
+
+onyx__cpu_shape_text onyx__cpu_shape_str(uint32_t rank, const int64_t *dims);
+/* The same for a tensor view. */
+onyx__cpu_shape_text onyx__cpu_tensor_shape(const onyx_tensor *t);
+
+/* "float32", "int64", ... for messages; "dtype N" for unknown values. */
+const char *onyx__cpu_dtype_name(uint32_t dtype);
+
+/* ------------------------------------------------------------------ shapes */
+
+/* Maps axis in [-rank, rank) to [0, rank). False when out of range. */
+bool onyx__cpu_normalize_axis(int64_t axis, int64_t rank, int64_t *out_axis);
+
+/* Product of dims[begin, end) (1 when empty). The caller knows it fits: the dims
+ * come from tensors that exist. */
+int64_t onyx__cpu_dims_product(const int64_t *dims, uint32_t begin, uint32_t end);
+
+/* Product of dims with overflow and negativity checks, for shapes a kernel computes
+ * from data (Reshape's target). False when a dim is negative or the product
+ * overflows int64. */
+bool onyx__cpu_checked_numel(uint32_t rank, const int64_t *dims, int64_t *out_numel);
+
+/* Reads a 1-D (or scalar) int64/int32 host tensor into out[count]. Used for
+ * constant-input shapes and axes. Fails (with a message through ctx naming
+ * `what` and input index) on another dtype, rank > 1 or more than `cap` values. */
+onyx_status onyx__cpu_read_int_list(onyx_compute_ctx *ctx, const onyx_tensor *t,
+                                    size_t input_index, const char *what, int64_t *out,
+                                    size_t cap, size_t *out_count);
+
+/* Checks the inputs a kernel is about to read: every index below `required` must be
+ * present, and every present one must be a host view with data. Reports through
+ * ctx. (Compute messages carry no op name: the core prefixes node and op.) */
+onyx_status onyx__cpu_check_inputs(onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
+                                   size_t input_count, size_t required);
+
+/* ------------------------------------------------------------------ attributes */
+
+/* The attribute called `name`, or NULL. */
+const onyx_attr *onyx__cpu_attr_find(const onyx_node_info *node, const char *name);
+
+/* Typed lookups: absent → default (and *out_present = false where asked); present
+ * with another type → INVALID_ARGUMENT with a message in err. */
+onyx_status onyx__cpu_attr_int(const onyx_node_info *node, const char *name, int64_t dflt,
+                               int64_t *out, char *err, size_t err_cap);
+onyx_status onyx__cpu_attr_float(const onyx_node_info *node, const char *name, float dflt,
+                                 float *out, char *err, size_t err_cap);
+/* INTS: *out points into the attribute (valid until destroy); NULL/0 when absent. */
+onyx_status onyx__cpu_attr_ints(const onyx_node_info *node, const char *name,
+                                const int64_t **out, size_t *out_count, bool *out_present,
+                                char *err, size_t err_cap);
+
+/* ------------------------------------------------------------------ broadcasting */
+
+#define ONYX__CPU_BCAST_MAX_INPUTS 4
+
+/*
+ * A broadcast of up to four inputs to one output shape, reduced to a loop nest:
+ * size-1 output dims are dropped and adjacent dims that every input walks
+ * contiguously (or not at all) are merged, so the innermost loop is as long as
+ * possible. inner_stride[k] is 0 (input k is broadcast along the run) or 1.
+ */
+typedef struct onyx__cpu_bcast {
+  uint32_t out_rank;              /* the broadcast output shape */
+  int64_t out_dims[ONYX_MAX_RANK];
+  int64_t out_numel;
+  size_t count;                   /* inputs */
+  uint32_t loop_rank;             /* >= 1 */
+  int64_t loop_dims[ONYX_MAX_RANK];
+  int64_t strides[ONYX__CPU_BCAST_MAX_INPUTS][ONYX_MAX_RANK]; /* elements */
+} onyx__cpu_bcast;
+
+/* Builds the broadcast of shapes[0..count). On mismatch writes a message naming
+ * the input, axis, expected and got into err and returns INVALID_ARGUMENT. */
+onyx_status onyx__cpu_bcast_init(onyx__cpu_bcast *b, size_t count, const uint32_t *ranks,
+                                 const int64_t *const *dims, char *err, size_t err_cap);
+
+/* Walks the loop nest: for each inner run, fn receives the element offset of every
+ * input, the output offset, the run length and each input's stride in the run. */
+typedef void (*onyx__cpu_bcast_run_fn)(void *arg, const int64_t *in_offsets,
+                                       int64_t out_offset, int64_t n,
+                                       const int64_t *in_strides);
+void onyx__cpu_bcast_walk(const onyx__cpu_bcast *b, onyx__cpu_bcast_run_fn fn, void *arg);
+
+/* ------------------------------------------------------------------ half floats */
+
+float onyx__cpu_f16_to_f32(uint16_t h);
+uint16_t onyx__cpu_f32_to_f16(float f);  /* round to nearest even */
+uint16_t onyx__cpu_f64_to_f16(double d); /* rounded once, not via float32 */
+float onyx__cpu_bf16_to_f32(uint16_t h);
+uint16_t onyx__cpu_f32_to_bf16(float f);  /* round to nearest even */
+uint16_t onyx__cpu_f64_to_bf16(double d); /* rounded once, not via float32 */
+
+/* Loads element i of a float32/float16/bfloat16 array as float32. */
+static inline float onyx__cpu_load_f32(uint32_t dtype, const void *p, int64_t i) {
+  switch (dtype) {
+  case ONYX_DTYPE_FLOAT16:
+    return onyx__cpu_f16_to_f32(((const uint16_t *)p)[i]);
+  case ONYX_DTYPE_BFLOAT16:
+    return onyx__cpu_bf16_to_f32(((const uint16_t *)p)[i]);
+  default:
+    return ((const float *)p)[i];
+  }
+}
+
+/* Stores v as element i of a float32/float16/bfloat16 array. */
+static inline void onyx__cpu_store_f32(uint32_t dtype, void *p, int64_t i, float v) {
+  switch (dtype) {
+  case ONYX_DTYPE_FLOAT16:
+    ((uint16_t *)p)[i] = onyx__cpu_f32_to_f16(v);
+    break;
+  case ONYX_DTYPE_BFLOAT16:
+    ((uint16_t *)p)[i] = onyx__cpu_f32_to_bf16(v);
+    break;
+  default:
+    ((float *)p)[i] = v;
+    break;
+  }
+}
+
+/* ------------------------------------------------------------------ GEMM core */
+
+/*
+ * Y[M×N] = alpha · op(A) · op(B) + Y, row-major, where op() transposes when asked.
+ * A and B are float32, float16 or bfloat16 (ab_dtype, both the same) and are
+ * widened to float32 while packing; Y is float32 and must be initialised by the
+ * caller (zero, or beta·C). lda/ldb/ldy are row pitches in elements.
+ */
+typedef struct onyx__cpu_gemm {
+  bool trans_a, trans_b;
+  int64_t m, n, k;
+  float alpha;
+  uint32_t ab_dtype;
+  const void *a;
+  int64_t lda;
+  const void *b;
+  int64_t ldb;
+  float *y;
+  int64_t ldy;
+} onyx__cpu_gemm;
+
+/* Scratch the blocked float32 GEMM packs into, in floats, for an m×n×k product on
+ * `tasks` parallel tasks (0 when nothing is multiplied). */
+void onyx__cpu_sgemm_scratch(int64_t m, int64_t n, int64_t k, uint32_t tasks,
+                             uint64_t *out_pack_a, uint64_t *out_pack_b);
+
+/* Runs the blocked GEMM; pack_a/pack_b hold at least what sgemm_scratch said. */
+void onyx__cpu_sgemm(const onyx__cpu_provider *p, const onyx__cpu_gemm *g, float *pack_a,
+                     float *pack_b);
+
+/* The float64 product Y = alpha·op(A)·op(B) + Y with loop orders that keep the
+ * innermost loop contiguous. No scratch. */
+void onyx__cpu_dgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                     double alpha, const double *a, int64_t lda, const double *b,
+                     int64_t ldb, double *y, int64_t ldy);
+
+/* Integer Y = A·B (no transposes; wraps on overflow like the hardware). */
+void onyx__cpu_igemm(uint32_t dtype, int64_t m, int64_t n, int64_t k, const void *a,
+                     const void *b, void *y);
+
+/* ------------------------------------------------------------------ kernel tables */
+
+/* Each op file defines its tables; provider.c lists them. */
+extern const onyx_kernel_table onyx__cpu_k_add_1, onyx__cpu_k_add_7;
+extern const onyx_kernel_table onyx__cpu_k_sub_1, onyx__cpu_k_sub_7;
+extern const onyx_kernel_table onyx__cpu_k_mul_1, onyx__cpu_k_mul_7;
+extern const onyx_kernel_table onyx__cpu_k_div_1, onyx__cpu_k_div_7;
+extern const onyx_kernel_table onyx__cpu_k_relu, onyx__cpu_k_sigmoid;
+extern const onyx_kernel_table onyx__cpu_k_matmul, onyx__cpu_k_gemm;
+extern const onyx_kernel_table onyx__cpu_k_softmax_1, onyx__cpu_k_softmax_13;
+extern const onyx_kernel_table onyx__cpu_k_cast, onyx__cpu_k_castlike;
+extern const onyx_kernel_table onyx__cpu_k_reshape_1, onyx__cpu_k_reshape_5;
+extern const onyx_kernel_table onyx__cpu_k_transpose, onyx__cpu_k_concat;
+extern const onyx_kernel_table onyx__cpu_k_gather;
+extern const onyx_kernel_table onyx__cpu_k_unsqueeze_1, onyx__cpu_k_unsqueeze_13;
+extern const onyx_kernel_table onyx__cpu_k_squeeze_1, onyx__cpu_k_squeeze_13;
+extern const onyx_kernel_table onyx__cpu_k_shape_1, onyx__cpu_k_shape_15;
+extern const onyx_kernel_table onyx__cpu_k_identity, onyx__cpu_k_constant;
+
+#endif /* ONYX_CPU_IMPL_H */

@@ -1,0 +1,133 @@
+/*
+ * The CPU reference provider: entry point, version negotiation and the provider
+ * table. This is the file a third party copies first when writing a provider.
+ *
+ * The library exports one symbol, onyx_provider_entry. Everything else is hidden
+ * (-fvisibility=hidden plus a version script), so two providers loaded side by side
+ * with RTLD_LOCAL can never bind to each other's helpers.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_impl.h"
+
+/* Every kernel this provider offers. Placement walks the list in order, so when two
+ * tables could match a node the first wins; the opset ranges here do not overlap. */
+static const onyx_kernel_table *const cpu_kernels[] = {
+    &onyx__cpu_k_add_1,       &onyx__cpu_k_add_7,        &onyx__cpu_k_sub_1,
+    &onyx__cpu_k_sub_7,       &onyx__cpu_k_mul_1,        &onyx__cpu_k_mul_7,
+    &onyx__cpu_k_div_1,       &onyx__cpu_k_div_7,        &onyx__cpu_k_relu,
+    &onyx__cpu_k_sigmoid,     &onyx__cpu_k_matmul,       &onyx__cpu_k_gemm,
+    &onyx__cpu_k_softmax_1,   &onyx__cpu_k_softmax_13,   &onyx__cpu_k_cast,
+    &onyx__cpu_k_castlike,    &onyx__cpu_k_reshape_1,    &onyx__cpu_k_reshape_5,
+    &onyx__cpu_k_transpose,   &onyx__cpu_k_concat,       &onyx__cpu_k_gather,
+    &onyx__cpu_k_unsqueeze_1, &onyx__cpu_k_unsqueeze_13, &onyx__cpu_k_squeeze_1,
+    &onyx__cpu_k_squeeze_13,  &onyx__cpu_k_shape_1,      &onyx__cpu_k_shape_15,
+    &onyx__cpu_k_identity,    &onyx__cpu_k_constant,
+};
+
+/* Parses a thread count; false on anything but a plain non-negative integer. */
+static bool cpu_parse_threads(const char *text, uint32_t *out) {
+  if (text == NULL || *text == '\0') return false;
+  char *end = NULL;
+  unsigned long v = strtoul(text, &end, 10);
+  if (*end != '\0' || text[0] == '-' || v > 4096) return false;
+  *out = (uint32_t)v;
+  return true;
+}
+
+/*
+ * Options (the [cpu] section of plugins.ini):
+ *   threads = N   1 runs every kernel on the calling thread; 0 (default) or more
+ *                 uses the core's pool through host->parallel_for, split into at
+ *                 most N tasks (0: as many as the pool has threads).
+ * Unknown keys are ignored so that one plugins.ini can serve several versions of
+ * this provider; they are logged at INFO so typos can still be found.
+ */
+static onyx_status cpu_open(const onyx_host_table *host, const onyx_option *options,
+                            size_t option_count, void **out_state, char *err,
+                            size_t err_cap) {
+  uint32_t threads = 0;
+  for (size_t i = 0; i < option_count; ++i) {
+    const char *key = options[i].key ? options[i].key : "";
+    if (strcmp(key, "threads") == 0) {
+      if (!cpu_parse_threads(options[i].value, &threads))
+        return onyx__cpu_fail(err, err_cap, ONYX_STATUS_INVALID_CONFIG,
+                              "cpu: option threads = '%s' is not a thread count (0-4096)",
+                              options[i].value ? options[i].value : "");
+    } else if (host != NULL && host->log != NULL) {
+      char line[256];
+      snprintf(line, sizeof line, "cpu: ignoring unknown option '%s'", key);
+      host->log(host->host_data, ONYX_LOG_INFO, line);
+    }
+  }
+
+  onyx__cpu_provider *p = calloc(1, sizeof *p);
+  if (p == NULL)
+    return onyx__cpu_fail(err, err_cap, ONYX_STATUS_OUT_OF_MEMORY,
+                          "cpu: cannot allocate provider state");
+  p->host = host;
+  /* A host table from an older core may be shorter than ours: read parallel_for
+   * only when the struct is large enough to hold it. */
+  bool has_pool = host != NULL &&
+                  host->struct_size >= offsetof(onyx_host_table, num_threads) +
+                                           sizeof host->num_threads &&
+                  host->parallel_for != NULL && host->num_threads > 1;
+  p->parallel = has_pool && threads != 1;
+  p->num_threads = p->parallel ? host->num_threads : 1;
+  if (p->parallel && threads > 1 && threads < p->num_threads) p->num_threads = threads;
+  *out_state = p;
+  return ONYX_STATUS_OK;
+}
+
+static void cpu_close(void *state) { free(state); }
+
+void onyx__cpu_parallel_for(const onyx__cpu_provider *p, size_t n,
+                            void (*fn)(void *arg, size_t i), void *arg) {
+  if (p != NULL && p->parallel && n > 1) {
+    p->host->parallel_for(p->host->host_data, n, fn, arg);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) fn(arg, i);
+}
+
+static const onyx_provider_table cpu_provider_table = {
+    .struct_size = sizeof(onyx_provider_table),
+    .abi_version = ONYX_ABI_VERSION,
+    .name = "cpu",
+    .device = ONYX_DEVICE_HOST,
+    .open = cpu_open,
+    .close = cpu_close,
+    .probe = NULL, /* the host is always there */
+    .kernels = cpu_kernels,
+    .kernel_count = sizeof cpu_kernels / sizeof cpu_kernels[0],
+    /* Host memory is the core's to provide, so no device_alloc/free/copy. */
+    .device_alloc = NULL,
+    .device_free = NULL,
+    .copy = NULL,
+    .sync = NULL, /* kernels finish before compute returns */
+};
+
+/*
+ * Negotiation: this provider speaks ABI v1 only. A core older than v1 cannot load
+ * it; we say which version we would need in *out_abi and decline. A newer core
+ * offers its highest version and we answer 1, which it must still speak.
+ */
+__attribute__((visibility("default"))) onyx_status
+onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,
+                    const onyx_provider_table **out_table);
+
+__attribute__((visibility("default"))) onyx_status
+onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,
+                    const onyx_provider_table **out_table) {
+  if (out_abi == NULL || out_table == NULL) return ONYX_STATUS_INVALID_ARGUMENT;
+  *out_abi = ONYX_ABI_VERSION;
+  if (core_max_abi < ONYX_ABI_VERSION) return ONYX_STATUS_ABI_MISMATCH;
+  *out_table = &cpu_provider_table;
+  return ONYX_STATUS_OK;
+}
+
+/* The entry point must match the published typedef exactly. */
+_Static_assert(_Generic(&onyx_provider_entry, onyx_provider_entry_fn: 1, default: 0),
+               "onyx_provider_entry must have the onyx_provider_entry_fn type");

@@ -1,0 +1,15 @@
+// The ABI headers must compile as C++ too (a C++ provider includes them).
+#include "onyx_abi.h"
+
+#include <cstdio>
+
+int main() {
+  onyx_tensor t{};
+  t.rank = 1;
+  t.dims[0] = 3;
+  onyx_kernel_table k{};
+  k.struct_size = sizeof k;
+  std::printf("%s %lld %zu\n", onyx_status_str(ONYX_STATUS_TIER_EXHAUSTED),
+              static_cast<long long>(onyx_tensor_numel(&t)), onyx_dtype_size(ONYX_DTYPE_BFLOAT16));
+  return 0;
+}

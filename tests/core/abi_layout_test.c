@@ -1,0 +1,86 @@
+/*
+ * Pins the ABI v1 layout (LP64): offsets of every v1 field. A change here breaks
+ * every provider built against v1, so these asserts must only ever gain lines.
+ */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "onyx_abi.h"
+
+#define PIN(type, field, offset) _Static_assert(offsetof(type, field) == (offset), #type "." #field)
+
+PIN(onyx_tensor, dtype, 0);
+PIN(onyx_tensor, device, 4);
+PIN(onyx_tensor, device_id, 8);
+PIN(onyx_tensor, rank, 12);
+PIN(onyx_tensor, dims, 16);
+PIN(onyx_tensor, data, 80);
+_Static_assert(sizeof(onyx_tensor) == 88, "onyx_tensor is frozen");
+
+PIN(onyx_workspace_region, name, 0);
+PIN(onyx_workspace_region, bytes, 8);
+PIN(onyx_workspace_region, alignment, 16);
+PIN(onyx_workspace_region, lifetime, 20);
+PIN(onyx_workspace_requirement, count, 8);
+PIN(onyx_workspace_requirement, regions, 16);
+PIN(onyx_workspace_view, data, 8);
+PIN(onyx_workspace_view, bytes, 16);
+
+PIN(onyx_node_info, name, 8);
+PIN(onyx_node_info, domain, 16);
+PIN(onyx_node_info, op_type, 24);
+PIN(onyx_node_info, opset, 32);
+PIN(onyx_node_info, input_count, 40);
+PIN(onyx_node_info, output_count, 48);
+PIN(onyx_node_info, input_present, 56);
+PIN(onyx_node_info, output_present, 64);
+PIN(onyx_node_info, input_dtypes, 72);
+PIN(onyx_node_info, attrs, 80);
+PIN(onyx_node_info, attr_count, 88);
+
+PIN(onyx_compute_ctx, core_data, 8);
+PIN(onyx_compute_ctx, stream, 16);
+PIN(onyx_compute_ctx, alloc_output, 24);
+PIN(onyx_compute_ctx, alias_output, 32);
+PIN(onyx_compute_ctx, set_error, 40);
+PIN(onyx_compute_ctx, workspace, 48);
+PIN(onyx_compute_ctx, workspace_count, 56);
+
+PIN(onyx_kernel_table, domain, 8);
+PIN(onyx_kernel_table, op_type, 16);
+PIN(onyx_kernel_table, since_opset, 24);
+PIN(onyx_kernel_table, until_opset, 32);
+PIN(onyx_kernel_table, type_input, 40);
+PIN(onyx_kernel_table, type_mask, 48);
+PIN(onyx_kernel_table, supports, 56);
+PIN(onyx_kernel_table, create, 64);
+PIN(onyx_kernel_table, destroy, 72);
+PIN(onyx_kernel_table, workspace, 80);
+PIN(onyx_kernel_table, compute, 88);
+PIN(onyx_kernel_table, infer, 96);
+
+PIN(onyx_host_table, host_data, 8);
+PIN(onyx_host_table, log, 16);
+PIN(onyx_host_table, mem_alloc, 24);
+PIN(onyx_host_table, mem_free, 32);
+PIN(onyx_host_table, parallel_for, 40);
+PIN(onyx_host_table, num_threads, 48);
+
+PIN(onyx_provider_table, name, 8);
+PIN(onyx_provider_table, device, 16);
+PIN(onyx_provider_table, open, 24);
+PIN(onyx_provider_table, close, 32);
+PIN(onyx_provider_table, probe, 40);
+PIN(onyx_provider_table, kernels, 48);
+PIN(onyx_provider_table, kernel_count, 56);
+PIN(onyx_provider_table, device_alloc, 64);
+PIN(onyx_provider_table, device_free, 72);
+PIN(onyx_provider_table, copy, 80);
+PIN(onyx_provider_table, sync, 88);
+
+int main(void) {
+  /* Status values are fixed forever. */
+  if (ONYX_STATUS_TIER_EXHAUSTED != 10 || ONYX_STATUS_WORKSPACE_TOO_SMALL != 11) return 1;
+  puts("ABI v1 layout pinned");
+  return 0;
+}

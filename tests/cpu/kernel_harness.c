@@ -1,0 +1,334 @@
+/*
+ * Kernel harness: see kernel_harness.h. Plays the core's side of the ABI with the
+ * least machinery that still checks the contract.
+ */
+#include "kernel_harness.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ host table */
+
+typedef struct kh_pool_job {
+  void (*fn)(void *arg, size_t i);
+  void *arg;
+  size_t n, stride, first;
+} kh_pool_job;
+
+static void *kh_pool_thread(void *p) {
+  const kh_pool_job *j = p;
+  for (size_t i = j->first; i < j->n; i += j->stride) j->fn(j->arg, i);
+  return NULL;
+}
+
+/* A real parallel_for: one fresh thread per slot, so races show under TSan. */
+static void kh_parallel_for(void *host_data, size_t n, void (*fn)(void *arg, size_t i),
+                            void *arg) {
+  size_t threads = (size_t)(uintptr_t)host_data;
+  if (threads > n) threads = n;
+  pthread_t tid[64];
+  kh_pool_job jobs[64];
+  if (threads > 64) threads = 64;
+  for (size_t t = 0; t < threads; ++t) {
+    jobs[t] = (kh_pool_job){fn, arg, n, threads, t};
+    if (pthread_create(&tid[t], NULL, kh_pool_thread, &jobs[t]) != 0) {
+      kh_pool_thread(&jobs[t]); /* no thread: do the slot here */
+      tid[t] = pthread_self();
+    }
+  }
+  for (size_t t = 0; t < threads; ++t)
+    if (!pthread_equal(tid[t], pthread_self())) pthread_join(tid[t], NULL);
+}
+
+static void kh_log(void *host_data, uint32_t level, const char *message) {
+  (void)host_data;
+  (void)level;
+  (void)message; /* quiet: tests check behaviour, not log lines */
+}
+
+onyx_status kh_load(kh_provider *p, const char *path, const onyx_option *options,
+                    size_t option_count, uint32_t threads, char *err, size_t err_cap) {
+  memset(p, 0, sizeof *p);
+  p->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (p->dl == NULL) {
+    snprintf(err, err_cap, "%s", dlerror());
+    return ONYX_STATUS_NOT_FOUND;
+  }
+  onyx_provider_entry_fn entry;
+  void *sym = dlsym(p->dl, ONYX_PROVIDER_ENTRY_SYMBOL);
+  memcpy(&entry, &sym, sizeof entry); /* object → function pointer, POSIX-sanctioned */
+  if (entry == NULL) {
+    snprintf(err, err_cap, "%s: no %s", path, ONYX_PROVIDER_ENTRY_SYMBOL);
+    kh_unload(p);
+    return ONYX_STATUS_NOT_FOUND;
+  }
+  onyx_status st = entry(ONYX_ABI_VERSION, &p->negotiated_abi, &p->table);
+  if (st != ONYX_STATUS_OK) {
+    snprintf(err, err_cap, "entry: %s", onyx_status_str(st));
+    kh_unload(p);
+    return st;
+  }
+  p->host = (onyx_host_table){.struct_size = sizeof(onyx_host_table),
+                              .version = ONYX_ABI_VERSION,
+                              .host_data = (void *)(uintptr_t)(threads > 1 ? threads : 1),
+                              .log = kh_log,
+                              .parallel_for = threads > 1 ? kh_parallel_for : NULL,
+                              .num_threads = threads > 1 ? threads : 1};
+  st = p->table->open(&p->host, options, option_count, &p->state, err, err_cap);
+  if (st != ONYX_STATUS_OK) {
+    p->state = NULL;
+    kh_unload(p);
+    return st;
+  }
+  return ONYX_STATUS_OK;
+}
+
+void kh_unload(kh_provider *p) {
+  if (p->table != NULL && p->state != NULL) p->table->close(p->state);
+  if (p->dl != NULL) dlclose(p->dl);
+  memset(p, 0, sizeof *p);
+}
+
+const onyx_kernel_table *kh_find(const kh_provider *p, const char *domain, const char *op,
+                                 int64_t opset, uint32_t dtype) {
+  for (size_t i = 0; i < p->table->kernel_count; ++i) {
+    const onyx_kernel_table *k = p->table->kernels[i];
+    if (strcmp(k->domain, domain) != 0 || strcmp(k->op_type, op) != 0) continue;
+    if (opset < k->since_opset || (k->until_opset != 0 && opset > k->until_opset)) continue;
+    if (k->type_mask != 0 && dtype != ONYX_DTYPE_UNDEFINED &&
+        (dtype >= 64 || !(k->type_mask & ONYX_DTYPE_BIT(dtype))))
+      continue;
+    return k;
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ compute ctx */
+
+typedef struct kh_ctx {
+  onyx_compute_ctx ctx; /* first, so the kernel's pointer is ours */
+  kh_result *res;
+  size_t output_count;
+} kh_ctx;
+
+static onyx_status kh_alloc_output(onyx_compute_ctx *ctx, size_t index, uint32_t dtype,
+                                   uint32_t rank, const int64_t *dims, onyx_tensor **out_view) {
+  kh_ctx *c = (kh_ctx *)ctx;
+  kh_result *r = c->res;
+  r->alloc_calls++;
+  if (index >= c->output_count || index >= KH_MAX_OUTPUTS || r->allocated[index] ||
+      rank > ONYX_MAX_RANK || onyx_dtype_size(dtype) == 0)
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  onyx_tensor *t = &r->out[index];
+  memset(t, 0, sizeof *t);
+  t->dtype = dtype;
+  t->device = ONYX_DEVICE_HOST;
+  t->rank = rank;
+  for (uint32_t i = 0; i < rank; ++i) {
+    if (dims[i] < 0) return ONYX_STATUS_INVALID_ARGUMENT;
+    t->dims[i] = dims[i];
+  }
+  size_t bytes = (size_t)onyx_tensor_numel(t) * onyx_dtype_size(dtype);
+  if (bytes > 0) {
+    t->data = malloc(bytes);
+    if (t->data == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+    memset(t->data, 0xFF, bytes); /* poison: unwritten elements read as NaN / -1 */
+  }
+  r->allocated[index] = true;
+  *out_view = t;
+  return ONYX_STATUS_OK;
+}
+
+static onyx_status kh_alias_output(onyx_compute_ctx *ctx, size_t index, size_t input_index) {
+  (void)ctx;
+  (void)index;
+  (void)input_index;
+  return ONYX_STATUS_UNSUPPORTED; /* no CPU kernel should alias */
+}
+
+static void kh_set_error(onyx_compute_ctx *ctx, const char *fmt, ...) {
+  kh_ctx *c = (kh_ctx *)ctx;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->res->error, sizeof c->res->error, fmt, ap);
+  va_end(ap);
+}
+
+/* ------------------------------------------------------------------ run */
+
+void kh_run(kh_provider *p, const kh_node *node, const onyx_tensor *const *inputs,
+            size_t input_count, kh_result *r) {
+  memset(r, 0, sizeof *r);
+  size_t output_count = node->output_count ? node->output_count : 1;
+  uint32_t dtype0 = input_count > 0 && inputs[0] ? inputs[0]->dtype : ONYX_DTYPE_UNDEFINED;
+  const onyx_kernel_table *k = kh_find(p, "", node->op, node->opset, dtype0);
+  if (k == NULL) {
+    r->status = ONYX_STATUS_NOT_FOUND;
+    r->stage = "find";
+    snprintf(r->error, sizeof r->error, "no kernel for %s opset %lld dtype %u", node->op,
+             (long long)node->opset, dtype0);
+    return;
+  }
+
+  bool in_present[16], out_present[KH_MAX_OUTPUTS];
+  uint32_t in_dtypes[16];
+  for (size_t i = 0; i < input_count && i < 16; ++i) {
+    in_present[i] = inputs[i] != NULL;
+    in_dtypes[i] = inputs[i] ? inputs[i]->dtype : ONYX_DTYPE_UNDEFINED;
+  }
+  for (size_t i = 0; i < output_count && i < KH_MAX_OUTPUTS; ++i)
+    out_present[i] = node->output_present ? node->output_present[i] : true;
+  onyx_node_info info = {.struct_size = sizeof info,
+                         .version = ONYX_ABI_VERSION,
+                         .name = "test_node",
+                         .domain = "",
+                         .op_type = node->op,
+                         .opset = node->opset,
+                         .input_count = input_count,
+                         .output_count = output_count,
+                         .input_present = in_present,
+                         .output_present = out_present,
+                         .input_dtypes = in_dtypes,
+                         .attrs = node->attrs,
+                         .attr_count = node->attr_count};
+
+  if (k->supports != NULL) {
+    char reason[256] = "";
+    if (!k->supports(&info, reason, sizeof reason)) {
+      r->status = ONYX_STATUS_UNSUPPORTED;
+      r->stage = "create";
+      snprintf(r->error, sizeof r->error, "%s", reason);
+      return;
+    }
+  }
+  void *state = NULL;
+  if (k->create != NULL) {
+    r->status = k->create(p->state, &info, &state, r->error, sizeof r->error);
+    if (r->status != ONYX_STATUS_OK) {
+      r->stage = "create";
+      return;
+    }
+  }
+
+  /* Workspace: geometry-only views, as the planner would pass them. */
+  onyx_workspace_requirement req;
+  memset(&req, 0, sizeof req);
+  req.struct_size = sizeof req;
+  req.version = ONYX_ABI_VERSION;
+  onyx_workspace_view views[ONYX_MAX_WORKSPACE_REGIONS];
+  void *blocks[ONYX_MAX_WORKSPACE_REGIONS] = {NULL};
+  memset(views, 0, sizeof views);
+  if (k->workspace != NULL) {
+    onyx_tensor geom[16];
+    memset(geom, 0, sizeof geom);
+    for (size_t i = 0; i < input_count && i < 16; ++i)
+      if (inputs[i]) {
+        geom[i] = *inputs[i];
+        geom[i].data = NULL;
+      }
+    r->status = k->workspace(state, geom, input_count, &req);
+    if (r->status != ONYX_STATUS_OK) {
+      r->stage = "workspace";
+      if (k->destroy) k->destroy(state);
+      return;
+    }
+    for (uint32_t i = 0; i < req.count; ++i) {
+      uint64_t bytes = req.regions[i].bytes;
+      r->workspace_bytes += bytes;
+      if (bytes > node->workspace_shortfall) bytes -= node->workspace_shortfall;
+      else if (bytes > 0) bytes = 0;
+      views[i].name = req.regions[i].name;
+      views[i].bytes = bytes;
+      if (bytes > 0) {
+        size_t rounded = (size_t)((bytes + 63) / 64 * 64);
+        blocks[i] = aligned_alloc(64, rounded);
+        memset(blocks[i], 0xFF, rounded);
+        views[i].data = blocks[i];
+      }
+    }
+  }
+
+  kh_ctx c = {.ctx = {.struct_size = sizeof(onyx_compute_ctx),
+                      .version = ONYX_ABI_VERSION,
+                      .alloc_output = kh_alloc_output,
+                      .alias_output = kh_alias_output,
+                      .set_error = kh_set_error,
+                      .workspace = views,
+                      .workspace_count = req.count},
+              .res = r,
+              .output_count = output_count};
+  r->status = k->compute(state, &c.ctx, inputs, input_count);
+  r->stage = r->status == ONYX_STATUS_OK ? "ok" : "compute";
+  if (r->status != ONYX_STATUS_OK && r->alloc_calls > 0) r->allocated_on_error = true;
+  for (uint32_t i = 0; i < req.count; ++i) free(blocks[i]);
+  if (k->destroy) k->destroy(state);
+}
+
+void kh_result_free(kh_result *r) {
+  for (size_t i = 0; i < KH_MAX_OUTPUTS; ++i) free(r->out[i].data);
+  memset(r, 0, sizeof *r);
+}
+
+/* ------------------------------------------------------------------ builders */
+
+onyx_tensor kh_tensor(uint32_t dtype, uint32_t rank, const int64_t *dims, const void *data) {
+  onyx_tensor t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dtype;
+  t.device = ONYX_DEVICE_HOST;
+  t.rank = rank;
+  for (uint32_t i = 0; i < rank; ++i) t.dims[i] = dims[i];
+  t.data = (void *)(uintptr_t)data; /* views are read-only inputs here */
+  return t;
+}
+
+static onyx_attr kh_attr(const char *name, uint32_t type) {
+  onyx_attr a;
+  memset(&a, 0, sizeof a);
+  a.name = name;
+  a.type = type;
+  return a;
+}
+
+onyx_attr kh_attr_int(const char *name, int64_t v) {
+  onyx_attr a = kh_attr(name, ONYX_ATTR_INT);
+  a.i = v;
+  return a;
+}
+
+onyx_attr kh_attr_float(const char *name, float v) {
+  onyx_attr a = kh_attr(name, ONYX_ATTR_FLOAT);
+  a.f = v;
+  return a;
+}
+
+onyx_attr kh_attr_ints(const char *name, const int64_t *v, size_t count) {
+  onyx_attr a = kh_attr(name, ONYX_ATTR_INTS);
+  a.ints = v;
+  a.count = count;
+  return a;
+}
+
+onyx_attr kh_attr_floats(const char *name, const float *v, size_t count) {
+  onyx_attr a = kh_attr(name, ONYX_ATTR_FLOATS);
+  a.floats = v;
+  a.count = count;
+  return a;
+}
+
+onyx_attr kh_attr_string(const char *name, const char *s) {
+  onyx_attr a = kh_attr(name, ONYX_ATTR_STRING);
+  a.s = s;
+  a.s_len = strlen(s);
+  return a;
+}
+
+onyx_attr kh_attr_tensor(const char *name, const onyx_tensor *t) {
+  onyx_attr a = kh_attr(name, ONYX_ATTR_TENSOR);
+  a.tensor = t;
+  return a;
+}

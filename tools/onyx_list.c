@@ -1,0 +1,61 @@
+/*
+ * onyx-list: the providers a plugins.ini loads, in placement order, and the kernels
+ * each registers (domain, op, opset range, dtypes).
+ *
+ *   onyx-list [--config plugins.ini] [--kernels]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onyx.h"
+#include "tensor_compare.h"
+
+static void print_types(uint64_t mask) {
+  if (mask == 0) {
+    printf("any");
+    return;
+  }
+  bool first = true;
+  for (uint32_t d = 0; d < 64; ++d) {
+    if (!(mask & ONYX_DTYPE_BIT(d))) continue;
+    printf("%s%s", first ? "" : ",", dtype_to_string(d));
+    first = false;
+  }
+}
+
+int main(int argc, char **argv) {
+  const char *config = getenv("ONYX_CONFIG") ? getenv("ONYX_CONFIG") : "plugins.ini";
+  bool kernels = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[++i];
+    else if (!strcmp(argv[i], "--kernels")) kernels = true;
+    else {
+      fprintf(stderr, "usage: onyx-list [--config plugins.ini] [--kernels]\n");
+      return 2;
+    }
+  }
+  onyx_runtime *rt = NULL;
+  onyx_error *e = NULL;
+  if (onyx_runtime_create(config, &rt, &e) != ONYX_STATUS_OK) {
+    fprintf(stderr, "onyx-list: %s\n", onyx_error_message(e));
+    onyx_error_free(e);
+    return 1;
+  }
+  for (size_t p = 0; p < onyx_runtime_provider_count(rt); ++p) {
+    size_t n = onyx_runtime_kernel_count(rt, p);
+    printf("%s: %zu kernels\n", onyx_runtime_provider_name(rt, p), n);
+    for (size_t k = 0; kernels && k < n; ++k) {
+      const onyx_kernel_table *kt = onyx_runtime_kernel(rt, p, k);
+      printf("  %s%s%-28s opset %lld..", kt->domain, kt->domain[0] ? "::" : "", kt->op_type,
+             (long long)kt->since_opset);
+      if (kt->until_opset) printf("%-4lld", (long long)kt->until_opset);
+      else printf("    ");
+      printf(" input %u: ", kt->type_input);
+      print_types(kt->type_mask);
+      printf("%s\n", kt->workspace ? "  [workspace]" : "");
+    }
+  }
+  onyx_runtime_destroy(rt);
+  return 0;
+}

@@ -1,0 +1,374 @@
+/*
+ * onyx-run: run a model, an ONNX backend test directory, or a folder of them.
+ *
+ *   onyx-run [--config plugins.ini] [--placement] [--rtol R] [--atol A] [--memory]
+ *            [--conformance] [--skip FILE] [-q] PATH...
+ *
+ * PATH is a test directory (model.onnx + test_data_set_N/), a model file (run on
+ * random inputs), or with --conformance a folder of test directories: every test
+ * whose nodes the loaded providers claim is run, the rest are counted as not
+ * claimed. Ends with "N passed, M failed"; the exit status is 1 when anything
+ * failed.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "graph.h"
+#include "onyx.h"
+#include "tensor_compare.h"
+
+typedef struct options {
+  const char *config;
+  bool placement, memory, conformance, quiet;
+  double rtol, atol; /* < 0: the dtype's default */
+  const char *skip_file;
+} options;
+
+typedef struct counts {
+  int passed, failed, unclaimed, skipped;
+} counts;
+
+static bool is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static bool is_file(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted entries of `dir` whose names start with `prefix`; caller frees. */
+static char **list_dir(const char *dir, const char *prefix, size_t *out_count) {
+  *out_count = 0;
+  DIR *d = opendir(dir);
+  if (d == NULL) return NULL;
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.' || strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
+    if (n == cap) {
+      cap = cap ? cap * 2 : 64;
+      char **grown = realloc(names, cap * sizeof *names);
+      if (grown == NULL) break;
+      names = grown;
+    }
+    names[n] = strdup(e->d_name);
+    if (names[n]) n++;
+  }
+  closedir(d);
+  if (n) qsort(names, n, sizeof *names, cmp_str);
+  *out_count = n;
+  return names;
+}
+
+static void free_list(char **names, size_t n) {
+  for (size_t i = 0; i < n; ++i) free(names[i]);
+  free(names);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void report_error(const char *what, onyx_error *e) {
+  fprintf(stderr, "%s: %s: %s\n", what, onyx_status_str(onyx_error_status(e)),
+          onyx_error_message(e));
+}
+
+/* Runs one test_data_set_N folder; prints per-output errors; true when all match. */
+static bool run_data_set(onyx_session *s, const char *set_dir, const options *o) {
+  size_t nin = onyx_session_input_count(s), nout = onyx_session_output_count(s);
+  onyx_tensor *inputs = calloc(nin + 1, sizeof *inputs);
+  onyx_tensor *wants = calloc(nout + 1, sizeof *wants);
+  onyx_tensor *gots = calloc(nout + 1, sizeof *gots);
+  bool ok = inputs && wants && gots;
+  char path[4096], err[1024];
+  for (size_t i = 0; ok && i < nin; ++i) {
+    snprintf(path, sizeof path, "%s/input_%zu.pb", set_dir, i);
+    if (onyx__tensor_proto_load_file(path, &inputs[i], NULL, err, sizeof err) != ONYX_STATUS_OK) {
+      fprintf(stderr, "  %s\n", err);
+      ok = false;
+    }
+  }
+  for (size_t i = 0; ok && i < nout; ++i) {
+    snprintf(path, sizeof path, "%s/output_%zu.pb", set_dir, i);
+    if (onyx__tensor_proto_load_file(path, &wants[i], NULL, err, sizeof err) != ONYX_STATUS_OK) {
+      fprintf(stderr, "  %s\n", err);
+      ok = false;
+    }
+  }
+  bool ran = false;
+  if (ok) {
+    onyx_error *e = NULL;
+    if (onyx_session_run(s, NULL, inputs, nin, gots, &e) != ONYX_STATUS_OK) {
+      fprintf(stderr, "  %s: run failed: %s: %s\n", set_dir, onyx_status_str(onyx_error_status(e)),
+              onyx_error_message(e));
+      onyx_error_free(e);
+      ok = false;
+    } else {
+      ran = true;
+    }
+  }
+  for (size_t i = 0; ran && i < nout; ++i) {
+    double rtol, atol;
+    tensor_default_tolerance(wants[i].dtype, &rtol, &atol);
+    if (o->rtol >= 0) rtol = o->rtol;
+    if (o->atol >= 0) atol = o->atol;
+    tensor_diff d = tensor_compare(&gots[i], &wants[i], rtol, atol);
+    const char *name = onyx_session_output_info(s, i).name;
+    if (!d.ok) ok = false;
+    if (!d.ok || !o->quiet) {
+      if (d.why[0]) {
+        fprintf(stderr, "  %s output %zu '%s': MISMATCH %s\n", set_dir, i, name, d.why);
+      } else {
+        fprintf(d.ok ? stdout : stderr,
+                "  %s output %zu '%s': %s worst abs %.3g rel %.3g%s", set_dir, i, name,
+                d.ok ? "ok" : "MISMATCH", d.worst_abs, d.worst_rel, d.ok ? "\n" : "");
+        if (!d.ok)
+          fprintf(stderr, " (%lld of %lld elements; first at %lld: got %.9g want %.9g)\n",
+                  (long long)d.mismatches, (long long)onyx_tensor_numel(&wants[i]),
+                  (long long)d.first_bad, d.first_got, d.first_want);
+      }
+    }
+  }
+  for (size_t i = 0; i < nin; ++i) free(inputs[i].data);
+  for (size_t i = 0; i < nout; ++i) {
+    free(wants[i].data);
+    if (ran) onyx_tensor_data_free(gots[i].data);
+  }
+  free(inputs);
+  free(wants);
+  free(gots);
+  return ok;
+}
+
+/* Runs one ONNX test directory. Returns 1 pass, 0 fail, -1 not claimed. */
+static int run_test_dir(onyx_runtime *rt, const char *dir, const options *o, bool claim_only) {
+  char model[4096];
+  snprintf(model, sizeof model, "%s/model.onnx", dir);
+  onyx_session_options so = {.struct_size = sizeof so, .print_placement = o->placement};
+  onyx_session *s = NULL;
+  onyx_error *e = NULL;
+  if (onyx_session_create(rt, model, &so, &s, &e) != ONYX_STATUS_OK) {
+    bool unclaimed = onyx_error_status(e) == ONYX_STATUS_UNSUPPORTED ||
+                     onyx_error_status(e) == ONYX_STATUS_INVALID_MODEL;
+    if (claim_only && unclaimed) {
+      if (!o->quiet) printf("%s: not claimed: %s\n", dir, onyx_error_message(e));
+      onyx_error_free(e);
+      return -1;
+    }
+    report_error(model, e);
+    onyx_error_free(e);
+    return 0;
+  }
+  size_t nsets = 0;
+  char **sets = list_dir(dir, "test_data_set_", &nsets);
+  bool ok = nsets > 0;
+  if (nsets == 0) fprintf(stderr, "%s: no test_data_set_N folders\n", dir);
+  for (size_t i = 0; i < nsets; ++i) {
+    char set_dir[4096];
+    snprintf(set_dir, sizeof set_dir, "%s/%s", dir, sets[i]);
+    if (!run_data_set(s, set_dir, o)) ok = false;
+  }
+  free_list(sets, nsets);
+  onyx_session_destroy(s);
+  printf("%s: %s\n", dir, ok ? "PASS" : "FAIL");
+  return ok ? 1 : 0;
+}
+
+/* Fills a host tensor with fresh random values fitting its dtype. */
+static bool random_tensor(const onyx_value_info *info, onyx_tensor *t) {
+  memset(t, 0, sizeof *t);
+  t->dtype = info->dtype;
+  t->rank = info->rank < 0 ? 0 : (uint32_t)info->rank;
+  for (uint32_t d = 0; d < t->rank; ++d) t->dims[d] = info->dims[d] < 0 ? 1 : info->dims[d];
+  size_t esz = onyx_dtype_size(t->dtype);
+  if (esz == 0) return false;
+  int64_t n = onyx_tensor_numel(t);
+  t->data = malloc((size_t)(n ? n : 1) * esz);
+  if (t->data == NULL) return false;
+  for (int64_t i = 0; i < n; ++i) {
+    double u = (double)rand() / RAND_MAX;
+    switch (t->dtype) {
+    case ONYX_DTYPE_FLOAT32: ((float *)t->data)[i] = (float)(2 * u - 1); break;
+    case ONYX_DTYPE_FLOAT64: ((double *)t->data)[i] = 2 * u - 1; break;
+    case ONYX_DTYPE_INT64: ((int64_t *)t->data)[i] = (int64_t)(u * 8); break;
+    case ONYX_DTYPE_INT32: ((int32_t *)t->data)[i] = (int32_t)(u * 8); break;
+    default: memset((char *)t->data + i * (int64_t)esz, (int)(u * 255) & 0x3f, esz); break;
+    }
+  }
+  return true;
+}
+
+static int run_model(onyx_runtime *rt, const char *path, const options *o) {
+  onyx_session_options so = {.struct_size = sizeof so, .print_placement = o->placement};
+  onyx_session *s = NULL;
+  onyx_error *e = NULL;
+  if (onyx_session_create(rt, path, &so, &s, &e) != ONYX_STATUS_OK) {
+    report_error(path, e);
+    onyx_error_free(e);
+    return 0;
+  }
+  size_t nin = onyx_session_input_count(s), nout = onyx_session_output_count(s);
+  onyx_tensor *inputs = calloc(nin + 1, sizeof *inputs), *outs = calloc(nout + 1, sizeof *outs);
+  bool ok = inputs && outs;
+  for (size_t i = 0; ok && i < nin; ++i) {
+    onyx_value_info info = onyx_session_input_info(s, i);
+    if (!random_tensor(&info, &inputs[i])) {
+      fprintf(stderr, "%s: cannot make a random value for input '%s'\n", path, info.name);
+      ok = false;
+    }
+  }
+  if (ok) {
+    double t0 = now_s();
+    if (onyx_session_run(s, NULL, inputs, nin, outs, &e) != ONYX_STATUS_OK) {
+      report_error(path, e);
+      onyx_error_free(e);
+      ok = false;
+    } else {
+      double ms = (now_s() - t0) * 1e3;
+      for (size_t i = 0; i < nout; ++i) {
+        char desc[160];
+        printf("output %zu '%s': %s\n", i, onyx_session_output_info(s, i).name,
+               tensor_describe(&outs[i], desc, sizeof desc));
+        onyx_tensor_data_free(outs[i].data);
+      }
+      printf("%s: ran in %.3f ms\n", path, ms);
+    }
+  }
+  for (size_t i = 0; inputs && i < nin; ++i) free(inputs[i].data);
+  free(inputs);
+  free(outs);
+  onyx_session_destroy(s);
+  return ok ? 1 : 0;
+}
+
+/* Reads "test_name reason..." lines; returns true if `name` is listed. */
+static bool skipped(const char *skip_file, const char *name, char *reason, size_t cap) {
+  if (skip_file == NULL) return false;
+  FILE *f = fopen(skip_file, "r");
+  if (f == NULL) return false;
+  char line[1024];
+  bool found = false;
+  while (!found && fgets(line, sizeof line, f)) {
+    if (line[0] == '#' || line[0] == '\n') continue;
+    size_t len = strcspn(line, " \t\n");
+    if (len == strlen(name) && !strncmp(line, name, len)) {
+      found = true;
+      const char *r = line + len + strspn(line + len, " \t");
+      snprintf(reason, cap, "%.*s", (int)strcspn(r, "\n"), r);
+    }
+  }
+  fclose(f);
+  return found;
+}
+
+static void run_conformance(onyx_runtime *rt, const char *root, const options *o, counts *c) {
+  size_t n = 0;
+  char **tests = list_dir(root, "test_", &n);
+  for (size_t i = 0; i < n; ++i) {
+    char dir[4096], reason[512];
+    snprintf(dir, sizeof dir, "%s/%s", root, tests[i]);
+    if (!is_dir(dir)) continue;
+    if (skipped(o->skip_file, tests[i], reason, sizeof reason)) {
+      printf("%s: SKIP (%s)\n", dir, reason);
+      c->skipped++;
+      continue;
+    }
+    int r = run_test_dir(rt, dir, o, true);
+    if (r > 0) c->passed++;
+    else if (r == 0) c->failed++;
+    else c->unclaimed++;
+  }
+  free_list(tests, n);
+}
+
+static const char *default_config(void) {
+  const char *env = getenv("ONYX_CONFIG");
+  if (env && *env) return env;
+  return "plugins.ini";
+}
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: onyx-run [--config plugins.ini] [--placement] [--memory] [--rtol R] "
+          "[--atol A]\n                [--conformance] [--skip FILE] [-q] PATH...\n");
+}
+
+int main(int argc, char **argv) {
+  options o = {.config = default_config(), .rtol = -1, .atol = -1};
+  int first_path = argc;
+  for (int i = 1; i < argc; ++i) {
+    const char *a = argv[i];
+    bool has_val = i + 1 < argc;
+    if (!strcmp(a, "--config") && has_val) o.config = argv[++i];
+    else if (!strcmp(a, "--placement")) o.placement = true;
+    else if (!strcmp(a, "--memory")) o.memory = true;
+    else if (!strcmp(a, "--conformance")) o.conformance = true;
+    else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o.quiet = true;
+    else if (!strcmp(a, "--skip") && has_val) o.skip_file = argv[++i];
+    else if (!strcmp(a, "--rtol") && has_val) o.rtol = atof(argv[++i]);
+    else if (!strcmp(a, "--atol") && has_val) o.atol = atof(argv[++i]);
+    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage();
+      return 0;
+    } else if (a[0] == '-') {
+      fprintf(stderr, "onyx-run: unknown option '%s'\n", a);
+      usage();
+      return 2;
+    } else {
+      first_path = i;
+      break;
+    }
+  }
+  if (first_path >= argc) {
+    usage();
+    return 2;
+  }
+  onyx_runtime *rt = NULL;
+  onyx_error *e = NULL;
+  if (onyx_runtime_create(o.config, &rt, &e) != ONYX_STATUS_OK) {
+    report_error("onyx-run", e);
+    onyx_error_free(e);
+    return 2;
+  }
+  counts c = {0};
+  for (int i = first_path; i < argc; ++i) {
+    const char *p = argv[i];
+    char model[4096];
+    snprintf(model, sizeof model, "%s/model.onnx", p);
+    if (o.conformance && is_dir(p)) {
+      run_conformance(rt, p, &o, &c);
+    } else if (is_dir(p) && is_file(model)) {
+      if (run_test_dir(rt, p, &o, false) > 0) c.passed++;
+      else c.failed++;
+    } else if (is_file(p)) {
+      if (run_model(rt, p, &o) > 0) c.passed++;
+      else c.failed++;
+    } else {
+      fprintf(stderr, "%s: not a model file or ONNX test directory\n", p);
+      c.failed++;
+    }
+  }
+  if (o.memory) onyx_runtime_write_memory_json(rt, stdout);
+  onyx_runtime_destroy(rt);
+  if (o.conformance)
+    printf("conformance: %d not claimed by the loaded providers, %d skipped by list\n",
+           c.unclaimed, c.skipped);
+  printf("%d passed, %d failed\n", c.passed, c.failed);
+  return c.failed ? 1 : 0;
+}
