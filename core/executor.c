@@ -15,6 +15,7 @@
 
 #include "error_impl.h"
 #include "memory_impl.h"
+#include "plan_impl.h"
 #include "session_impl.h"
 
 typedef struct buffer {
@@ -38,6 +39,8 @@ typedef struct run_state {
   char kernel_err[512];
   char err[ONYX_ERR_CAP];
   onyx_status alloc_status; /* first failure inside alloc_output */
+  onyx_plan *plan;          /* the admitted workspace plan, NULL when unplannable */
+  void **step_blocks;       /* per provider: its STEP block, reused by every node */
 } run_state;
 
 static void buffer_release(onyx_session *s, buffer *b) {
@@ -191,49 +194,129 @@ static bool slot_on(const slot *sl, const onyx__provider *p) {
 
 /* ------------------------------------------------------------ one node */
 
-static onyx_status node_workspace(run_state *r, onyx__placed_node *pn,
+/* Grows a node's SESSION block to `bytes` (contents are not kept: a kernel may
+ * rely on SESSION contents only while the geometry stays). */
+static onyx_status grow_session_block(run_state *r, onyx__placed_node *pn, size_t node,
+                                      uint64_t bytes) {
+  if (bytes <= pn->session_ws_bytes) return ONYX_STATUS_OK;
+  char label[160];
+  snprintf(label, sizeof label, "node %zu %s workspace (session)", node, pn->kernel->op_type);
+  void *grown = NULL;
+  onyx_status st = onyx__memory_alloc(r->s->runtime->memory, pn->provider,
+                                      ONYX_REQUESTER_WORKSPACE_SESSION, bytes, 256, label,
+                                      &grown, r->err, sizeof r->err);
+  if (st != ONYX_STATUS_OK) return st;
+  onyx__memory_free(r->s->runtime->memory, pn->session_ws);
+  pn->session_ws = grown;
+  pn->session_ws_bytes = bytes;
+  return ONYX_STATUS_OK;
+}
+
+/*
+ * Admission: reserves the whole plan before the first kernel runs — one STEP block
+ * per provider (the peak over its nodes) and every SESSION block's growth. All or
+ * nothing: on a refusal everything taken here is given back.
+ */
+static onyx_status admit_plan(run_state *r) {
+  onyx_session *s = r->s;
+  const onyx_plan *p = r->plan;
+  size_t np = s->runtime->provider_count;
+  onyx_status st = ONYX_STATUS_OK;
+  for (size_t k = 0; k < np && st == ONYX_STATUS_OK; ++k) {
+    if (p->step_peak[k] == 0) continue;
+    char label[96];
+    snprintf(label, sizeof label, "workspace step block (%s)", s->runtime->providers[k].name);
+    st = onyx__memory_alloc(s->runtime->memory, &s->runtime->providers[k],
+                            ONYX_REQUESTER_WORKSPACE_STEP, p->step_peak[k], 256, label,
+                            &r->step_blocks[k], r->err, sizeof r->err);
+  }
+  /* SESSION growth: new blocks first, swapped in only when all were granted. */
+  size_t nn = s->graph->node_count;
+  void **fresh = calloc(nn + 1, sizeof *fresh);
+  if (fresh == NULL) st = ONYX_STATUS_OUT_OF_MEMORY;
+  for (size_t i = 0; i < nn && st == ONYX_STATUS_OK; ++i) {
+    onyx__placed_node *pn = &s->nodes[i];
+    uint64_t want = p->nodes[i].session_bytes;
+    if (want <= pn->session_ws_bytes) continue;
+    char label[160];
+    snprintf(label, sizeof label, "node %zu %s workspace (session)", i, pn->kernel->op_type);
+    st = onyx__memory_alloc(s->runtime->memory, pn->provider, ONYX_REQUESTER_WORKSPACE_SESSION,
+                            want, 256, label, &fresh[i], r->err, sizeof r->err);
+  }
+  for (size_t i = 0; fresh && i < nn; ++i) {
+    if (fresh[i] == NULL) continue;
+    if (st == ONYX_STATUS_OK) {
+      onyx__memory_free(s->runtime->memory, s->nodes[i].session_ws);
+      s->nodes[i].session_ws = fresh[i];
+      s->nodes[i].session_ws_bytes = p->nodes[i].session_bytes;
+    } else {
+      onyx__memory_free(s->runtime->memory, fresh[i]);
+    }
+  }
+  free(fresh);
+  if (st != ONYX_STATUS_OK) {
+    for (size_t k = 0; k < np; ++k) {
+      onyx__memory_free(s->runtime->memory, r->step_blocks[k]);
+      r->step_blocks[k] = NULL;
+    }
+  }
+  return st;
+}
+
+/* The node's workspace views, carved from its provider's STEP block and its own
+ * SESSION block in the layout of the requirement. The kernel is asked again for
+ * the geometry it really sees; more than was planned is a defect in some kernel's
+ * infer, reported rather than overrun. Without a plan (a kernel that cannot infer
+ * shapes), workspace is granted node by node instead. */
+static onyx_status node_workspace(run_state *r, size_t node, onyx__placed_node *pn,
                                   const onyx_tensor *inputs, size_t count,
                                   onyx_workspace_view *views, size_t *out_views,
-                                  buffer **out_step) {
+                                  void **out_own_step) {
   *out_views = 0;
-  *out_step = NULL;
+  *out_own_step = NULL;
   if (pn->kernel->workspace == NULL) return ONYX_STATUS_OK;
   onyx_workspace_requirement req;
   memset(&req, 0, sizeof req);
   req.struct_size = sizeof req;
   req.version = ONYX_ABI_VERSION;
   onyx_status st = pn->kernel->workspace(pn->state, inputs, count, &req);
-  if (st != ONYX_STATUS_OK) return st;
-  if (req.count > ONYX_MAX_WORKSPACE_REGIONS) return ONYX_STATUS_INVALID_ARGUMENT;
-  /* Lay out each lifetime class back to back, aligned. */
-  uint64_t off[ONYX_MAX_WORKSPACE_REGIONS], total[2] = {0, 0};
+  if (st != ONYX_STATUS_OK) {
+    snprintf(r->err, sizeof r->err, "workspace callback failed: %s", onyx_status_str(st));
+    return st;
+  }
+  if (req.count > ONYX_MAX_WORKSPACE_REGIONS) {
+    snprintf(r->err, sizeof r->err, "workspace requirement lists %u regions (max %d)",
+             req.count, ONYX_MAX_WORKSPACE_REGIONS);
+    return ONYX_STATUS_PROVIDER_ERROR;
+  }
+  uint64_t off[ONYX_MAX_WORKSPACE_REGIONS], step = 0, session = 0;
+  onyx__plan_layout(&req, off, &step, &session);
+  size_t prov = (size_t)(pn->provider - r->s->runtime->providers);
+  char *step_base = NULL;
+  if (r->plan) {
+    const onyx__node_plan *planned = &r->plan->nodes[node];
+    if (step > r->plan->step_peak[prov] || session > pn->session_ws_bytes) {
+      snprintf(r->err, sizeof r->err,
+               "kernel asks for %llu STEP + %llu SESSION workspace bytes but %llu + %llu were "
+               "planned for this geometry (its infer and compute disagree)",
+               (unsigned long long)step, (unsigned long long)session,
+               (unsigned long long)planned->step_bytes, (unsigned long long)planned->session_bytes);
+      return ONYX_STATUS_INTERNAL;
+    }
+    step_base = r->step_blocks[prov];
+  } else {
+    st = grow_session_block(r, pn, node, session);
+    if (st == ONYX_STATUS_OK && step > 0) {
+      st = onyx__memory_alloc(r->s->runtime->memory, pn->provider, ONYX_REQUESTER_WORKSPACE_STEP,
+                              step, 256, pn->kernel->op_type, out_own_step, r->err,
+                              sizeof r->err);
+    }
+    if (st != ONYX_STATUS_OK) return st;
+    step_base = *out_own_step;
+  }
   for (uint32_t i = 0; i < req.count; ++i) {
     const onyx_workspace_region *rg = &req.regions[i];
-    uint64_t align = rg->alignment ? rg->alignment : 64;
-    int life = rg->lifetime == ONYX_LIFETIME_SESSION;
-    total[life] = (total[life] + align - 1) / align * align;
-    off[i] = total[life];
-    total[life] += rg->bytes;
-  }
-  onyx_session *s = r->s;
-  if (total[1] > pn->session_ws_bytes) {
-    void *grown = NULL;
-    st = onyx__memory_alloc(s->runtime->memory, pn->provider, ONYX_REQUESTER_WORKSPACE_SESSION,
-                            total[1], 256, pn->kernel->op_type, &grown, r->err, sizeof r->err);
-    if (st != ONYX_STATUS_OK) return st;
-    onyx__memory_free(s->runtime->memory, pn->session_ws);
-    pn->session_ws = grown;
-    pn->session_ws_bytes = total[1];
-  }
-  if (total[0] > 0) {
-    st = new_buffer(r, pn->provider, ONYX_REQUESTER_WORKSPACE_STEP, total[0],
-                    pn->kernel->op_type, out_step);
-    if (st != ONYX_STATUS_OK) return st;
-  }
-  for (uint32_t i = 0; i < req.count; ++i) {
-    const onyx_workspace_region *rg = &req.regions[i];
-    char *base = rg->lifetime == ONYX_LIFETIME_SESSION ? pn->session_ws
-                                                       : (*out_step ? (*out_step)->ptr : NULL);
+    char *base = rg->lifetime == ONYX_LIFETIME_SESSION ? pn->session_ws : step_base;
     views[i] = (onyx_workspace_view){.name = rg->name,
                                      .data = rg->bytes && base ? base + off[i] : NULL,
                                      .bytes = rg->bytes};
@@ -298,9 +381,9 @@ static onyx_status run_node(run_state *r, size_t i) {
   }
   onyx_workspace_view views[ONYX_MAX_WORKSPACE_REGIONS];
   size_t view_count = 0;
-  buffer *step_ws = NULL;
+  void *own_step = NULL;
   if (st == ONYX_STATUS_OK)
-    st = node_workspace(r, pn, geometry, n->input_count, views, &view_count, &step_ws);
+    st = node_workspace(r, i, pn, geometry, n->input_count, views, &view_count, &own_step);
   if (st == ONYX_STATUS_OK) {
     onyx_compute_ctx ctx = {
         .struct_size = sizeof ctx,
@@ -327,7 +410,7 @@ static onyx_status run_node(run_state *r, size_t i) {
       }
     }
   }
-  if (step_ws) buffer_release(s, step_ws);
+  onyx__memory_free(s->runtime->memory, own_step);
   for (size_t k = 0; moved && k < n->input_count; ++k) slot_clear(s, &moved[k]);
   free(moved);
   free(geometry);
@@ -352,48 +435,57 @@ static onyx_status run_node(run_state *r, size_t i) {
 
 /* ------------------------------------------------------------ the run */
 
-static onyx_status bind_inputs(run_state *r, const onyx_tensor *inputs, size_t count) {
-  onyx_session *s = r->s;
+onyx_status onyx__check_inputs(const onyx_session *s, const onyx_tensor *inputs, size_t count,
+                              char *err, size_t err_cap) {
   const onyx__graph *g = s->graph;
   if (count != g->input_count) {
-    snprintf(r->err, sizeof r->err, "expected %zu inputs, got %zu", g->input_count, count);
+    onyx__errf(err, err_cap, "expected %zu inputs, got %zu", g->input_count, count);
     return ONYX_STATUS_INVALID_ARGUMENT;
   }
   for (size_t i = 0; i < count; ++i) {
     const onyx__value *val = &g->values[g->inputs[i]];
     const onyx_tensor *t = &inputs[i];
     if (t->device != ONYX_DEVICE_HOST) {
-      snprintf(r->err, sizeof r->err, "input '%s': inputs must be host tensors", val->name);
+      onyx__errf(err, err_cap, "input '%s': inputs must be host tensors", val->name);
       return ONYX_STATUS_INVALID_ARGUMENT;
     }
     if (val->dtype != ONYX_DTYPE_UNDEFINED && t->dtype != val->dtype) {
-      snprintf(r->err, sizeof r->err, "input '%s': expected dtype %s, got %s", val->name,
-               onyx__dtype_str(val->dtype), onyx__dtype_str(t->dtype));
+      onyx__errf(err, err_cap, "input '%s': expected dtype %s, got %s", val->name,
+                 onyx__dtype_str(val->dtype), onyx__dtype_str(t->dtype));
       return ONYX_STATUS_INVALID_ARGUMENT;
     }
     uint64_t bytes = 0;
     if (checked_bytes(t->dtype, t->rank, t->dims, &bytes) != ONYX_STATUS_OK) {
-      snprintf(r->err, sizeof r->err, "input '%s': invalid dtype or dims", val->name);
+      onyx__errf(err, err_cap, "input '%s': invalid dtype or dims", val->name);
       return ONYX_STATUS_INVALID_ARGUMENT;
     }
     if (val->rank >= 0 && (int32_t)t->rank != val->rank) {
-      snprintf(r->err, sizeof r->err, "input '%s': expected rank %d, got %u", val->name,
-               val->rank, t->rank);
+      onyx__errf(err, err_cap, "input '%s': expected rank %d, got %u", val->name, val->rank,
+                 t->rank);
       return ONYX_STATUS_INVALID_ARGUMENT;
     }
     for (int32_t d = 0; val->rank >= 0 && d < val->rank; ++d) {
       if (val->dims[d] >= 0 && val->dims[d] != t->dims[d]) {
-        snprintf(r->err, sizeof r->err, "input '%s': dim %d expected %lld, got %lld", val->name,
-                 d, (long long)val->dims[d], (long long)t->dims[d]);
+        onyx__errf(err, err_cap, "input '%s': dim %d expected %lld, got %lld", val->name, d,
+                   (long long)val->dims[d], (long long)t->dims[d]);
         return ONYX_STATUS_INVALID_ARGUMENT;
       }
     }
     if (bytes > 0 && t->data == NULL) {
-      snprintf(r->err, sizeof r->err, "input '%s': data is NULL", val->name);
+      onyx__errf(err, err_cap, "input '%s': data is NULL", val->name);
       return ONYX_STATUS_INVALID_ARGUMENT;
     }
+  }
+  return ONYX_STATUS_OK;
+}
+
+static onyx_status bind_inputs(run_state *r, const onyx_tensor *inputs, size_t count) {
+  const onyx__graph *g = r->s->graph;
+  onyx_status st = onyx__check_inputs(r->s, inputs, count, r->err, sizeof r->err);
+  if (st != ONYX_STATUS_OK) return st;
+  for (size_t i = 0; i < count; ++i) {
     slot *sl = &r->slots[g->inputs[i]];
-    sl->view = *t;
+    sl->view = inputs[i];
     sl->set = true;
   }
   for (size_t v = 0; v < g->value_count; ++v) {
@@ -452,11 +544,31 @@ onyx_status onyx_session_run(onyx_session *s, const onyx_run_options *options,
   memset(&r, 0, sizeof r);
   r.s = s;
   r.slots = calloc(g->value_count ? g->value_count : 1, sizeof *r.slots);
-  if (r.slots == NULL) return onyx__error_set(out_error, ONYX_STATUS_OUT_OF_MEMORY, NULL);
+  r.step_blocks = calloc(s->runtime->provider_count, sizeof *r.step_blocks);
+  if (r.slots == NULL || r.step_blocks == NULL) {
+    free(r.slots);
+    free(r.step_blocks);
+    return onyx__error_set(out_error, ONYX_STATUS_OUT_OF_MEMORY, NULL);
+  }
 
   onyx_status st = bind_inputs(&r, inputs, input_count);
   char msg[ONYX_ERR_CAP + 256] = "";
   if (st != ONYX_STATUS_OK) snprintf(msg, sizeof msg, "%s", r.err);
+  if (st == ONYX_STATUS_OK) {
+    /* Plan and admit before the first kernel. A graph whose kernels cannot say
+     * their output shapes runs unplanned, granting workspace node by node. */
+    st = onyx__plan_build(s, inputs, input_count, &r.plan, r.err, sizeof r.err);
+    if (st == ONYX_STATUS_UNSUPPORTED) {
+      onyx__log(ONYX_LOG_DEBUG, "running unplanned: %s", r.err);
+      st = ONYX_STATUS_OK;
+    } else if (st == ONYX_STATUS_OK) {
+      st = admit_plan(&r);
+      if (st != ONYX_STATUS_OK)
+        snprintf(msg, sizeof msg, "admission refused before any kernel ran: %s", r.err);
+    } else {
+      snprintf(msg, sizeof msg, "%s", r.err);
+    }
+  }
   for (size_t i = 0; st == ONYX_STATUS_OK && i < g->node_count; ++i) {
     if (options && options->struct_size >= sizeof *options && options->should_cancel &&
         options->should_cancel(options->user, i)) {
@@ -478,6 +590,11 @@ onyx_status onyx_session_run(onyx_session *s, const onyx_run_options *options,
   }
   for (size_t v = 0; v < g->value_count; ++v) slot_clear(s, &r.slots[v]);
   free(r.slots);
+  /* STEP workspace ends with the run, whatever its outcome. */
+  for (size_t k = 0; k < s->runtime->provider_count; ++k)
+    onyx__memory_free(s->runtime->memory, r.step_blocks[k]);
+  free(r.step_blocks);
+  onyx_plan_destroy(r.plan);
   if (st != ONYX_STATUS_OK) return onyx__error_set(out_error, st, msg);
   return ONYX_STATUS_OK;
 }

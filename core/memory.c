@@ -1,20 +1,24 @@
 /*
- * Core memory: allocation plus booking. Each live allocation is remembered by its
- * address in an open-addressing table so that free needs nothing but the pointer
- * (the host table's mem_free has nothing else).
+ * Core memory: the governor books every byte; this file allocates behind the
+ * booking. A grant is taken first (refusal = TIER_EXHAUSTED with the governor's
+ * numbers, before any memory is touched), then the memory; failing that, the grant
+ * is released. Each live allocation is remembered by address in an open-addressing
+ * table so that free needs nothing but the pointer (the host table's mem_free has
+ * nothing else).
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "error_impl.h"
 #include "memory_impl.h"
+#include "onyx_governor.h"
 #include "provider_impl.h"
 
 typedef struct allocation {
   void *ptr; /* NULL: empty slot; TOMBSTONE: deleted */
-  uint64_t bytes;
-  uint32_t requester;
+  onyx_gov_grant_id grant;
   onyx__provider *provider; /* NULL for host memory */
 } allocation;
 
@@ -22,24 +26,16 @@ static char tombstone_;
 #define TOMBSTONE ((void *)&tombstone_)
 
 struct onyx__memory {
-  pthread_mutex_t lock;
+  onyx_gov *gov;
+  onyx_gov_tier host_tier;
+  const onyx__config *config;
+  pthread_mutex_t lock; /* guards the table; the governor has its own */
   allocation *slots;
   size_t capacity; /* power of two */
   size_t live, deleted;
-  uint64_t used[ONYX_REQUESTER_COUNT_];
-  uint64_t peak[ONYX_REQUESTER_COUNT_];
-  uint64_t host_limit; /* 0 = no limit */
-  uint64_t host_used;
-  uint64_t requester_limit[ONYX_REQUESTER_COUNT_];
-  uint64_t grants, refusals;
 };
 
-static const char *requester_names[ONYX_REQUESTER_COUNT_] = {
-    "weights", "kv_cache", "workspace_session", "workspace_step", "activations"};
-
-const char *onyx__requester_name(uint32_t r) {
-  return r < ONYX_REQUESTER_COUNT_ ? requester_names[r] : "unknown";
-}
+const char *onyx__requester_name(uint32_t r) { return onyx_gov_requester_name(r); }
 
 static size_t hash_ptr(const void *p, size_t cap) {
   uint64_t x = (uint64_t)(uintptr_t)p;
@@ -67,17 +63,46 @@ static bool table_grow(onyx__memory *m) {
   return true;
 }
 
+/* The configured limit of a tier, or `fallback` when plugins.ini sets none. */
+static uint64_t configured_limit(const onyx__config *c, const char *tier, uint64_t fallback) {
+  for (size_t i = 0; c && i < c->tier_count; ++i)
+    if (!strcmp(c->tiers[i].tier, tier)) return c->tiers[i].bytes;
+  return fallback;
+}
+
+onyx_status onyx__memory_tier(onyx__memory *m, const char *name, uint64_t default_limit,
+                              uint32_t *out_tier) {
+  onyx_gov_tier t;
+  if (onyx_gov_tier_find(m->gov, name, &t) == ONYX_STATUS_OK) {
+    *out_tier = t;
+    return ONYX_STATUS_OK;
+  }
+  onyx_status st = onyx_gov_tier_add(m->gov, name, configured_limit(m->config, name, default_limit),
+                                     &t);
+  for (int r = 0; st == ONYX_STATUS_OK && r < ONYX_REQUESTER_COUNT_; ++r)
+    if (m->config && m->config->requester_limits[r])
+      st = onyx_gov_requester_set_limit(m->gov, t, (onyx_requester)r,
+                                        m->config->requester_limits[r]);
+  if (st == ONYX_STATUS_OK) *out_tier = t;
+  return st;
+}
+
 onyx_status onyx__memory_create(const onyx__config *config, onyx__memory **out, char *err,
                                 size_t err_cap) {
-  (void)err;
-  (void)err_cap;
   onyx__memory *m = calloc(1, sizeof *m);
   if (m == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
   pthread_mutex_init(&m->lock, NULL);
-  if (config) {
-    for (size_t i = 0; i < config->tier_count; ++i)
-      if (!strcmp(config->tiers[i].tier, "host")) m->host_limit = config->tiers[i].bytes;
-    memcpy(m->requester_limit, config->requester_limits, sizeof m->requester_limit);
+  m->config = config;
+  onyx_status st = onyx_gov_create(&m->gov);
+  /* Without a configured limit the host tier is the machine's physical memory. */
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX / 2;
+  if (st == ONYX_STATUS_OK) st = onyx__memory_tier(m, "host", ram, &m->host_tier);
+  if (st != ONYX_STATUS_OK) {
+    onyx__errf(err, err_cap, "memory governor: cannot set up the host tier: %s",
+               onyx_status_str(st));
+    onyx__memory_destroy(m);
+    return st;
   }
   *out = m;
   return ONYX_STATUS_OK;
@@ -89,13 +114,22 @@ void onyx__memory_destroy(onyx__memory *m) {
     allocation *a = &m->slots[i];
     if (a->ptr == NULL || a->ptr == TOMBSTONE) continue;
     /* Device blocks cannot be returned once their provider is closed: report them. */
-    onyx__log(ONYX_LOG_WARN, "memory: %llu bytes of %s still allocated at shutdown",
-              (unsigned long long)a->bytes, onyx__requester_name(a->requester));
+    uint64_t bytes = 0;
+    onyx_gov_grant_bytes(m->gov, a->grant, &bytes);
+    onyx__log(ONYX_LOG_WARN, "memory: %llu bytes still allocated at shutdown",
+              (unsigned long long)bytes);
     if (a->provider == NULL) free(a->ptr);
   }
   free(m->slots);
+  onyx_gov_destroy(m->gov);
   pthread_mutex_destroy(&m->lock);
   free(m);
+}
+
+onyx_gov *onyx__memory_governor(onyx__memory *m) { return m->gov; }
+
+uint32_t onyx__memory_tier_of(const onyx__memory *m, const struct onyx__provider *p) {
+  return p && p->table->device != ONYX_DEVICE_HOST ? p->gov_tier : m->host_tier;
 }
 
 onyx_status onyx__memory_alloc(onyx__memory *m, onyx__provider *provider, uint32_t requester,
@@ -112,50 +146,41 @@ onyx_status onyx__memory_alloc(onyx__memory *m, onyx__provider *provider, uint32
                (unsigned long long)bytes, label ? label : "?");
     return ONYX_STATUS_OUT_OF_MEMORY;
   }
-  pthread_mutex_lock(&m->lock);
-  uint64_t rlimit = m->requester_limit[requester];
-  bool over_tier = !device && m->host_limit && m->host_used + rounded > m->host_limit;
-  bool over_req = rlimit && m->used[requester] + rounded > rlimit;
-  if (over_tier || over_req) {
-    m->refusals++;
-    onyx__errf(err, err_cap,
-               "tier %s exhausted: requested %llu bytes for %s (%s), limit %llu, used %llu",
-               device ? provider->tier : "host", (unsigned long long)rounded,
-               requester_names[requester], label ? label : "?",
-               (unsigned long long)(over_req ? rlimit : m->host_limit),
-               (unsigned long long)(over_req ? m->used[requester] : m->host_used));
-    pthread_mutex_unlock(&m->lock);
-    return ONYX_STATUS_TIER_EXHAUSTED;
-  }
-  if ((m->live + m->deleted + 1) * 2 > m->capacity && !table_grow(m)) {
-    pthread_mutex_unlock(&m->lock);
-    return ONYX_STATUS_OUT_OF_MEMORY;
+  onyx_gov_grant_id grant;
+  onyx_gov_refusal refusal;
+  onyx_status st = onyx_gov_grant(m->gov, onyx__memory_tier_of(m, provider),
+                                  (onyx_requester)requester, rounded, label, &grant, &refusal);
+  if (st != ONYX_STATUS_OK) {
+    char numbers[512];
+    onyx_gov_refusal_format(&refusal, numbers, sizeof numbers);
+    onyx__errf(err, err_cap, "%s (for %s)", numbers, label ? label : "?");
+    return st;
   }
   void *ptr = NULL;
   if (device) {
-    onyx_status st = provider->table->device_alloc(provider->state, rounded, &ptr);
-    if (st != ONYX_STATUS_OK || ptr == NULL) ptr = NULL;
+    if (provider->table->device_alloc(provider->state, rounded, &ptr) != ONYX_STATUS_OK) ptr = NULL;
   } else {
     ptr = aligned_alloc(alignment, (size_t)rounded);
   }
-  if (ptr == NULL) {
-    m->refusals++;
-    pthread_mutex_unlock(&m->lock);
-    onyx__errf(err, err_cap, "out of memory: %llu bytes for %s (%s) on %s",
-               (unsigned long long)rounded, requester_names[requester], label ? label : "?",
-               device ? provider->tier : "host");
+  pthread_mutex_lock(&m->lock);
+  bool stored = ptr != NULL && ((m->live + m->deleted + 1) * 2 <= m->capacity || table_grow(m));
+  if (stored) {
+    size_t h = hash_ptr(ptr, m->capacity);
+    while (m->slots[h].ptr != NULL && m->slots[h].ptr != TOMBSTONE) h = (h + 1) & (m->capacity - 1);
+    if (m->slots[h].ptr == TOMBSTONE) m->deleted--;
+    m->slots[h] = (allocation){ptr, grant, device ? provider : NULL};
+    m->live++;
+  }
+  pthread_mutex_unlock(&m->lock);
+  if (!stored) {
+    if (ptr && device) provider->table->device_free(provider->state, ptr);
+    else free(ptr);
+    onyx_gov_release(m->gov, grant);
+    onyx__errf(err, err_cap, "out of memory: %llu bytes for %s (%s) on %s, granted but the "
+               "allocation failed", (unsigned long long)rounded, onyx__requester_name(requester),
+               label ? label : "?", device ? provider->tier : "host");
     return ONYX_STATUS_OUT_OF_MEMORY;
   }
-  size_t h = hash_ptr(ptr, m->capacity);
-  while (m->slots[h].ptr != NULL && m->slots[h].ptr != TOMBSTONE) h = (h + 1) & (m->capacity - 1);
-  if (m->slots[h].ptr == TOMBSTONE) m->deleted--;
-  m->slots[h] = (allocation){ptr, rounded, requester, device ? provider : NULL};
-  m->live++;
-  m->grants++;
-  m->used[requester] += rounded;
-  if (!device) m->host_used += rounded;
-  if (m->used[requester] > m->peak[requester]) m->peak[requester] = m->used[requester];
-  pthread_mutex_unlock(&m->lock);
   *out_ptr = ptr;
   return ONYX_STATUS_OK;
 }
@@ -172,13 +197,12 @@ void onyx__memory_free(onyx__memory *m, void *ptr) {
     a->ptr = TOMBSTONE;
     m->live--;
     m->deleted++;
-    m->used[found.requester] -= found.bytes;
-    if (found.provider == NULL) m->host_used -= found.bytes;
     pthread_mutex_unlock(&m->lock);
     if (found.provider)
       found.provider->table->device_free(found.provider->state, ptr);
     else
       free(ptr);
+    onyx_gov_release(m->gov, found.grant);
     return;
   }
   pthread_mutex_unlock(&m->lock);
@@ -187,21 +211,29 @@ void onyx__memory_free(onyx__memory *m, void *ptr) {
 
 void onyx__memory_usage(const onyx__memory *m, uint64_t used[ONYX_REQUESTER_COUNT_],
                         uint64_t peak[ONYX_REQUESTER_COUNT_]) {
-  onyx__memory *mm = (onyx__memory *)(uintptr_t)m;
-  pthread_mutex_lock(&mm->lock);
   for (int r = 0; r < ONYX_REQUESTER_COUNT_; ++r) {
-    if (used) used[r] = m->used[r];
-    if (peak) peak[r] = m->peak[r];
+    if (used) used[r] = 0;
+    if (peak) peak[r] = 0;
   }
-  pthread_mutex_unlock(&mm->lock);
+  for (onyx_gov_tier t = 0; t < ONYX_GOV_MAX_TIERS; ++t) {
+    for (int r = 0; r < ONYX_REQUESTER_COUNT_; ++r) {
+      onyx_gov_requester_usage u;
+      if (onyx_gov_requester_usage_get(m->gov, t, (onyx_requester)r, &u) != ONYX_STATUS_OK)
+        break;
+      if (used) used[r] += u.used;
+      if (peak) peak[r] += u.peak;
+    }
+  }
+}
+
+onyx_status onyx__memory_check(onyx__memory *m, uint32_t tier, uint32_t requester,
+                               uint64_t bytes, char *err, size_t err_cap) {
+  onyx_gov_refusal refusal;
+  onyx_status st = onyx_gov_check(m->gov, tier, (onyx_requester)requester, bytes, &refusal);
+  if (st != ONYX_STATUS_OK) onyx_gov_refusal_format(&refusal, err, err_cap);
+  return st;
 }
 
 void onyx__memory_write_json(const onyx__memory *m, FILE *f) {
-  uint64_t used[ONYX_REQUESTER_COUNT_], peak[ONYX_REQUESTER_COUNT_];
-  onyx__memory_usage(m, used, peak);
-  fprintf(f, "{\"requesters\": {");
-  for (int r = 0; r < ONYX_REQUESTER_COUNT_; ++r)
-    fprintf(f, "%s\"%s\": {\"used\": %llu, \"peak\": %llu}", r ? ", " : "", requester_names[r],
-            (unsigned long long)used[r], (unsigned long long)peak[r]);
-  fprintf(f, "}}\n");
+  onyx_gov_snapshot_write(m->gov, f);
 }

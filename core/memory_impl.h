@@ -35,6 +35,18 @@ void onyx__memory_usage(const onyx__memory *memory, uint64_t used[ONYX_REQUESTER
                         uint64_t peak[ONYX_REQUESTER_COUNT_]);
 const char *onyx__requester_name(uint32_t requester);
 
+/* The governor tier named `name`, added with `default_limit` (or plugins.ini's
+ * limit for it) on first use. */
+onyx_status onyx__memory_tier(onyx__memory *memory, const char *name, uint64_t default_limit,
+                              uint32_t *out_tier);
+/* The tier a provider's memory is booked under (host for host providers). */
+uint32_t onyx__memory_tier_of(const onyx__memory *memory, const struct onyx__provider *provider);
+/* Prepare-only: would `bytes` for `requester` fit on `tier` now? The refusal's
+ * numbers go to err. */
+onyx_status onyx__memory_check(onyx__memory *memory, uint32_t tier, uint32_t requester,
+                               uint64_t bytes, char *err, size_t err_cap);
+struct onyx_gov *onyx__memory_governor(onyx__memory *memory);
+
 /* The governor's snapshot as JSON. */
 void onyx__memory_write_json(const onyx__memory *memory, FILE *stream);
 

@@ -138,7 +138,7 @@ typedef struct builder {
   onyx__load_ctx *ctx;
   onyx__graph *g;
   const Onnx__GraphProto *gp;
-  sorted_key *opset_keys; /* g->opsets sorted by domain */
+  sorted_key *opset_keys;    /* g->opsets sorted by domain */
   sorted_key *function_keys; /* model-local functions sorted by (domain, name) */
   size_t function_count;
   size_t value_cap;
@@ -562,7 +562,8 @@ static onyx_status build_graph(builder *b, const Onnx__ModelProto *m) {
   onyx_status st = build_opsets(b, m);
   if (st != ONYX_STATUS_OK) return st;
   const Onnx__GraphProto *gp = m->graph;
-  if (gp == NULL) return onyx__load_fail(b->ctx, ONYX_STATUS_INVALID_MODEL, "the model has no graph");
+  if (gp == NULL)
+    return onyx__load_fail(b->ctx, ONYX_STATUS_INVALID_MODEL, "the model has no graph");
   b->gp = gp;
   g->name = onyx__strdup(gp->name);
   if (g->name == NULL) return oom(b, "graph name");
@@ -672,7 +673,8 @@ onyx_status onyx__model_load_bytes(const void *bytes, size_t size, const char *b
                         .err_cap = err_cap};
   if (err != NULL && err_cap > 0) err[0] = '\0';
   if (out_graph == NULL || (bytes == NULL && size > 0)) {
-    return onyx__load_fail(&ctx, ONYX_STATUS_INVALID_ARGUMENT, "bytes and out_graph must not be NULL");
+    return onyx__load_fail(&ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                           "bytes and out_graph must not be NULL");
   }
   if ((uint64_t)size > ONYX_MODEL_MAX_BYTES) {
     return onyx__load_fail(&ctx, ONYX_STATUS_INVALID_MODEL, "%zu bytes is over the limit of %llu",
@@ -693,7 +695,8 @@ onyx_status onyx__model_load_file(const char *path, onyx__graph **out_graph, cha
   onyx__load_ctx ctx = {.what = path != NULL ? path : "<null>", .err = err, .err_cap = err_cap};
   if (err != NULL && err_cap > 0) err[0] = '\0';
   if (path == NULL || out_graph == NULL) {
-    return onyx__load_fail(&ctx, ONYX_STATUS_INVALID_ARGUMENT, "path and out_graph must not be NULL");
+    return onyx__load_fail(&ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                           "path and out_graph must not be NULL");
   }
   void *bytes = NULL;
   size_t size = 0;

@@ -112,18 +112,20 @@ static onyx_status convert_one(onyx__load_ctx *ctx, const char *desc, Onnx__Attr
     break;
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING: {
     char *s = copy_bytes(&a->s);
-    if (s == NULL) return onyx__load_fail(ctx, ONYX_STATUS_OUT_OF_MEMORY, "%s: out of memory", desc);
+    if (s == NULL)
+      return onyx__load_fail(ctx, ONYX_STATUS_OUT_OF_MEMORY, "%s: out of memory", desc);
     out->s = s;
     out->s_len = a->s.len;
     break;
   }
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
     if (a->t == NULL) {
-      return onyx__load_fail(ctx, ONYX_STATUS_INVALID_MODEL, "%s: type is TENSOR but no tensor is set",
-                             desc);
+      return onyx__load_fail(ctx, ONYX_STATUS_INVALID_MODEL,
+                             "%s: type is TENSOR but no tensor is set", desc);
     }
     onyx_tensor *t = malloc(sizeof *t);
-    if (t == NULL) return onyx__load_fail(ctx, ONYX_STATUS_OUT_OF_MEMORY, "%s: out of memory", desc);
+    if (t == NULL)
+      return onyx__load_fail(ctx, ONYX_STATUS_OUT_OF_MEMORY, "%s: out of memory", desc);
     onyx_status st = onyx__tensor_from_proto(ctx, desc, a->t, t);
     if (st != ONYX_STATUS_OK) {
       free(t);
@@ -136,7 +138,8 @@ static onyx_status convert_one(onyx__load_ctx *ctx, const char *desc, Onnx__Attr
     out->count = a->n_floats;
     if (a->n_floats > 0) {
       float *v = malloc(a->n_floats * sizeof *v);
-      if (v == NULL) return onyx__load_fail(ctx, ONYX_STATUS_OUT_OF_MEMORY, "%s: out of memory", desc);
+      if (v == NULL)
+        return onyx__load_fail(ctx, ONYX_STATUS_OUT_OF_MEMORY, "%s: out of memory", desc);
       memcpy(v, a->floats, a->n_floats * sizeof *v);
       out->floats = v;
     }
@@ -145,7 +148,8 @@ static onyx_status convert_one(onyx__load_ctx *ctx, const char *desc, Onnx__Attr
     out->count = a->n_ints;
     if (a->n_ints > 0) {
       int64_t *v = malloc(a->n_ints * sizeof *v);
-      if (v == NULL) return onyx__load_fail(ctx, ONYX_STATUS_OUT_OF_MEMORY, "%s: out of memory", desc);
+      if (v == NULL)
+        return onyx__load_fail(ctx, ONYX_STATUS_OUT_OF_MEMORY, "%s: out of memory", desc);
       memcpy(v, a->ints, a->n_ints * sizeof *v);
       out->ints = v;
     }
@@ -153,7 +157,8 @@ static onyx_status convert_one(onyx__load_ctx *ctx, const char *desc, Onnx__Attr
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS:
     if (a->n_strings > 0) {
       char **v = calloc(a->n_strings, sizeof *v);
-      if (v == NULL) return onyx__load_fail(ctx, ONYX_STATUS_OUT_OF_MEMORY, "%s: out of memory", desc);
+      if (v == NULL)
+        return onyx__load_fail(ctx, ONYX_STATUS_OUT_OF_MEMORY, "%s: out of memory", desc);
       out->strings = (const char *const *)v;
       out->count = a->n_strings; /* set first: attr_clear frees the filled prefix */
       for (size_t j = 0; j < a->n_strings; ++j) {

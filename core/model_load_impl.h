@@ -93,8 +93,8 @@ const char *onyx__format_dims(char *buf, size_t cap, const int64_t *dims, size_t
  * tp->raw_data's buffer (the field is cleared then). `thing` names the tensor in
  * messages. On failure *out is untouched.
  */
-onyx_status onyx__tensor_from_proto(onyx__load_ctx *ctx, const char *thing,
-                                    Onnx__TensorProto *tp, onyx_tensor *out);
+onyx_status onyx__tensor_from_proto(onyx__load_ctx *ctx, const char *thing, Onnx__TensorProto *tp,
+                                    onyx_tensor *out);
 
 /* ------------------------------------------------------------------ attributes */
 

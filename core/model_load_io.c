@@ -180,11 +180,11 @@ onyx_status onyx__resolve_external(onyx__load_ctx *ctx, const char *thing, const
                 (base_len == 1 || resolved[base_len] == '/');
   if (!inside) {
     onyx__qname qr;
-    onyx_status st = onyx__load_fail(ctx, ONYX_STATUS_INVALID_MODEL,
-                                     "%s: external data location '%s' resolves to '%s', outside "
-                                     "the model folder '%s'",
-                                     thing, onyx__qn(&ql, location), onyx__qn(&qr, resolved),
-                                     ctx->base_real);
+    onyx_status st =
+        onyx__load_fail(ctx, ONYX_STATUS_INVALID_MODEL,
+                        "%s: external data location '%s' resolves to '%s', outside "
+                        "the model folder '%s'",
+                        thing, onyx__qn(&ql, location), onyx__qn(&qr, resolved), ctx->base_real);
     free(resolved);
     return st;
   }
@@ -219,10 +219,12 @@ void onyx__protobuf_diagnose(const uint8_t *bytes, size_t size,
     }
     uint64_t field = tag >> 3;
     unsigned wire = (unsigned)(tag & 7);
-    const char *fname = field <= UINT32_MAX && field_name != NULL ? field_name((uint32_t)field) : NULL;
+    const char *fname =
+        field <= UINT32_MAX && field_name != NULL ? field_name((uint32_t)field) : NULL;
     char label[96];
     snprintf(label, sizeof label, "field %llu%s%s%s at byte %zu", (unsigned long long)field,
-             fname != NULL ? " (" : "", fname != NULL ? fname : "", fname != NULL ? ")" : "", start);
+             fname != NULL ? " (" : "", fname != NULL ? fname : "", fname != NULL ? ")" : "",
+             start);
     if (field == 0 || field > 536870911u) {
       snprintf(buf, cap, "invalid field number %llu at byte %zu (not a protobuf, or corrupt)",
                (unsigned long long)field, start);

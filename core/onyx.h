@@ -55,6 +55,15 @@ ONYX_API size_t onyx_runtime_kernel_count(const onyx_runtime *runtime, size_t pr
 ONYX_API const onyx_kernel_table *onyx_runtime_kernel(const onyx_runtime *runtime,
                                                       size_t provider, size_t index);
 
+/* Bytes in use and the peak since creation per requester (indexed by
+ * onyx_requester: weights, kv_cache, workspace_session, workspace_step,
+ * activations), summed over tiers. Either array may be NULL. */
+ONYX_API void onyx_runtime_memory_usage(const onyx_runtime *runtime,
+                                        uint64_t used[ONYX_REQUESTER_COUNT_],
+                                        uint64_t peak[ONYX_REQUESTER_COUNT_]);
+/* The requester's name ("kv_cache"), static storage. */
+ONYX_API const char *onyx_requester_name(uint32_t requester);
+
 /* Writes the governor's snapshot as JSON to `stream` (a FILE *). */
 ONYX_API void onyx_runtime_write_memory_json(const onyx_runtime *runtime, void *stream);
 
@@ -117,6 +126,46 @@ typedef struct onyx_run_options {
 ONYX_API onyx_status onyx_session_run(onyx_session *session, const onyx_run_options *options,
                                       const onyx_tensor *inputs, size_t input_count,
                                       onyx_tensor *out_outputs, onyx_error **out_error);
+
+/* ------------------------------------------------------------------ plans */
+
+/* A workspace plan: what every kernel declares for one input geometry, and the
+ * peaks the run will reserve. Made without running kernels or allocating. */
+typedef struct onyx_plan onyx_plan;
+
+/* One region of one node's requirement. Strings are owned by the session. */
+typedef struct onyx_plan_region {
+  size_t node;          /* node index */
+  const char *node_name;
+  const char *op_type;
+  const char *provider; /* provider running the node */
+  const char *region;   /* the kernel's name for the region */
+  uint64_t bytes;
+  uint32_t alignment;
+  uint32_t lifetime;    /* onyx_lifetime */
+  uint64_t offset;      /* within the node's block of that lifetime */
+} onyx_plan_region;
+
+/*
+ * Plans a run with these inputs (host tensors as for onyx_session_run; only the
+ * geometry is used, plus the values of integer inputs for shape arithmetic).
+ * Fails with UNSUPPORTED naming the node when a kernel cannot say its output shapes.
+ */
+ONYX_API onyx_status onyx_session_plan(onyx_session *session, const onyx_tensor *inputs,
+                                       size_t input_count, onyx_plan **out_plan,
+                                       onyx_error **out_error);
+ONYX_API void onyx_plan_destroy(onyx_plan *plan);
+ONYX_API size_t onyx_plan_region_count(const onyx_plan *plan);
+ONYX_API onyx_plan_region onyx_plan_region_at(const onyx_plan *plan, size_t index);
+/* STEP: the peak block per provider, reused by every node of a run. SESSION: the
+ * sum of the per-node persistent blocks. Summed over providers whose memory is in
+ * `tier` ("host", "cuda:0"); NULL sums all tiers. */
+ONYX_API uint64_t onyx_plan_bytes(const onyx_plan *plan, uint32_t lifetime, const char *tier);
+/* Asks the governor whether the plan fits now, reserving nothing. OK, or
+ * TIER_EXHAUSTED with the numbers in *out_error. */
+ONYX_API onyx_status onyx_plan_check(const onyx_plan *plan, onyx_error **out_error);
+/* Prints the plan per node and region, then the peaks. `stream` is a FILE *. */
+ONYX_API void onyx_plan_print(const onyx_plan *plan, void *stream);
 
 /* Frees data returned by onyx_session_run. NULL-safe. */
 ONYX_API void onyx_tensor_data_free(void *data);

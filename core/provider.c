@@ -179,6 +179,14 @@ onyx_status onyx__provider_load(onyx_runtime *runtime, const onyx__config *confi
     dlclose(p.library);
     return ONYX_STATUS_OUT_OF_MEMORY;
   }
+  if (onyx__memory_tier(runtime->memory, p.tier, UINT64_MAX / 2, &p.gov_tier) != ONYX_STATUS_OK) {
+    onyx__errf(err, err_cap, "%s:%d: provider '%s': cannot add memory tier %s", where, line,
+               pc->name, p.tier);
+    free(p.name);
+    free(p.path);
+    dlclose(p.library);
+    return ONYX_STATUS_INTERNAL;
+  }
   /* The host table's host_data points at the provider's final slot (`out`), which
    * stays put for the runtime's life. */
   *out = p;

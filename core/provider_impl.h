@@ -21,6 +21,7 @@ typedef struct onyx__provider {
   uint32_t abi;                     /* negotiated ABI version */
   bool is_fallback;
   char tier[32];                    /* governor tier of its memory: "host", "cuda:0" */
+  uint32_t gov_tier;                /* that tier's governor handle */
   onyx_host_table host;             /* what it was opened with; host_data points here */
   struct onyx_runtime *runtime;
 } onyx__provider;

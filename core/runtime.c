@@ -96,5 +96,15 @@ const onyx_kernel_table *onyx_runtime_kernel(const onyx_runtime *rt, size_t p, s
 }
 
 void onyx_runtime_write_memory_json(const onyx_runtime *rt, void *stream) {
-  if (rt && stream) onyx__memory_write_json(rt->memory, stream);
+  if (rt && stream) {
+    onyx__memory_write_json(rt->memory, stream);
+    fputc('\n', stream);
+  }
 }
+
+void onyx_runtime_memory_usage(const onyx_runtime *rt, uint64_t used[ONYX_REQUESTER_COUNT_],
+                               uint64_t peak[ONYX_REQUESTER_COUNT_]) {
+  if (rt) onyx__memory_usage(rt->memory, used, peak);
+}
+
+const char *onyx_requester_name(uint32_t requester) { return onyx__requester_name(requester); }

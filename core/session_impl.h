@@ -25,6 +25,7 @@ struct onyx_session {
   uint32_t *dtypes;          /* per value: declared or inferred dtype */
   int32_t *last_use;         /* per value: last node reading it, INT32_MAX for outputs */
   void **device_inits;       /* per value: device copy of an initializer, or NULL */
+  uint64_t weights_grant;    /* governor grant booking the host initializers (0: none) */
 };
 
 /* Infers the dtype of every value the model leaves untyped (for placement). */
@@ -36,6 +37,10 @@ onyx_status onyx__place_nodes(onyx_session *session, char *err, size_t err_cap);
 
 /* "float32", "bfloat16", ... for messages. */
 const char *onyx__dtype_str(uint32_t dtype);
+
+/* Checks run inputs against the model's declared dtypes and dims. */
+onyx_status onyx__check_inputs(const onyx_session *session, const onyx_tensor *inputs,
+                              size_t count, char *err, size_t err_cap);
 
 /* Frees what placement created (NULL-safe arrays). */
 void onyx__unplace_nodes(onyx_session *session);

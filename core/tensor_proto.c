@@ -19,11 +19,11 @@
 /* Names of every TensorProto.DataType value ONNX defines (0..28 as of ONNX 1.20), for
  * messages. */
 static const char *const k_dtype_names[] = {
-    "UNDEFINED", "FLOAT",      "UINT8",        "INT8",          "UINT16",       "INT16",
-    "INT32",     "INT64",      "STRING",       "BOOL",          "FLOAT16",      "DOUBLE",
-    "UINT32",    "UINT64",     "COMPLEX64",    "COMPLEX128",    "BFLOAT16",     "FLOAT8E4M3FN",
-    "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4", "INT4",         "FLOAT4E2M1",
-    "FLOAT8E8M0", "UINT2",      "INT2",           "FLOAT6E2M3",    "FLOAT6E3M2"};
+    "UNDEFINED",      "FLOAT",      "UINT8",          "INT8",       "UINT16",    "INT16",
+    "INT32",          "INT64",      "STRING",         "BOOL",       "FLOAT16",   "DOUBLE",
+    "UINT32",         "UINT64",     "COMPLEX64",      "COMPLEX128", "BFLOAT16",  "FLOAT8E4M3FN",
+    "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4",      "INT4",      "FLOAT4E2M1",
+    "FLOAT8E8M0",     "UINT2",      "INT2",           "FLOAT6E2M3", "FLOAT6E3M2"};
 
 const char *onyx__dtype_name(int64_t dtype) {
   if (dtype < 0 || dtype >= (int64_t)(sizeof k_dtype_names / sizeof k_dtype_names[0])) return NULL;
@@ -33,8 +33,8 @@ const char *onyx__dtype_name(int64_t dtype) {
 onyx_status onyx__check_dtype(onyx__load_ctx *ctx, const char *thing, int64_t dtype) {
   const char *name = onyx__dtype_name(dtype);
   if (name == NULL || dtype == ONYX_DTYPE_UNDEFINED) {
-    return onyx__load_fail(ctx, ONYX_STATUS_INVALID_MODEL, "%s: element type %" PRId64
-                           " is not an ONNX data type", thing, dtype);
+    return onyx__load_fail(ctx, ONYX_STATUS_INVALID_MODEL,
+                           "%s: element type %" PRId64 " is not an ONNX data type", thing, dtype);
   }
   if (dtype == ONYX_DTYPE_STRING) {
     return onyx__load_fail(ctx, ONYX_STATUS_UNSUPPORTED,
@@ -77,8 +77,8 @@ typedef enum typed_field {
   FIELD_COUNT_ = 6
 } typed_field;
 
-static const char *const k_field_names[FIELD_COUNT_] = {"float_data",  "int32_data", "int64_data",
-                                                        "double_data", "uint64_data", "string_data"};
+static const char *const k_field_names[FIELD_COUNT_] = {
+    "float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data"};
 
 static typed_field field_for_dtype(uint32_t dtype) {
   switch (dtype) {
@@ -228,8 +228,8 @@ static onyx_status load_external(onyx__load_ctx *ctx, const char *thing,
   FILE *f = fopen(path, "rb");
   if (f == NULL) {
     int e = errno;
-    st = onyx__load_fail(ctx, ONYX_STATUS_IO_ERROR, "%s: cannot open external data '%s': %s",
-                         thing, onyx__qn(&ql, location), strerror(e));
+    st = onyx__load_fail(ctx, ONYX_STATUS_IO_ERROR, "%s: cannot open external data '%s': %s", thing,
+                         onyx__qn(&ql, location), strerror(e));
     free(path);
     return st;
   }
@@ -273,8 +273,8 @@ static onyx_status load_external(onyx__load_ctx *ctx, const char *thing,
   return ONYX_STATUS_OK;
 }
 
-onyx_status onyx__tensor_from_proto(onyx__load_ctx *ctx, const char *thing,
-                                    Onnx__TensorProto *tp, onyx_tensor *out) {
+onyx_status onyx__tensor_from_proto(onyx__load_ctx *ctx, const char *thing, Onnx__TensorProto *tp,
+                                    onyx_tensor *out) {
   if (!tp->has_data_type || tp->data_type == ONYX_DTYPE_UNDEFINED) {
     return onyx__load_fail(ctx, ONYX_STATUS_INVALID_MODEL, "%s: has no data_type", thing);
   }
@@ -312,8 +312,8 @@ onyx_status onyx__tensor_from_proto(onyx__load_ctx *ctx, const char *thing,
   }
   uint64_t bytes;
   size_t elem = onyx_dtype_size(dtype);
-  if (__builtin_mul_overflow((uint64_t)numel, (uint64_t)elem, &bytes) || bytes > (uint64_t)INT64_MAX ||
-      bytes > SIZE_MAX) {
+  if (__builtin_mul_overflow((uint64_t)numel, (uint64_t)elem, &bytes) ||
+      bytes > (uint64_t)INT64_MAX || bytes > SIZE_MAX) {
     return onyx__load_fail(ctx, ONYX_STATUS_INVALID_MODEL,
                            "%s: the byte size of dims %s x %s (%zu bytes each) overflows", thing,
                            dims_text, dtype_name, elem);
@@ -443,7 +443,8 @@ onyx_status onyx__tensor_proto_load_file(const char *path, onyx_tensor *out, cha
 
   char *base_dir = onyx__dirname(path);
   char *name = NULL;
-  if (base_dir == NULL || (out_name != NULL && tp->name != NULL && (name = onyx__strdup(tp->name)) == NULL)) {
+  if (base_dir == NULL ||
+      (out_name != NULL && tp->name != NULL && (name = onyx__strdup(tp->name)) == NULL)) {
     st = onyx__load_fail(&ctx, ONYX_STATUS_OUT_OF_MEMORY, "out of memory");
   } else {
     ctx.base_dir = base_dir;

@@ -72,28 +72,6 @@ onyx_gov_grant_id onyx__gov_slot_id(const onyx_gov *gov, uint32_t index) {
   return id;
 }
 
-/* ------------------------------------------------------------------ admission */
-
-/* Fits `bytes` of unassigned capacity for requester r on the tier, asking holders
- * when free capacity falls short and they can cover it. Lock held (dropped during
- * reclaim callbacks). */
-static onyx_status admit(onyx_gov *gov, onyx_gov_tier tier, uint32_t r, uint64_t bytes,
-                         onyx_gov_refusal *out_refusal) {
-  uint64_t asked = 0;
-  for (;;) {
-    uint64_t short_tier, short_req;
-    onyx__gov_shortfall(&gov->tiers[tier], r, bytes, &short_tier, &short_req);
-    if (short_tier == 0 && short_req == 0) return ONYX_STATUS_OK;
-    if (!onyx__gov_reclaim_step(gov, tier, r, short_tier, short_req, &asked)) {
-      onyx__gov_fill_refusal(gov, tier, r,
-                             short_tier ? ONYX_GOV_SCOPE_TIER : ONYX_GOV_SCOPE_REQUESTER, bytes,
-                             0, out_refusal);
-      gov->counters.refusals++;
-      return ONYX_STATUS_TIER_EXHAUSTED;
-    }
-  }
-}
-
 static onyx_status new_slot(onyx_gov *gov, uint8_t kind, onyx_gov_tier tier, uint32_t r,
                             uint64_t bytes, const char *label, uint32_t *out_index) {
   uint32_t index = onyx__gov_slot_new(gov);
@@ -118,7 +96,7 @@ onyx_status onyx_gov_grant(onyx_gov *gov, onyx_gov_tier tier, onyx_requester req
     return ONYX_STATUS_INVALID_ARGUMENT;
   onyx__gov_lock(gov);
   onyx_status st = onyx__gov_tier_at(gov, tier) ? ONYX_STATUS_OK : ONYX_STATUS_INVALID_ARGUMENT;
-  if (st == ONYX_STATUS_OK) st = admit(gov, tier, r, bytes, out_refusal);
+  if (st == ONYX_STATUS_OK) st = onyx__gov_admit(gov, tier, r, bytes, out_refusal);
   uint32_t index = 0;
   if (st == ONYX_STATUS_OK) st = new_slot(gov, ONYX__GOV_SLOT_GRANT, tier, r, bytes, label, &index);
   if (st == ONYX_STATUS_OK) *out_grant = onyx__gov_slot_id(gov, index);
@@ -173,19 +151,11 @@ onyx_status onyx_gov_check(onyx_gov *gov, onyx_gov_tier tier, onyx_requester req
   uint32_t r = (uint32_t)requester;
   if (gov == NULL || r >= ONYX_REQUESTER_COUNT_) return ONYX_STATUS_INVALID_ARGUMENT;
   onyx__gov_lock(gov);
-  onyx__gov_tier *t = onyx__gov_tier_at(gov, tier);
   onyx_status st = ONYX_STATUS_INVALID_ARGUMENT;
-  if (t != NULL) {
-    uint64_t short_tier, short_req;
-    onyx__gov_shortfall(t, r, bytes, &short_tier, &short_req);
-    bool fits = (short_tier == 0 && short_req == 0) ||
-                onyx__gov_reclaim_can_cover(gov, tier, r, short_tier, short_req, 0);
-    onyx__gov_fill_refusal(gov, tier, r,
-                           short_tier || !short_req ? ONYX_GOV_SCOPE_TIER
-                                                    : ONYX_GOV_SCOPE_REQUESTER,
-                           bytes, 0, out_refusal);
-    st = fits ? ONYX_STATUS_OK : ONYX_STATUS_TIER_EXHAUSTED;
-  }
+  if (onyx__gov_tier_at(gov, tier) != NULL)
+    st = onyx__gov_would_fit(gov, tier, r, bytes, bytes, 0, out_refusal)
+             ? ONYX_STATUS_OK
+             : ONYX_STATUS_TIER_EXHAUSTED;
   onyx__gov_unlock(gov);
   return st;
 }
@@ -206,7 +176,7 @@ onyx_status onyx_gov_alloc(onyx_gov *gov, onyx_gov_tier tier, onyx_requester req
    * an allocation failure; allocate outside the lock. */
   onyx__gov_lock(gov);
   onyx_status st = onyx__gov_tier_at(gov, tier) ? ONYX_STATUS_OK : ONYX_STATUS_INVALID_ARGUMENT;
-  if (st == ONYX_STATUS_OK) st = admit(gov, tier, r, bytes, out_refusal);
+  if (st == ONYX_STATUS_OK) st = onyx__gov_admit(gov, tier, r, bytes, out_refusal);
   uint32_t index = 0;
   if (st == ONYX_STATUS_OK) st = new_slot(gov, ONYX__GOV_SLOT_ALLOC, tier, r, bytes, label, &index);
   onyx__gov_unlock(gov);

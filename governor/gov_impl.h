@@ -162,6 +162,23 @@ bool onyx__gov_reclaim_can_cover(onyx_gov *gov, onyx_gov_tier tier, uint32_t r,
 bool onyx__gov_reclaim_step(onyx_gov *gov, onyx_gov_tier tier, uint32_t r,
                             uint64_t short_tier, uint64_t short_req, uint64_t *asked);
 
+/* Books nothing: fits `need` bytes of pool capacity for requester r, asking holders
+ * when the pool falls short and they can cover it; else fills *out_refusal (requested
+ * = need), counts it and returns TIER_EXHAUSTED. Lock held (dropped during reclaim). */
+onyx_status onyx__gov_admit(onyx_gov *gov, onyx_gov_tier tier, uint32_t r, uint64_t need,
+                            onyx_gov_refusal *out_refusal);
+
+/* Prepare-only: whether `need` pool bytes fit now or holders could cover them. Fills
+ * *out_refusal with the current numbers either way. Lock held; calls no holder. */
+bool onyx__gov_would_fit(onyx_gov *gov, onyx_gov_tier tier, uint32_t r, uint64_t need,
+                         uint64_t requested, uint64_t allowance, onyx_gov_refusal *out_refusal);
+
+/* Fills, counts and returns a TIER or REQUESTER refusal for a zone growth whose
+ * shortfalls are given. Lock held. */
+onyx_status onyx__gov_refuse_growth(onyx_gov *gov, onyx_gov_tier tier, uint32_t r,
+                                    uint64_t short_tier, uint64_t short_req, uint64_t requested,
+                                    uint64_t allowance, onyx_gov_refusal *out_refusal);
+
 /* Fills a refusal for scope TIER or REQUESTER from the current books. Lock held. */
 void onyx__gov_fill_refusal(onyx_gov *gov, onyx_gov_tier tier, uint32_t r, uint32_t scope,
                             uint64_t requested, uint64_t allowance, onyx_gov_refusal *out);

@@ -163,20 +163,8 @@ onyx_status onyx_gov_zone_create(onyx_gov *gov, const onyx_gov_zone_desc *desc,
     onyx__gov_tier *t = onyx__gov_tier_at(gov, desc->tier);
     if (t == NULL) st = ONYX_STATUS_INVALID_ARGUMENT;
     /* The allowance is booked like a grant: pool first, then holders. */
-    uint64_t asked = 0;
-    while (st == ONYX_STATUS_OK) {
-      uint64_t short_tier, short_req;
-      onyx__gov_shortfall(t, zone->requester, desc->allowance_bytes, &short_tier, &short_req);
-      if (short_tier == 0 && short_req == 0) break;
-      if (!onyx__gov_reclaim_step(gov, desc->tier, zone->requester, short_tier, short_req,
-                                  &asked)) {
-        onyx__gov_fill_refusal(gov, desc->tier, zone->requester,
-                               short_tier ? ONYX_GOV_SCOPE_TIER : ONYX_GOV_SCOPE_REQUESTER,
-                               desc->allowance_bytes, 0, out_refusal);
-        gov->counters.refusals++;
-        st = ONYX_STATUS_TIER_EXHAUSTED;
-      }
-    }
+    if (st == ONYX_STATUS_OK)
+      st = onyx__gov_admit(gov, desc->tier, zone->requester, desc->allowance_bytes, out_refusal);
     if (st == ONYX_STATUS_OK) {
       zone->allowance = zone->base_allowance = desc->allowance_bytes;
       t->reserved += zone->allowance;
@@ -276,12 +264,10 @@ onyx_status onyx_gov_zone_prepare(onyx_gov_zone *zone, uint64_t target_bytes, co
     onyx__gov_shortfall(t, r, fu, &short_tier, &short_req);
     if (short_tier == 0 && short_req == 0) break;
     if (!onyx__gov_reclaim_step(gov, zone->tier, r, short_tier, short_req, &asked)) {
-      onyx__gov_fill_refusal(gov, zone->tier, r,
-                             short_tier ? ONYX_GOV_SCOPE_TIER : ONYX_GOV_SCOPE_REQUESTER, delta,
-                             fa, out_refusal);
-      gov->counters.refusals++;
+      onyx_status st = onyx__gov_refuse_growth(gov, zone->tier, r, short_tier, short_req, delta,
+                                               fa, out_refusal);
       onyx__gov_unlock(gov);
-      return ONYX_STATUS_TIER_EXHAUSTED;
+      return st;
     }
   }
   uint32_t index = onyx__gov_slot_new(gov);
@@ -332,11 +318,8 @@ onyx_status onyx_gov_zone_commit(onyx_gov_zone *zone, onyx_gov_grant_id grant,
       onyx__gov_shortfall(&gov->tiers[zone->tier], zone->requester, extra_u, &short_tier,
                           &short_req);
       if (short_tier != 0 || short_req != 0) {
-        onyx__gov_fill_refusal(gov, zone->tier, zone->requester,
-                               short_tier ? ONYX_GOV_SCOPE_TIER : ONYX_GOV_SCOPE_REQUESTER,
-                               delta, s->from_allowance + extra_a, out_refusal);
-        gov->counters.refusals++;
-        st = ONYX_STATUS_TIER_EXHAUSTED;
+        st = onyx__gov_refuse_growth(gov, zone->tier, zone->requester, short_tier, short_req,
+                                     delta, s->from_allowance + extra_a, out_refusal);
       } else {
         growth_book(gov, s, extra_a, extra_u);
       }
@@ -413,17 +396,9 @@ onyx_status onyx_gov_zone_check(onyx_gov_zone *zone, uint64_t target_bytes,
   } else {
     uint64_t delta = onyx__gov_sub0(round_up(target_bytes, zone->granularity), zone->mapped);
     uint64_t fa = delta < allowance_free(zone) ? delta : allowance_free(zone);
-    uint64_t short_tier, short_req;
-    onyx__gov_shortfall(&gov->tiers[zone->tier], zone->requester, delta - fa, &short_tier,
-                        &short_req);
-    bool fits = (short_tier == 0 && short_req == 0) ||
-                onyx__gov_reclaim_can_cover(gov, zone->tier, zone->requester, short_tier,
-                                            short_req, 0);
-    onyx__gov_fill_refusal(gov, zone->tier, zone->requester,
-                           short_tier || !short_req ? ONYX_GOV_SCOPE_TIER
-                                                    : ONYX_GOV_SCOPE_REQUESTER,
-                           delta, fa, out_refusal);
-    st = fits ? ONYX_STATUS_OK : ONYX_STATUS_TIER_EXHAUSTED;
+    st = onyx__gov_would_fit(gov, zone->tier, zone->requester, delta - fa, delta, fa, out_refusal)
+             ? ONYX_STATUS_OK
+             : ONYX_STATUS_TIER_EXHAUSTED;
   }
   onyx__gov_unlock(gov);
   return st;

@@ -140,7 +140,7 @@ onyx_status onyx_gov_requester_set_limit(onyx_gov *gov, onyx_gov_tier tier,
 
 /* A tier's books. */
 typedef struct onyx_gov_tier_usage {
-  uint64_t limit;
+  uint64_t limit;       /* the tier's byte limit */
   uint64_t used;        /* granted + mapped */
   uint64_t reserved;    /* zone allowance not yet mapped */
   uint64_t pending;     /* claimed by prepared, uncommitted zone growth */
@@ -149,6 +149,7 @@ typedef struct onyx_gov_tier_usage {
   uint64_t peak;        /* highest `used` seen */
 } onyx_gov_tier_usage;
 
+/* Copies a tier's books into *out_usage; INVALID_ARGUMENT for an unknown tier. */
 onyx_status onyx_gov_tier_usage_get(onyx_gov *gov, onyx_gov_tier tier,
                                     onyx_gov_tier_usage *out_usage);
 
@@ -159,9 +160,10 @@ typedef struct onyx_gov_requester_usage {
   uint64_t peak;     /* highest `used` since creation or onyx_gov_reset_peaks */
   uint64_t reserved; /* its zones' unmapped allowance */
   uint64_t pending;  /* its prepared, uncommitted zone growth claimed from the pool */
-  uint64_t reclaimable;
+  uint64_t reclaimable; /* its grants adopted by registered holders */
 } onyx_gov_requester_usage;
 
+/* Copies one requester's books on one tier ("peak bytes per requester"). */
 onyx_status onyx_gov_requester_usage_get(onyx_gov *gov, onyx_gov_tier tier,
                                          onyx_requester requester,
                                          onyx_gov_requester_usage *out_usage);
@@ -219,8 +221,9 @@ void onyx_gov_note_bytes_moved(onyx_gov *gov, uint64_t bytes);
 /*
  * Asked to give back up to `bytes_wanted` on `tier`. Returns the bytes it freed,
  * which it must release through the governor (onyx_gov_release / onyx_gov_free)
- * before returning. Runs with no governor lock held; it may call any governor
- * function except growing or trimming a zone whose growth triggered it.
+ * before returning. Runs on the requesting thread with no governor or zone lock
+ * held, so it may call any governor function (a nested request does not ask this
+ * holder again). It is never called for two requests at once.
  */
 typedef uint64_t (*onyx_gov_reclaim_fn)(void *user, onyx_gov *gov, onyx_gov_tier tier,
                                         uint64_t bytes_wanted);
@@ -292,6 +295,7 @@ void onyx_gov_host_backend_destroy(onyx_gov_backend *backend); /* NULL-safe */
  * calls and live objects, and fails the Nth call of an operation on request. */
 typedef struct onyx_gov_fake onyx_gov_fake;
 
+/* The backend operations the fake can fail. */
 typedef enum onyx_gov_fake_op {
   ONYX_GOV_FAKE_RESERVE = 0,
   ONYX_GOV_FAKE_CREATE = 1,
@@ -301,6 +305,7 @@ typedef enum onyx_gov_fake_op {
   ONYX_GOV_FAKE_OP_COUNT_ = 5
 } onyx_gov_fake_op;
 
+/* What the fake has seen. */
 typedef struct onyx_gov_fake_stats {
   uint64_t calls[ONYX_GOV_FAKE_OP_COUNT_]; /* calls made, failed ones included */
   uint64_t live_reservations;   /* reserve - unreserve */
@@ -312,13 +317,16 @@ typedef struct onyx_gov_fake_stats {
   uint64_t protocol_errors;     /* unmap/set_access of unmapped memory, bad handles */
 } onyx_gov_fake_stats;
 
+/* Creates a fake with the given granularity (a power of two). Thread-safe. */
 onyx_status onyx_gov_fake_create(uint64_t granularity, onyx_gov_fake **out_fake);
-void onyx_gov_fake_destroy(onyx_gov_fake *fake); /* NULL-safe */
+/* Destroys it after every zone using it is gone. NULL-safe. */
+void onyx_gov_fake_destroy(onyx_gov_fake *fake);
 /* The fake's vtable; valid until onyx_gov_fake_destroy. */
 const onyx_gov_backend *onyx_gov_fake_backend(onyx_gov_fake *fake);
 /* Makes the nth call of `op` from now fail (n >= 1; 0 cancels). One pending
  * failure per op. */
 void onyx_gov_fake_fail_nth(onyx_gov_fake *fake, onyx_gov_fake_op op, uint32_t n);
+/* Copies the counters and live-object totals. */
 void onyx_gov_fake_stats_get(onyx_gov_fake *fake, onyx_gov_fake_stats *out_stats);
 
 /* ------------------------------------------------------------------ zones */
@@ -356,6 +364,7 @@ typedef struct onyx_gov_zone_info {
   uint64_t granularity;
 } onyx_gov_zone_info;
 
+/* Copies the zone's state (consistent with the governor's books at that moment). */
 void onyx_gov_zone_info_get(onyx_gov_zone *zone, onyx_gov_zone_info *out_info);
 
 /*
@@ -394,6 +403,7 @@ onyx_status onyx_gov_zone_trim(onyx_gov_zone *zone, uint64_t keep_bytes);
 
 /* ------------------------------------------------------------------ observing */
 
+/* Event counters, shown in the snapshot. */
 typedef struct onyx_gov_counters {
   uint64_t grants;              /* successful grants, allocs and growth plans */
   uint64_t releases;            /* releases, frees, rollbacks, commits */
@@ -409,6 +419,7 @@ typedef struct onyx_gov_counters {
   uint64_t bytes_moved;         /* onyx_gov_note_bytes_moved */
 } onyx_gov_counters;
 
+/* Copies the counters (monotonic since creation). */
 void onyx_gov_counters_get(onyx_gov *gov, onyx_gov_counters *out_counters);
 
 /* Recomputes every tier's and requester's books from the live grants and zones

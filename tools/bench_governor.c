@@ -119,15 +119,14 @@ static double bench_contended(onyx_gov *gov, onyx_gov_tier t, long iters) {
 }
 
 /* Grows a host zone granule by granule to `granules`, then trims it to 0. */
-static void bench_growth(onyx_gov *gov, onyx_gov_zone *zone, uint64_t g, int granules,
-                         double *grow_ns, double *trim_ns) {
+static void bench_growth(onyx_gov_zone *zone, uint64_t g, int granules, double *grow_ns,
+                         double *trim_ns) {
   double start = now_ns();
   for (int i = 1; i <= granules; ++i)
     check(onyx_gov_zone_grow(zone, (uint64_t)i * g, NULL, NULL), "zone grow");
   double mid = now_ns();
   check(onyx_gov_zone_trim(zone, 0), "zone trim");
   double end = now_ns();
-  (void)gov;
   *grow_ns = (mid - start) / granules;
   *trim_ns = (end - mid) / granules;
 }
@@ -188,12 +187,13 @@ int main(int argc, char **argv) {
   check(onyx_gov_zone_create(gov, &desc, &zone, NULL), "zone create");
   double gg[REPS], gt[REPS], rg[REPS], rt[REPS];
   for (int r = 0; r < REPS; ++r) {
-    bench_growth(gov, zone, 2 * MiB, granules, &gg[r], &gt[r]);
+    bench_growth(zone, 2 * MiB, granules, &gg[r], &gt[r]);
     bench_raw_mprotect(2 * MiB, granules, &rg[r], &rt[r]);
   }
   double grow = median(gg, REPS), raw_grow = median(rg, REPS);
   double trim = median(gt, REPS), raw_trim = median(rt, REPS);
-  printf("granule growth (host, 2 MiB): %6.0f ns/granule   anchor mprotect: %6.0f ns   ratio %.2f\n",
+  printf("granule growth (host, 2 MiB): %6.0f ns/granule   anchor mprotect: %6.0f ns   "
+         "ratio %.2f\n",
          grow, raw_grow, grow / raw_grow);
   printf("granule trim   (host, 2 MiB): %6.0f ns/granule   anchor madvise+mprotect: %6.0f ns   "
          "ratio %.2f\n",

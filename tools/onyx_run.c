@@ -1,8 +1,8 @@
 /*
  * onyx-run: run a model, an ONNX backend test directory, or a folder of them.
  *
- *   onyx-run [--config plugins.ini] [--placement] [--rtol R] [--atol A] [--memory]
- *            [--conformance] [--skip FILE] [-q] PATH...
+ *   onyx-run [--config plugins.ini] [--placement] [--plan] [--memory] [--rtol R]
+ *            [--atol A] [--conformance] [--skip FILE] [-q] PATH...
  *
  * PATH is a test directory (model.onnx + test_data_set_N/), a model file (run on
  * random inputs), or with --conformance a folder of test directories: every test
@@ -25,7 +25,7 @@
 
 typedef struct options {
   const char *config;
-  bool placement, memory, conformance, quiet;
+  bool placement, memory, conformance, quiet, plan;
   double rtol, atol; /* < 0: the dtype's default */
   const char *skip_file;
 } options;
@@ -89,6 +89,25 @@ static void report_error(const char *what, onyx_error *e) {
           onyx_error_message(e));
 }
 
+/* Prints the workspace plan for these inputs and whether the governor can admit it. */
+static void print_plan(onyx_session *s, const onyx_tensor *inputs, size_t n) {
+  onyx_plan *plan = NULL;
+  onyx_error *e = NULL;
+  if (onyx_session_plan(s, inputs, n, &plan, &e) != ONYX_STATUS_OK) {
+    fprintf(stderr, "plan: %s: %s\n", onyx_status_str(onyx_error_status(e)), onyx_error_message(e));
+    onyx_error_free(e);
+    return;
+  }
+  onyx_plan_print(plan, stdout);
+  if (onyx_plan_check(plan, &e) == ONYX_STATUS_OK) {
+    printf("  admission: fits\n");
+  } else {
+    printf("  admission: refused: %s\n", onyx_error_message(e));
+    onyx_error_free(e);
+  }
+  onyx_plan_destroy(plan);
+}
+
 /* Runs one test_data_set_N folder; prints per-output errors; true when all match. */
 static bool run_data_set(onyx_session *s, const char *set_dir, const options *o) {
   size_t nin = onyx_session_input_count(s), nout = onyx_session_output_count(s);
@@ -112,6 +131,7 @@ static bool run_data_set(onyx_session *s, const char *set_dir, const options *o)
     }
   }
   bool ran = false;
+  if (ok && o->plan) print_plan(s, inputs, nin);
   if (ok) {
     onyx_error *e = NULL;
     if (onyx_session_run(s, NULL, inputs, nin, gots, &e) != ONYX_STATUS_OK) {
@@ -233,6 +253,7 @@ static int run_model(onyx_runtime *rt, const char *path, const options *o) {
       ok = false;
     }
   }
+  if (ok && o->plan) print_plan(s, inputs, nin);
   if (ok) {
     double t0 = now_s();
     if (onyx_session_run(s, NULL, inputs, nin, outs, &e) != ONYX_STATUS_OK) {
@@ -305,8 +326,8 @@ static const char *default_config(void) {
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: onyx-run [--config plugins.ini] [--placement] [--memory] [--rtol R] "
-          "[--atol A]\n                [--conformance] [--skip FILE] [-q] PATH...\n");
+          "usage: onyx-run [--config plugins.ini] [--placement] [--plan] [--memory] [--rtol R]\n"
+          "                [--atol A] [--conformance] [--skip FILE] [-q] PATH...\n");
 }
 
 int main(int argc, char **argv) {
@@ -318,6 +339,7 @@ int main(int argc, char **argv) {
     if (!strcmp(a, "--config") && has_val) o.config = argv[++i];
     else if (!strcmp(a, "--placement")) o.placement = true;
     else if (!strcmp(a, "--memory")) o.memory = true;
+    else if (!strcmp(a, "--plan")) o.plan = true;
     else if (!strcmp(a, "--conformance")) o.conformance = true;
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o.quiet = true;
     else if (!strcmp(a, "--skip") && has_val) o.skip_file = argv[++i];
@@ -364,7 +386,15 @@ int main(int argc, char **argv) {
       c.failed++;
     }
   }
-  if (o.memory) onyx_runtime_write_memory_json(rt, stdout);
+  if (o.memory) {
+    uint64_t peak[ONYX_REQUESTER_COUNT_];
+    onyx_runtime_memory_usage(rt, NULL, peak);
+    printf("peak bytes per requester:");
+    for (uint32_t r = 0; r < ONYX_REQUESTER_COUNT_; ++r)
+      printf(" %s=%llu", onyx_requester_name(r), (unsigned long long)peak[r]);
+    printf("\nmemory snapshot: ");
+    onyx_runtime_write_memory_json(rt, stdout);
+  }
   onyx_runtime_destroy(rt);
   if (o.conformance)
     printf("conformance: %d not claimed by the loaded providers, %d skipped by list\n",

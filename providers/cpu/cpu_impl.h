@@ -260,10 +260,11 @@ typedef struct onyx__cpu_gemm {
   int64_t ldy;
 } onyx__cpu_gemm;
 
-/* Scratch the blocked float32 GEMM packs into, in floats, for an m×n×k product on
- * `tasks` parallel tasks (0 when nothing is multiplied). */
-void onyx__cpu_sgemm_scratch(int64_t m, int64_t n, int64_t k, uint32_t tasks,
-                             uint64_t *out_pack_a, uint64_t *out_pack_b);
+/* Scratch the float32 GEMM packs into, in floats, for an m×n×k product of
+ * ab_dtype operands on `tasks` parallel tasks. 0 where the route packs nothing
+ * (nothing to multiply, or few enough rows to go without packing). */
+void onyx__cpu_sgemm_scratch(int64_t m, int64_t n, int64_t k, uint32_t ab_dtype,
+                             uint32_t tasks, uint64_t *out_pack_a, uint64_t *out_pack_b);
 
 /* Runs the blocked GEMM; pack_a/pack_b hold at least what sgemm_scratch said. */
 void onyx__cpu_sgemm(const onyx__cpu_provider *p, const onyx__cpu_gemm *g, float *pack_a,

@@ -34,8 +34,8 @@ static void cpu_gemm_ws_bytes(const onyx__cpu_node *node, uint32_t dtype, int64_
   memset(out_bytes, 0, CPU_WS_COUNT * sizeof out_bytes[0]);
   if (!cpu_uses_sgemm(dtype) || m <= 0 || n <= 0) return;
   uint64_t pa = 0, pb = 0;
-  onyx__cpu_sgemm_scratch(m, n, k, node->provider ? node->provider->num_threads : 1, &pa,
-                          &pb);
+  onyx__cpu_sgemm_scratch(m, n, k, dtype, node->provider ? node->provider->num_threads : 1,
+                          &pa, &pb);
   out_bytes[CPU_WS_PACK_A] = pa * sizeof(float);
   out_bytes[CPU_WS_PACK_B] = pb * sizeof(float);
   /* 16-bit outputs accumulate in float32 and are rounded once at the end. */

@@ -659,10 +659,13 @@ static void test_matmul_errors(void **st) {
   expect_fail(&r, ONYX_STATUS_INVALID_ARGUMENT, "expected 1 or 2");
   kh_result_free(&r);
 
-  /* A workspace view shorter than declared is refused before anything happens. */
-  int64_t dk[] = {4, 3};
+  /* A workspace view shorter than declared is refused before anything happens.
+   * (Enough rows for the packed route; fewer than six rows need no workspace.) */
+  int64_t dm[] = {8, 4}, dk[] = {4, 3};
+  float a8[32] = {0};
+  onyx_tensor tm = kh_tensor(ONYX_DTYPE_FLOAT32, 2, dm, a8);
   onyx_tensor tk = kh_tensor(ONYX_DTYPE_FLOAT32, 2, dk, b);
-  const onyx_tensor *ink[] = {&ta, &tk};
+  const onyx_tensor *ink[] = {&tm, &tk};
   kh_node shortws = {.op = "MatMul", .opset = 13, .workspace_shortfall = 4};
   run(&shortws, ink, 2, &r);
   expect_fail(&r, ONYX_STATUS_WORKSPACE_TOO_SMALL, "required");
@@ -671,9 +674,9 @@ static void test_matmul_errors(void **st) {
 
 /* ------------------------------------------------------------------ Gemm */
 
-static void test_gemm(void **st) {
-  (void)st;
-  const int64_t M = 70, N = 1030, K = 300; /* cross the MC, NC and KC block edges */
+/* Gemm against a double-precision reference for every transpose, alpha/beta and C
+ * shape, for one M×N×K, serially and on four threads. */
+static void check_gemm(int64_t M, int64_t N, int64_t K) {
   struct {
     int ta, tb;
     float alpha, beta;
@@ -725,6 +728,13 @@ static void test_gemm(void **st) {
       kh_result_free(&r);
     }
   }
+}
+
+static void test_gemm(void **st) {
+  (void)st;
+  check_gemm(70, 1030, 300); /* packed route: crosses the MC, NC and KC block edges */
+  check_gemm(1, 1030, 300);  /* unpacked route for few rows (matrix-vector) */
+  check_gemm(5, 37, 19);
 }
 
 static void test_gemm_types_and_errors(void **st) {

@@ -200,7 +200,8 @@ static void snapshot_parses_and_carries_the_fields(void **state) {
   assert_true(len > 100);
   char tiny[8] = "unchang";
   size_t len2 = 0;
-  assert_status(ONYX_STATUS_INVALID_ARGUMENT, onyx_gov_snapshot_json(gov, tiny, sizeof tiny, &len2));
+  assert_status(ONYX_STATUS_INVALID_ARGUMENT,
+                onyx_gov_snapshot_json(gov, tiny, sizeof tiny, &len2));
   assert_int_equal(len, len2);
   assert_string_equal("unchang", tiny); /* untouched */
   char *json = test_malloc(len + 1);

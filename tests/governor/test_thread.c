@@ -161,7 +161,8 @@ static void threads_keep_the_books_balanced(void **state) {
   assert_ok(onyx_gov_holder_register(sh.gov, sh.t, 0, "kv", kv_reclaim, &sh, &sh.holder));
 
   pthread_t workers[WORKERS], zt, kt, rt;
-  for (int i = 0; i < WORKERS; ++i) assert_int_equal(0, pthread_create(&workers[i], NULL, worker, &sh));
+  for (int i = 0; i < WORKERS; ++i)
+    assert_int_equal(0, pthread_create(&workers[i], NULL, worker, &sh));
   assert_int_equal(0, pthread_create(&zt, NULL, zone_thread, &sh));
   assert_int_equal(0, pthread_create(&kt, NULL, kv_thread, &sh));
   assert_int_equal(0, pthread_create(&rt, NULL, reader_thread, &sh));

@@ -304,7 +304,8 @@ Onnx__ModelProto *lt_rich_model(lt_arena *a) {
 
   lt_output(a, g, "y", ONYX_DTYPE_FLOAT32, 2, dsym);
   lt_push(a, &g->value_info, &g->n_value_info, lt_value_info(a, "t", ONYX_DTYPE_FLOAT32, 2, d23));
-  lt_push(a, &g->value_info, &g->n_value_info, lt_value_info(a, "u", ONYX_DTYPE_FLOAT32, 2, dbatch));
+  lt_push(a, &g->value_info, &g->n_value_info,
+          lt_value_info(a, "u", ONYX_DTYPE_FLOAT32, 2, dbatch));
   lt_push(a, &g->value_info, &g->n_value_info, lt_value_info(a, "ghost", ONYX_DTYPE_INT8, 0, NULL));
   return m;
 }

@@ -21,7 +21,7 @@
 #define NEEDLES(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 typedef struct fixture {
-  char *root;          /* scratch folder */
+  char *root;           /* scratch folder */
   char model_dir[4096]; /* root/model */
   char model_path[4096];
   lt_arena arena;
@@ -139,7 +139,8 @@ static void test_inside_folder(void **state) {
   path_join(alias, sizeof alias, f->root, "alias/model.onnx");
   onyx__graph *g = NULL;
   char err[ERR_CAP];
-  onyx_status st = load_at(f, alias, external_model(f, 2, d34, "weights.bin", NULL, NULL, NULL), &g, err);
+  onyx_status st =
+      load_at(f, alias, external_model(f, 2, d34, "weights.bin", NULL, NULL, NULL), &g, err);
   if (st != ONYX_STATUS_OK) fail_msg("%s", err);
   onyx__graph_free(g);
 }
@@ -182,7 +183,8 @@ static void test_ranges(void **state) {
                       "runs past the end of the file (48 bytes)"));
   expect_fail(f, external_model(f, 1, d8, "weights.bin", "24", NULL, NULL),
               ONYX_STATUS_INVALID_MODEL, NEEDLES("offset 24 + length 32 runs past the end"));
-  expect_fail(f, external_model(f, 2, d34, "weights.bin", "0", "8", NULL), ONYX_STATUS_INVALID_MODEL,
+  expect_fail(f, external_model(f, 2, d34, "weights.bin", "0", "8", NULL),
+              ONYX_STATUS_INVALID_MODEL,
               NEEDLES("external data length is 8 bytes but dims and dtype need 48"));
   expect_fail(f, external_model(f, 2, d34, "weights.bin", "99999999999999999999", "48", NULL),
               ONYX_STATUS_INVALID_MODEL,
@@ -213,7 +215,8 @@ static void test_malformed_entries(void **state) {
 
   m = external_model(f, 2, d34, "weights.bin", "0", NULL, &t);
   t->external_data[1]->key = lt_str(a, "location");
-  expect_fail(f, m, ONYX_STATUS_INVALID_MODEL, NEEDLES("external_data key 'location' appears twice"));
+  expect_fail(f, m, ONYX_STATUS_INVALID_MODEL,
+              NEEDLES("external_data key 'location' appears twice"));
 
   /* Unknown keys (checksum) are ignored. */
   m = external_model(f, 2, d34, "weights.bin", "0", "48", &t);
@@ -224,12 +227,13 @@ static void test_malformed_entries(void **state) {
 static void test_bytes_without_folder(void **state) {
   fixture *f = *state;
   size_t size;
-  uint8_t *bytes = lt_pack(&f->arena, external_model(f, 2, d34, "weights.bin", NULL, NULL, NULL), &size);
+  uint8_t *bytes =
+      lt_pack(&f->arena, external_model(f, 2, d34, "weights.bin", NULL, NULL, NULL), &size);
   onyx__graph *g = NULL;
   char err[ERR_CAP];
   lt_check_error(onyx__model_load_bytes(bytes, size, NULL, "mem", &g, err, sizeof err),
-                 ONYX_STATUS_INVALID_MODEL, err, "mem: ",
-                 NEEDLES("external data ('weights.bin') is not allowed"));
+                 ONYX_STATUS_INVALID_MODEL, err,
+                 "mem: ", NEEDLES("external data ('weights.bin') is not allowed"));
   assert_int_equal(onyx__model_load_bytes(bytes, size, f->model_dir, "mem", &g, err, sizeof err),
                    ONYX_STATUS_OK);
   lt_check_graph(g);

@@ -62,7 +62,8 @@ static void fail_each_allocation(load_fn fn, void *arg) {
       break;
     }
     if (st != ONYX_STATUS_OUT_OF_MEMORY) {
-      fail_msg("allocation %ld failed: want OUT_OF_MEMORY, got %s: %s", n, onyx_status_str(st), err);
+      fail_msg("allocation %ld failed: want OUT_OF_MEMORY, got %s: %s", n, onyx_status_str(st),
+               err);
     }
     if (err[0] == '\0') fail_msg("allocation %ld failed without a message", n);
   }
@@ -126,7 +127,8 @@ static void test_tensor_file(void **state) {
   FILE *f = fopen(ONYX_NODE_TESTS_DIR "/test_add/test_data_set_0/input_0.pb", "rb");
   if (f == NULL) skip();
   fclose(f);
-  fail_each_allocation(load_tensor_file, ONYX_NODE_TESTS_DIR "/test_add/test_data_set_0/input_0.pb");
+  fail_each_allocation(load_tensor_file,
+                       ONYX_NODE_TESTS_DIR "/test_add/test_data_set_0/input_0.pb");
 }
 
 int main(void) {

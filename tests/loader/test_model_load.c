@@ -394,8 +394,8 @@ static void test_malformed_bytes(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     onyx__graph *g = NULL;
     char err[ERR_CAP];
-    onyx_status st =
-        onyx__model_load_bytes(cases[i].bytes, cases[i].size, NULL, "bad.onnx", &g, err, sizeof err);
+    onyx_status st = onyx__model_load_bytes(cases[i].bytes, cases[i].size, NULL, "bad.onnx", &g,
+                                            err, sizeof err);
     lt_check_error(st, ONYX_STATUS_INVALID_MODEL, err, "bad.onnx: ", NEEDLES(cases[i].needle));
     assert_null(g);
   }
@@ -516,17 +516,19 @@ static void test_dims_overflow(void **state) {
                NEEDLES("initializer 0 'big'", "element count", "overflows",
                        "[1099511627776,1099511627776]"));
   const int64_t bytes_overflow[] = {INT64_C(1) << 62};
-  expect_error(&a,
-               model_with_initializer(&a, lt_tensor(&a, "b", ONYX_DTYPE_FLOAT32, 1, bytes_overflow)),
-               ONYX_STATUS_INVALID_MODEL, NEEDLES("initializer 0 'b'", "byte size", "overflows"));
+  expect_error(
+      &a, model_with_initializer(&a, lt_tensor(&a, "b", ONYX_DTYPE_FLOAT32, 1, bytes_overflow)),
+      ONYX_STATUS_INVALID_MODEL, NEEDLES("initializer 0 'b'", "byte size", "overflows"));
   const int64_t max_then_two[] = {INT64_MAX, 2};
-  expect_error(&a, model_with_initializer(&a, lt_tensor(&a, "c", ONYX_DTYPE_UINT8, 2, max_then_two)),
+  expect_error(&a,
+               model_with_initializer(&a, lt_tensor(&a, "c", ONYX_DTYPE_UINT8, 2, max_then_two)),
                ONYX_STATUS_INVALID_MODEL, NEEDLES("overflows"));
   /* A zero anywhere makes zero elements, however large the rest. */
   const int64_t zero_huge[] = {0, INT64_MAX, INT64_MAX};
   char err[ERR_CAP];
   assert_int_equal(
-      load_model(&a, model_with_initializer(&a, lt_tensor(&a, "z", ONYX_DTYPE_FLOAT32, 3, zero_huge)),
+      load_model(&a,
+                 model_with_initializer(&a, lt_tensor(&a, "z", ONYX_DTYPE_FLOAT32, 3, zero_huge)),
                  err),
       ONYX_STATUS_OK);
   const int64_t neg[] = {2, -3};
@@ -655,7 +657,8 @@ static void test_topological_order(void **state) {
 
   m = lt_model(&a, 17);
   lt_input(&a, m->graph, "x", ONYX_DTYPE_FLOAT32, -1, NULL);
-  lt_node(&a, m->graph, "Add", NULL, (const char *[]){"x", "nope", NULL}, (const char *[]){"y", NULL});
+  lt_node(&a, m->graph, "Add", NULL, (const char *[]){"x", "nope", NULL},
+          (const char *[]){"y", NULL});
   lt_output(&a, m->graph, "y", 0, -1, NULL);
   expect_error(&a, m, ONYX_STATUS_INVALID_MODEL,
                NEEDLES("node 0 (Add): input 1 'nope' is not defined by a graph input, an "
@@ -785,8 +788,8 @@ static Onnx__ModelProto *model_with_attr(lt_arena *a, const char *name, int type
                                          Onnx__AttributeProto **out_attr) {
   Onnx__ModelProto *m = lt_model(a, 17);
   lt_input(a, m->graph, "x", ONYX_DTYPE_FLOAT32, -1, NULL);
-  Onnx__NodeProto *n =
-      lt_node(a, m->graph, "Loop", "body_node", (const char *[]){"x", NULL}, (const char *[]){"y", NULL});
+  Onnx__NodeProto *n = lt_node(a, m->graph, "Loop", "body_node", (const char *[]){"x", NULL},
+                               (const char *[]){"y", NULL});
   *out_attr = lt_attr(a, n, name, type);
   lt_output(a, m->graph, "y", 0, -1, NULL);
   return m;
@@ -796,18 +799,20 @@ static void test_attributes(void **state) {
   (void)state;
   lt_arena a = {0};
   Onnx__AttributeProto *at;
-  expect_error(&a, model_with_attr(&a, "body", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH, &at),
-               ONYX_STATUS_UNSUPPORTED,
-               NEEDLES("node 0 'body_node' (Loop): attribute 'body': is a GRAPH attribute",
-                       "subgraphs"));
-  expect_error(&a, model_with_attr(&a, "branches", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS, &at),
+  expect_error(
+      &a, model_with_attr(&a, "body", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH, &at),
+      ONYX_STATUS_UNSUPPORTED,
+      NEEDLES("node 0 'body_node' (Loop): attribute 'body': is a GRAPH attribute", "subgraphs"));
+  expect_error(&a,
+               model_with_attr(&a, "branches", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS, &at),
                ONYX_STATUS_UNSUPPORTED, NEEDLES("attribute 'branches': is a GRAPHS attribute"));
   expect_error(&a, model_with_attr(&a, "ts", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS, &at),
                ONYX_STATUS_UNSUPPORTED, NEEDLES("attribute 'ts': is a TENSORS attribute"));
   expect_error(&a,
                model_with_attr(&a, "sp", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSOR, &at),
                ONYX_STATUS_UNSUPPORTED, NEEDLES("SPARSE_TENSOR attribute"));
-  expect_error(&a, model_with_attr(&a, "tp", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO, &at),
+  expect_error(&a,
+               model_with_attr(&a, "tp", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO, &at),
                ONYX_STATUS_UNSUPPORTED, NEEDLES("TYPE_PROTO attribute"));
   expect_error(&a, model_with_attr(&a, "odd", 77, &at), ONYX_STATUS_INVALID_MODEL,
                NEEDLES("attribute 'odd': attribute type 77 is not defined"));
@@ -815,7 +820,8 @@ static void test_attributes(void **state) {
                NEEDLES("attribute 'bare': has no type"));
   expect_error(&a, model_with_attr(&a, "v", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR, &at),
                ONYX_STATUS_INVALID_MODEL, NEEDLES("attribute 'v': type is TENSOR but no tensor"));
-  Onnx__ModelProto *m = model_with_attr(&a, "v", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR, &at);
+  Onnx__ModelProto *m =
+      model_with_attr(&a, "v", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR, &at);
   const int64_t d3[] = {3};
   at->t = lt_tensor(&a, NULL, ONYX_DTYPE_FLOAT32, 1, d3);
   lt_floats(&a, at->t, (const float[]){1}, 1);
@@ -908,8 +914,8 @@ static void test_graph_io(void **state) {
   f->domain = lt_str(&a, "local");
   lt_push(&a, &m->functions, &m->n_functions, f);
   lt_input(&a, m->graph, "x", ONYX_DTYPE_FLOAT32, -1, NULL);
-  Onnx__NodeProto *n =
-      lt_node(&a, m->graph, "MyGelu", "g", (const char *[]){"x", NULL}, (const char *[]){"y", NULL});
+  Onnx__NodeProto *n = lt_node(&a, m->graph, "MyGelu", "g", (const char *[]){"x", NULL},
+                               (const char *[]){"y", NULL});
   n->domain = lt_str(&a, "local");
   expect_error(&a, m, ONYX_STATUS_UNSUPPORTED,
                NEEDLES("node 0 'g' (local:MyGelu): calls a function defined in the model"));
@@ -928,8 +934,8 @@ static void test_message_hygiene(void **state) {
           (const char *[]){"y", NULL});
   char err[ERR_CAP];
   onyx_status st = load_model(&a, m, err);
-  lt_check_error(st, ONYX_STATUS_INVALID_MODEL, err, "m.onnx: ",
-                 NEEDLES("node 0 'bad?name?[31m' (Relu)", "nnn...'"));
+  lt_check_error(st, ONYX_STATUS_INVALID_MODEL, err,
+                 "m.onnx: ", NEEDLES("node 0 'bad?name?[31m' (Relu)", "nnn...'"));
   assert_null(strchr(err, '\n'));
   lt_arena_free(&a);
 }
@@ -957,8 +963,8 @@ static void test_arguments_and_buffers(void **state) {
 
   assert_int_equal(onyx__model_load_file("/nonexistent/dir/model.onnx", &g, err, sizeof err),
                    ONYX_STATUS_NOT_FOUND);
-  lt_check_error(ONYX_STATUS_NOT_FOUND, ONYX_STATUS_NOT_FOUND, err, "/nonexistent/dir/model.onnx: ",
-                 NEEDLES("cannot open"));
+  lt_check_error(ONYX_STATUS_NOT_FOUND, ONYX_STATUS_NOT_FOUND, err,
+                 "/nonexistent/dir/model.onnx: ", NEEDLES("cannot open"));
   char *dir = lt_mkdtemp();
   lt_check_error(onyx__model_load_file(dir, &g, err, sizeof err), ONYX_STATUS_IO_ERROR, err, dir,
                  NEEDLES("is not a regular file"));
@@ -1010,28 +1016,17 @@ static void test_many_values(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_rich_model),
-      cmocka_unit_test(test_ai_onnx_domain_normalised),
-      cmocka_unit_test(test_passthrough_outputs),
-      cmocka_unit_test(test_node_test_add),
-      cmocka_unit_test(test_node_test_constant),
-      cmocka_unit_test(test_fixture_initializers),
-      cmocka_unit_test(test_malformed_bytes),
-      cmocka_unit_test(test_truncated_bytes),
-      cmocka_unit_test(test_truncated_file),
-      cmocka_unit_test(test_random_mutations),
-      cmocka_unit_test(test_dims_overflow),
-      cmocka_unit_test(test_payload_mismatch),
-      cmocka_unit_test(test_tensor_dtypes),
-      cmocka_unit_test(test_topological_order),
-      cmocka_unit_test(test_opset_imports),
-      cmocka_unit_test(test_duplicate_definitions),
-      cmocka_unit_test(test_attributes),
-      cmocka_unit_test(test_graph_io),
-      cmocka_unit_test(test_message_hygiene),
-      cmocka_unit_test(test_arguments_and_buffers),
-      cmocka_unit_test(test_hand_built_graph),
-      cmocka_unit_test(test_many_values),
+      cmocka_unit_test(test_rich_model),          cmocka_unit_test(test_ai_onnx_domain_normalised),
+      cmocka_unit_test(test_passthrough_outputs), cmocka_unit_test(test_node_test_add),
+      cmocka_unit_test(test_node_test_constant),  cmocka_unit_test(test_fixture_initializers),
+      cmocka_unit_test(test_malformed_bytes),     cmocka_unit_test(test_truncated_bytes),
+      cmocka_unit_test(test_truncated_file),      cmocka_unit_test(test_random_mutations),
+      cmocka_unit_test(test_dims_overflow),       cmocka_unit_test(test_payload_mismatch),
+      cmocka_unit_test(test_tensor_dtypes),       cmocka_unit_test(test_topological_order),
+      cmocka_unit_test(test_opset_imports),       cmocka_unit_test(test_duplicate_definitions),
+      cmocka_unit_test(test_attributes),          cmocka_unit_test(test_graph_io),
+      cmocka_unit_test(test_message_hygiene),     cmocka_unit_test(test_arguments_and_buffers),
+      cmocka_unit_test(test_hand_built_graph),    cmocka_unit_test(test_many_values),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -188,19 +188,23 @@ typedef struct attn_lane {
   bool active; /* has probabilities in the current tile */
 } attn_lane;
 
-/* Score x after softcap and mask for key j of a lane, from the raw scaled score. */
+/* x plus the mask of key j of a lane (−inf where a boolean mask is false). */
+static inline float attn_mask_add(const onyx__attn_problem *p, const attn_lane *ln, int64_t j,
+                                  float x) {
+  if (p->mask == NULL) return x;
+  int64_t at = ln->mask_off + j * p->m_js;
+  if (p->mask_dtype == ONYX_DTYPE_BOOL) return ((const uint8_t *)p->mask)[at] == 0 ? -INFINITY : x;
+  return x + onyx__attn_load(p->mask_dtype, p->mask, at);
+}
+
+static inline float attn_softcap(const onyx__attn_problem *p, float x) {
+  return p->softcap > 0.0f ? p->softcap * tanhf(x / p->softcap) : x;
+}
+
+/* Score after softcap and mask, from the scaled score of key j. */
 static inline float attn_post(const onyx__attn_problem *p, const attn_lane *ln, int64_t j,
                               float x) {
-  if (p->softcap > 0.0f) x = p->softcap * tanhf(x / p->softcap);
-  if (p->mask != NULL) {
-    int64_t at = ln->mask_off + j * p->m_js;
-    if (p->mask_dtype == ONYX_DTYPE_BOOL) {
-      if (((const uint8_t *)p->mask)[at] == 0) x = -INFINITY;
-    } else {
-      x += onyx__attn_load(p->mask_dtype, p->mask, at);
-    }
-  }
-  return x;
+  return attn_mask_add(p, ln, j, attn_softcap(p, x));
 }
 
 /* Writes the qk output row of a finished lane (see onyx__attn_qk_mode). */
@@ -227,13 +231,8 @@ static void attn_qk_row(const attn_ctx *c, int64_t b, int64_t g,
       }
     } else if (j < geom->kv_len) {
       float raw = attn_dot(q, attn_kv_row(c, 0, b, g, geom, j, kbuf), p->hk) * p->scale;
-      float capped = p->softcap > 0.0f ? p->softcap * tanhf(raw / p->softcap) : raw;
-      float masked = -INFINITY;
-      if (inside) {
-        onyx__attn_problem nocap = *p;
-        nocap.softcap = 0.0f;
-        masked = attn_post(&nocap, ln, j, capped);
-      }
+      float capped = attn_softcap(p, raw);
+      float masked = inside ? attn_mask_add(p, ln, j, capped) : -INFINITY;
       switch (p->qk_mode) {
       case ONYX__ATTN_QK_RAW:
         out = raw;
@@ -302,7 +301,7 @@ static void attn_task(void *arg, size_t index) {
       onyx__attn_load_row(p->dtype, src, hk, q);
       if (p->rope != NULL) onyx__attn_rope_row(p->rope, attn_pos(p, b, &geom, ln->s), q);
       int64_t pos = geom.q_pos0 + ln->s;
-      int64_t hi = geom.kv_len < p->mask_len ? geom.kv_len : p->mask_len;
+      int64_t hi = geom.key_limit < p->mask_len ? geom.key_limit : p->mask_len;
       if (p->causal && hi > pos + 1) hi = pos + 1;
       int64_t lo = 0;
       if (p->window > 0 && pos - p->window + 1 > lo) lo = pos - p->window + 1;

@@ -112,6 +112,16 @@ typedef struct onyx__attn_shape_text {
 } onyx__attn_shape_text;
 onyx__attn_shape_text onyx__attn_shape(const onyx_tensor *t);
 
+/* Input i, or NULL when absent or beyond count. */
+static inline const onyx_tensor *onyx__attn_input(const onyx_tensor *const *inputs, size_t count,
+                                                  size_t i) {
+  return i < count ? inputs[i] : NULL;
+}
+
+/* Checks that every present input is a host tensor with data and sane dims. */
+onyx_status onyx__attn_check_host(onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
+                                  size_t input_count);
+
 /* Whether `dtype` is float32, float16 or bfloat16. */
 static inline bool onyx__attn_is_float(uint32_t dtype) {
   return dtype < 64 && (ONYX__ATTN_FLOAT_TYPES & ONYX_DTYPE_BIT(dtype)) != 0;
@@ -252,7 +262,8 @@ typedef struct onyx__attn_kv_seg {
 
 /* Per batch row geometry, filled by the op. */
 typedef struct onyx__attn_batch_geom {
-  int64_t kv_len;   /* keys [0, kv_len) exist */
+  int64_t kv_len;    /* keys [0, kv_len) exist */
+  int64_t key_limit; /* keys >= key_limit are masked (padding); <= kv_len */
   int64_t seg0_len; /* keys [0, seg0_len) come from seg[0], the rest from seg[1] */
   int64_t q_pos0;   /* absolute position of query row 0; row s sits at q_pos0 + s */
   int64_t rope_pos0; /* rotary position of new token 0 when no position ids are given */

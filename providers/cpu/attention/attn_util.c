@@ -205,3 +205,29 @@ void onyx__attn_store_row(uint32_t dtype, void *dst, int64_t n, const float *src
     memcpy(dst, src, (size_t)n * sizeof(float));
   }
 }
+
+/* ------------------------------------------------------------------ inputs */
+
+onyx_status onyx__attn_check_host(onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
+                                  size_t input_count) {
+  for (size_t i = 0; i < input_count; ++i) {
+    const onyx_tensor *t = inputs[i];
+    if (t == NULL) continue;
+    if (t->device != ONYX_DEVICE_HOST)
+      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "input %zu is not in host memory",
+                              i);
+    if (t->rank > ONYX_MAX_RANK)
+      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "input %zu has rank %u", i,
+                              t->rank);
+    for (uint32_t d = 0; d < t->rank; ++d)
+      if (t->dims[d] < 0)
+        return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                                "input %zu has a negative dimension %s", i,
+                                onyx__attn_shape(t).s);
+    if (t->data == NULL && onyx_tensor_numel(t) != 0)
+      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                              "input %zu has %lld elements but no data", i,
+                              (long long)onyx_tensor_numel(t));
+  }
+  return ONYX_STATUS_OK;
+}

@@ -1,0 +1,375 @@
+/*
+ * Prepare-only planning. A geometry pass walks the graph: each node's output
+ * geometry comes from its kernel's `infer`, or — for shape arithmetic, where every
+ * input is a small host integer tensor whose values are known — from running the
+ * kernel on those values. Each kernel is then asked for its workspace for the
+ * geometry it will see. Nothing is granted and no workspace is allocated.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error_impl.h"
+#include "memory_impl.h"
+#include "plan_impl.h"
+
+/* Integer tensors up to this many elements carry values through the pass. */
+#define PLAN_MAX_KNOWN_ELEMENTS 4096
+
+typedef struct geo {
+  onyx_tensor t;
+  bool set;
+  bool known; /* t.data holds the values */
+  void *owned;
+} geo;
+
+typedef struct eval_ctx {
+  geo *outs; /* the node's output geos */
+  size_t out_count;
+  const onyx_tensor *const *inputs;
+  size_t input_count;
+  char err[512];
+} eval_ctx;
+
+static bool small_int(const onyx_tensor *t) {
+  return (t->dtype == ONYX_DTYPE_INT64 || t->dtype == ONYX_DTYPE_INT32) &&
+         onyx_tensor_numel(t) <= PLAN_MAX_KNOWN_ELEMENTS;
+}
+
+static onyx_status eval_alloc_output(onyx_compute_ctx *ctx, size_t index, uint32_t dtype,
+                                     uint32_t rank, const int64_t *dims, onyx_tensor **out) {
+  eval_ctx *e = ctx->core_data;
+  if (index >= e->out_count || rank > ONYX_MAX_RANK) return ONYX_STATUS_INVALID_ARGUMENT;
+  geo *g = &e->outs[index];
+  if (g->set) return ONYX_STATUS_INVALID_ARGUMENT;
+  onyx_tensor t = {.dtype = dtype, .rank = rank};
+  size_t bytes = onyx_dtype_size(dtype);
+  for (uint32_t i = 0; i < rank; ++i) {
+    if (dims[i] < 0 || dims[i] > PLAN_MAX_KNOWN_ELEMENTS * 64) return ONYX_STATUS_INVALID_ARGUMENT;
+    t.dims[i] = dims[i];
+    bytes *= (size_t)dims[i];
+  }
+  g->owned = malloc(bytes ? bytes : 1);
+  if (g->owned == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+  t.data = g->owned;
+  g->t = t;
+  g->set = true;
+  *out = &g->t;
+  return ONYX_STATUS_OK;
+}
+
+static onyx_status eval_alias_output(onyx_compute_ctx *ctx, size_t index, size_t input) {
+  eval_ctx *e = ctx->core_data;
+  if (index >= e->out_count || input >= e->input_count || e->inputs[input] == NULL)
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  e->outs[index].t = *e->inputs[input];
+  e->outs[index].set = true;
+  return ONYX_STATUS_OK;
+}
+
+static void eval_set_error(onyx_compute_ctx *ctx, const char *fmt, ...) {
+  eval_ctx *e = ctx->core_data;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->err, sizeof e->err, fmt, ap);
+  va_end(ap);
+}
+
+void onyx__plan_layout(const onyx_workspace_requirement *req, uint64_t *offsets,
+                       uint64_t *out_step, uint64_t *out_session) {
+  uint64_t total[2] = {0, 0};
+  for (uint32_t i = 0; i < req->count && i < ONYX_MAX_WORKSPACE_REGIONS; ++i) {
+    const onyx_workspace_region *rg = &req->regions[i];
+    uint64_t align = rg->alignment ? rg->alignment : 64;
+    int life = rg->lifetime == ONYX_LIFETIME_SESSION;
+    total[life] = (total[life] + align - 1) / align * align;
+    offsets[i] = total[life];
+    total[life] += rg->bytes;
+  }
+  *out_step = total[0];
+  *out_session = total[1];
+}
+
+/* Runs a shape-arithmetic node on known values. Workspace, if the kernel asks for
+ * any, is a private scratch block: these are tiny integer tensors. */
+static onyx_status evaluate(const onyx__placed_node *pn, const onyx_tensor *const *inputs,
+                            const onyx_tensor *geometry, size_t input_count, geo *outs,
+                            size_t out_count, char *err, size_t err_cap) {
+  eval_ctx e = {.outs = outs, .out_count = out_count, .inputs = inputs,
+                .input_count = input_count};
+  onyx_workspace_view views[ONYX_MAX_WORKSPACE_REGIONS];
+  onyx_workspace_requirement req = {.struct_size = sizeof req, .version = ONYX_ABI_VERSION};
+  void *scratch[2] = {NULL, NULL};
+  onyx_status st = ONYX_STATUS_OK;
+  if (pn->kernel->workspace)
+    st = pn->kernel->workspace(pn->state, geometry, input_count, &req);
+  uint64_t off[ONYX_MAX_WORKSPACE_REGIONS], total[2] = {0, 0};
+  if (st == ONYX_STATUS_OK && req.count > ONYX_MAX_WORKSPACE_REGIONS) st = ONYX_STATUS_INTERNAL;
+  if (st == ONYX_STATUS_OK) {
+    onyx__plan_layout(&req, off, &total[0], &total[1]);
+    for (int l = 0; l < 2 && st == ONYX_STATUS_OK; ++l)
+      if (total[l] && (scratch[l] = aligned_alloc(256, (total[l] + 255) / 256 * 256)) == NULL)
+        st = ONYX_STATUS_OUT_OF_MEMORY;
+  }
+  for (uint32_t i = 0; st == ONYX_STATUS_OK && i < req.count; ++i) {
+    char *base = scratch[req.regions[i].lifetime == ONYX_LIFETIME_SESSION];
+    views[i] = (onyx_workspace_view){req.regions[i].name,
+                                     req.regions[i].bytes ? base + off[i] : NULL,
+                                     req.regions[i].bytes};
+  }
+  if (st == ONYX_STATUS_OK) {
+    onyx_compute_ctx ctx = {.struct_size = sizeof ctx, .version = ONYX_ABI_VERSION,
+                            .core_data = &e, .alloc_output = eval_alloc_output,
+                            .alias_output = eval_alias_output, .set_error = eval_set_error,
+                            .workspace = views, .workspace_count = req.count};
+    st = pn->kernel->compute(pn->state, &ctx, inputs, input_count);
+  }
+  free(scratch[0]);
+  free(scratch[1]);
+  if (st != ONYX_STATUS_OK)
+    onyx__errf(err, err_cap, "evaluating shape arithmetic failed: %s",
+               e.err[0] ? e.err : onyx_status_str(st));
+  return st;
+}
+
+/* Output geometry of node i: evaluated or inferred. */
+static onyx_status node_outputs(onyx_session *s, size_t i, geo *g, const onyx_tensor *in_geo,
+                                char *err, size_t err_cap) {
+  const onyx__node *n = &s->graph->nodes[i];
+  const onyx__placed_node *pn = &s->nodes[i];
+  bool all_known = true;
+  const onyx_tensor **in_ptrs = calloc(n->input_count + 1, sizeof *in_ptrs);
+  geo *outs = calloc(n->output_count + 1, sizeof *outs);
+  onyx_status st = in_ptrs && outs ? ONYX_STATUS_OK : ONYX_STATUS_OUT_OF_MEMORY;
+  for (size_t k = 0; st == ONYX_STATUS_OK && k < n->input_count; ++k) {
+    if (n->inputs[k] < 0) continue;
+    all_known &= g[n->inputs[k]].known;
+    in_ptrs[k] = &g[n->inputs[k]].t;
+  }
+  bool host = pn->provider->table->device == ONYX_DEVICE_HOST;
+  if (st == ONYX_STATUS_OK && all_known && host) {
+    st = evaluate(pn, in_ptrs, in_geo, n->input_count, outs, n->output_count, err, err_cap);
+  } else if (st == ONYX_STATUS_OK && pn->kernel->infer != NULL) {
+    onyx_tensor *out_t = calloc(n->output_count + 1, sizeof *out_t);
+    st = out_t ? pn->kernel->infer(pn->state, in_geo, n->input_count, out_t, n->output_count)
+               : ONYX_STATUS_OUT_OF_MEMORY;
+    for (size_t o = 0; out_t && st == ONYX_STATUS_OK && o < n->output_count; ++o) {
+      outs[o].t = out_t[o];
+      outs[o].t.data = NULL;
+      outs[o].set = true;
+    }
+    free(out_t);
+    if (st != ONYX_STATUS_OK)
+      onyx__errf(err, err_cap, "its kernel cannot infer output shapes for this geometry (%s)",
+                 onyx_status_str(st));
+  } else if (st == ONYX_STATUS_OK) {
+    onyx__errf(err, err_cap, "its kernel has no infer callback and its inputs are not known "
+               "values, so its output shapes cannot be planned");
+    st = ONYX_STATUS_UNSUPPORTED;
+  }
+  for (size_t o = 0; st == ONYX_STATUS_OK && o < n->output_count; ++o) {
+    int32_t v = n->outputs[o];
+    if (v < 0) {
+      free(outs[o].owned);
+      continue;
+    }
+    g[v] = outs[o];
+    g[v].t.device = pn->provider->table->device;
+    g[v].known = g[v].t.data != NULL && host && small_int(&g[v].t);
+    if (!g[v].known) {
+      free(g[v].owned);
+      g[v].owned = NULL;
+      g[v].t.data = NULL;
+    }
+    outs[o].owned = NULL;
+  }
+  if (st != ONYX_STATUS_OK)
+    for (size_t o = 0; outs && o < n->output_count; ++o) free(outs[o].owned);
+  free(outs);
+  free(in_ptrs);
+  return st;
+}
+
+void onyx_plan_destroy(onyx_plan *p) {
+  if (p == NULL) return;
+  free(p->nodes);
+  free(p->step_peak);
+  free(p->session_total);
+  free(p->session_growth);
+  free(p);
+}
+
+onyx_status onyx__plan_build(onyx_session *s, const onyx_tensor *inputs, size_t input_count,
+                             onyx_plan **out_plan, char *err, size_t err_cap) {
+  const onyx__graph *g = s->graph;
+  onyx_status st = onyx__check_inputs(s, inputs, input_count, err, err_cap);
+  if (st != ONYX_STATUS_OK) return st;
+  size_t np = s->runtime->provider_count;
+  onyx_plan *p = calloc(1, sizeof *p);
+  geo *vals = calloc(g->value_count + 1, sizeof *vals);
+  onyx_tensor *in_geo = NULL;
+  if (p) {
+    p->session = s;
+    p->nodes = calloc(g->node_count + 1, sizeof *p->nodes);
+    p->step_peak = calloc(np, sizeof *p->step_peak);
+    p->session_total = calloc(np, sizeof *p->session_total);
+    p->session_growth = calloc(np, sizeof *p->session_growth);
+  }
+  if (!p || !vals || !p->nodes || !p->step_peak || !p->session_total || !p->session_growth) {
+    onyx_plan_destroy(p);
+    free(vals);
+    return ONYX_STATUS_OUT_OF_MEMORY;
+  }
+  for (size_t i = 0; i < g->input_count; ++i) {
+    geo *v = &vals[g->inputs[i]];
+    v->t = inputs[i];
+    v->set = true;
+    v->known = inputs[i].data != NULL && small_int(&inputs[i]);
+    if (!v->known) v->t.data = NULL;
+  }
+  for (size_t v = 0; v < g->value_count; ++v) {
+    if (!g->values[v].is_initializer) continue;
+    vals[v].t = g->values[v].init;
+    vals[v].set = true;
+    vals[v].known = small_int(&vals[v].t) && vals[v].t.data != NULL;
+    if (!vals[v].known) vals[v].t.data = NULL;
+  }
+  for (size_t i = 0; st == ONYX_STATUS_OK && i < g->node_count; ++i) {
+    const onyx__node *n = &g->nodes[i];
+    onyx__placed_node *pn = &s->nodes[i];
+    free(in_geo);
+    in_geo = calloc(n->input_count + 1, sizeof *in_geo);
+    if (in_geo == NULL) {
+      st = ONYX_STATUS_OUT_OF_MEMORY;
+      break;
+    }
+    for (size_t k = 0; k < n->input_count; ++k)
+      if (n->inputs[k] >= 0) in_geo[k] = vals[n->inputs[k]].t;
+    char why[512] = "";
+    st = node_outputs(s, i, vals, in_geo, why, sizeof why);
+    onyx__node_plan *np_ = &p->nodes[i];
+    np_->req = (onyx_workspace_requirement){.struct_size = sizeof np_->req,
+                                            .version = ONYX_ABI_VERSION};
+    if (st == ONYX_STATUS_OK && pn->kernel->workspace) {
+      for (size_t k = 0; k < n->input_count; ++k) in_geo[k].data = NULL; /* geometry only */
+      st = pn->kernel->workspace(pn->state, in_geo, n->input_count, &np_->req);
+      if (st == ONYX_STATUS_OK && np_->req.count > ONYX_MAX_WORKSPACE_REGIONS)
+        st = ONYX_STATUS_PROVIDER_ERROR;
+      if (st != ONYX_STATUS_OK) snprintf(why, sizeof why, "its workspace callback failed");
+    }
+    if (st != ONYX_STATUS_OK) {
+      onyx__errf(err, err_cap, "planning node '%s' (#%zu, %s on %s): %s", n->name, i,
+                 n->op_type, pn->provider->name, why);
+      break;
+    }
+    onyx__plan_layout(&np_->req, np_->offset, &np_->step_bytes, &np_->session_bytes);
+    size_t prov = (size_t)(pn->provider - s->runtime->providers);
+    if (np_->step_bytes > p->step_peak[prov]) p->step_peak[prov] = np_->step_bytes;
+    uint64_t keep = np_->session_bytes > pn->session_ws_bytes ? np_->session_bytes
+                                                               : pn->session_ws_bytes;
+    p->session_total[prov] += keep;
+    p->session_growth[prov] += keep - pn->session_ws_bytes;
+  }
+  free(in_geo);
+  for (size_t v = 0; v < g->value_count; ++v) free(vals[v].owned);
+  free(vals);
+  if (st != ONYX_STATUS_OK) {
+    onyx_plan_destroy(p);
+    return st;
+  }
+  *out_plan = p;
+  return ONYX_STATUS_OK;
+}
+
+onyx_status onyx_session_plan(onyx_session *s, const onyx_tensor *inputs, size_t input_count,
+                              onyx_plan **out_plan, onyx_error **out_error) {
+  if (s == NULL || out_plan == NULL || (input_count && inputs == NULL))
+    return onyx__error_set(out_error, ONYX_STATUS_INVALID_ARGUMENT,
+                           "onyx_session_plan: session, inputs and out_plan are required");
+  char err[ONYX_ERR_CAP] = "";
+  onyx_status st = onyx__plan_build(s, inputs, input_count, out_plan, err, sizeof err);
+  return st == ONYX_STATUS_OK ? st : onyx__error_set(out_error, st, err);
+}
+
+size_t onyx_plan_region_count(const onyx_plan *p) {
+  size_t n = 0;
+  for (size_t i = 0; p && i < p->session->graph->node_count; ++i) n += p->nodes[i].req.count;
+  return n;
+}
+
+onyx_plan_region onyx_plan_region_at(const onyx_plan *p, size_t index) {
+  onyx_plan_region r;
+  memset(&r, 0, sizeof r);
+  for (size_t i = 0; p && i < p->session->graph->node_count; ++i) {
+    const onyx__node_plan *np_ = &p->nodes[i];
+    if (index >= np_->req.count) {
+      index -= np_->req.count;
+      continue;
+    }
+    const onyx_workspace_region *rg = &np_->req.regions[index];
+    r.node = i;
+    r.node_name = p->session->graph->nodes[i].name;
+    r.op_type = p->session->graph->nodes[i].op_type;
+    r.provider = p->session->nodes[i].provider->name;
+    r.region = rg->name ? rg->name : "?";
+    r.bytes = rg->bytes;
+    r.alignment = rg->alignment ? rg->alignment : 64;
+    r.lifetime = rg->lifetime;
+    r.offset = np_->offset[index];
+    break;
+  }
+  return r;
+}
+
+uint64_t onyx_plan_bytes(const onyx_plan *p, uint32_t lifetime, const char *tier) {
+  uint64_t sum = 0;
+  for (size_t k = 0; p && k < p->session->runtime->provider_count; ++k) {
+    if (tier && strcmp(p->session->runtime->providers[k].tier, tier) != 0) continue;
+    sum += lifetime == ONYX_LIFETIME_SESSION ? p->session_total[k] : p->step_peak[k];
+  }
+  return sum;
+}
+
+void onyx_plan_print(const onyx_plan *p, void *stream) {
+  FILE *f = stream;
+  if (p == NULL || f == NULL) return;
+  fprintf(f, "workspace plan (%zu regions):\n", onyx_plan_region_count(p));
+  for (size_t i = 0; i < onyx_plan_region_count(p); ++i) {
+    onyx_plan_region r = onyx_plan_region_at(p, i);
+    fprintf(f, "  #%-4zu %-24s %-22s %-6s %-20s %-7s %12llu bytes @%llu\n", r.node,
+            r.node_name[0] ? r.node_name : "(unnamed)", r.op_type, r.provider, r.region,
+            r.lifetime == ONYX_LIFETIME_SESSION ? "SESSION" : "STEP",
+            (unsigned long long)r.bytes, (unsigned long long)r.offset);
+  }
+  const onyx_runtime *rt = p->session->runtime;
+  for (size_t k = 0; k < rt->provider_count; ++k) {
+    fprintf(f, "  %s (%s): STEP peak %llu bytes, SESSION %llu bytes (%llu to grow)\n",
+            rt->providers[k].name, rt->providers[k].tier, (unsigned long long)p->step_peak[k],
+            (unsigned long long)p->session_total[k], (unsigned long long)p->session_growth[k]);
+  }
+}
+
+onyx_status onyx_plan_check(const onyx_plan *p, onyx_error **out_error) {
+  if (p == NULL)
+    return onyx__error_set(out_error, ONYX_STATUS_INVALID_ARGUMENT, "onyx_plan_check: no plan");
+  const onyx_runtime *rt = p->session->runtime;
+  char err[ONYX_ERR_CAP] = "";
+  for (size_t k = 0; k < rt->provider_count; ++k) {
+    uint32_t tier = onyx__memory_tier_of(rt->memory, &rt->providers[k]);
+    onyx_status st = ONYX_STATUS_OK;
+    if (p->step_peak[k])
+      st = onyx__memory_check(rt->memory, tier, ONYX_REQUESTER_WORKSPACE_STEP, p->step_peak[k],
+                              err, sizeof err);
+    if (st == ONYX_STATUS_OK && p->session_growth[k])
+      st = onyx__memory_check(rt->memory, tier, ONYX_REQUESTER_WORKSPACE_SESSION,
+                              p->session_growth[k], err, sizeof err);
+    if (st != ONYX_STATUS_OK) {
+      char msg[ONYX_ERR_CAP + 128];
+      snprintf(msg, sizeof msg, "workspace plan does not fit (provider %s): %s",
+               rt->providers[k].name, err);
+      return onyx__error_set(out_error, st, msg);
+    }
+  }
+  return ONYX_STATUS_OK;
+}

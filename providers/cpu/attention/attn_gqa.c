@@ -1,0 +1,640 @@
+/*
+ * com.microsoft GroupQueryAttention (since 1) on the CPU.
+ *
+ * Inputs 0..11: query (or packed QKV), key, value, past_key, past_value, seqlens_k,
+ * total_sequence_length, cos_cache, sin_cache, position_ids, attention_bias, head_sink.
+ * Later ONNX Runtime inputs (quantized-KV scales, Q/K norm weights, query_seqlens) and
+ * the windowed cache are refused with a message naming them.
+ *
+ * Semantics follow ONNX Runtime's CPU kernel, checked against it by
+ * tools/parity/make_attention_cases.py:
+ * - total_sequence_length T must be past_len + S (a growing cache) or at most past_len
+ *   (a fixed-capacity cache); the first prompt is S == T (then every past_b is 0).
+ * - Row b holds total_b = seqlens_k[b] + 1 tokens; past_b = total_b − S otherwise.
+ * - Query row s sits at p = past_b + s and sees keys [max(0, p − W + 1), min(p, total_b − 1)]
+ *   (W = local_window_size), which also defines rows past total_b in a right-padded
+ *   first prompt.
+ * - Rotary positions: past_b + s; with position_ids, position_ids[b, s], except in the
+ *   first prompt where ONNX Runtime uses position_ids[0, 0] + s for every row.
+ * - present (B, Nkv, max(T, past_len), H): past rows [0, past_b), the S new rows, zeros
+ *   after — or, when past_len >= T and the core lets present alias past, the past buffer
+ *   itself with the new rows written in place (ONNX Runtime's shared buffer).
+ * - qk_output 1 writes the scores (after scale, softcap, bias) and 2 the probabilities
+ *   of the keys each row attends to, zero elsewhere, as (B, Nq, S, T).
+ *
+ * Onyx extension: attribute kv_layout = 1 keeps the declared (B, Nkv, L, H) shape of
+ * past/present but lays the bytes out (B, L, Nkv, H) (seq-major); 0 is BNSH.
+ *
+ * Workspace: none on every route except split-K (few (batch, kv head) tasks for the
+ * threads and long rows), which needs one STEP region of partial softmax states.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "attention_kernels.h"
+#include "attn_impl.h"
+
+enum {
+  GQA_QUERY = 0,
+  GQA_KEY,
+  GQA_VALUE,
+  GQA_PAST_KEY,
+  GQA_PAST_VALUE,
+  GQA_SEQLENS,
+  GQA_TOTAL,
+  GQA_COS,
+  GQA_SIN,
+  GQA_POS,
+  GQA_BIAS,
+  GQA_SINK,
+  GQA_INPUTS
+};
+
+static const char *const gqa_later_inputs[] = {"k_scale", "v_scale", "q_norm_weight",
+                                               "k_norm_weight", "query_seqlens"};
+
+typedef struct gqa_state {
+  onyx__attn_node head;
+  int64_t nq, nkv;
+  float scale; /* 0: 1/sqrt(H) */
+  float softcap;
+  int64_t window; /* > 0 or -1 */
+  bool causal, rotary, interleaved, smooth;
+  int64_t qk_output;
+  int64_t kv_layout; /* 0 BNSH, 1 BSNH */
+} gqa_state;
+
+static onyx_status gqa_create(void *provider_state, const onyx_node_info *node, void **out_state,
+                              char *err, size_t err_cap) {
+  int64_t nq = 0, nkv = 0, window = -1, rotary = 0, inter = 0, smooth = 0, qk = 0, layout = 0;
+  int64_t causal = 1, swc = 0, bits = 0;
+  float scale = 0.0f, softcap = 0.0f;
+  bool knone = true, vnone = true;
+  onyx_status st;
+  if ((st = onyx__attn_attr_int(node, "num_heads", 0, &nq, err, err_cap)) ||
+      (st = onyx__attn_attr_int(node, "kv_num_heads", 0, &nkv, err, err_cap)) ||
+      (st = onyx__attn_attr_float(node, "scale", 0.0f, &scale, err, err_cap)) ||
+      (st = onyx__attn_attr_float(node, "softcap", 0.0f, &softcap, err, err_cap)) ||
+      (st = onyx__attn_attr_int(node, "local_window_size", -1, &window, err, err_cap)) ||
+      (st = onyx__attn_attr_int(node, "do_rotary", 0, &rotary, err, err_cap)) ||
+      (st = onyx__attn_attr_int(node, "rotary_interleaved", 0, &inter, err, err_cap)) ||
+      (st = onyx__attn_attr_int(node, "smooth_softmax", 0, &smooth, err, err_cap)) ||
+      (st = onyx__attn_attr_int(node, "qk_output", 0, &qk, err, err_cap)) ||
+      (st = onyx__attn_attr_int(node, "kv_layout", 0, &layout, err, err_cap)) ||
+      (st = onyx__attn_attr_int(node, "causal", 1, &causal, err, err_cap)) ||
+      (st = onyx__attn_attr_int(node, "sliding_window_cache", 0, &swc, err, err_cap)) ||
+      (st = onyx__attn_attr_int(node, "kv_cache_bit_width", 0, &bits, err, err_cap)) ||
+      (st = onyx__attn_attr_string_is(node, "k_quant_type", "NONE", &knone, err, err_cap)) ||
+      (st = onyx__attn_attr_string_is(node, "v_quant_type", "NONE", &vnone, err, err_cap)))
+    return st;
+  const char *op = "GroupQueryAttention";
+  if (nq <= 0 || nkv <= 0 || nq % nkv != 0)
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                           "%s: num_heads (%lld) must be a positive multiple of kv_num_heads "
+                           "(%lld)",
+                           op, (long long)nq, (long long)nkv);
+  if (window == 0 || window < -1)
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                           "%s: local_window_size must be -1 or positive, got %lld", op,
+                           (long long)window);
+  if (causal != 0 && causal != 1)
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                           "%s: causal must be 0 or 1, got %lld", op, (long long)causal);
+  if (causal == 0 && window != -1)
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                           "%s: local_window_size must be -1 when causal is 0", op);
+  if (qk < 0 || qk > 2)
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                           "%s: qk_output must be 0, 1 or 2, got %lld", op, (long long)qk);
+  if (layout != 0 && layout != 1)
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                           "%s: kv_layout must be 0 (BNSH) or 1 (BSNH, seq-major), got %lld", op,
+                           (long long)layout);
+  if (!(softcap >= 0.0f) || !(scale >= 0.0f) || isinf(scale) || isinf(softcap))
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                           "%s: scale (%g) and softcap (%g) must be finite and not negative", op,
+                           (double)scale, (double)softcap);
+  if (swc != 0)
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
+                           "%s: sliding_window_cache = 1 (windowed KV cache) is not supported by "
+                           "the CPU provider",
+                           op);
+  if (bits != 0 || !knone || !vnone)
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
+                           "%s: a quantized KV cache (k_quant_type/v_quant_type/"
+                           "kv_cache_bit_width) is not supported by the CPU provider",
+                           op);
+  for (size_t i = GQA_INPUTS; i < node->input_count; ++i) {
+    if (node->input_present != NULL && !node->input_present[i]) continue;
+    size_t k = i - GQA_INPUTS;
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
+                           "%s: input %zu (%s) is not supported by the CPU provider", op, i,
+                           k < sizeof gqa_later_inputs / sizeof gqa_later_inputs[0]
+                               ? gqa_later_inputs[k]
+                               : "unknown");
+  }
+  if (node->output_count < 1 || (node->output_present != NULL && !node->output_present[0]))
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                           "%s: output 0 (output) must be named", op);
+  if (qk == 0 && node->output_count > 3 &&
+      (node->output_present == NULL || node->output_present[3]))
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                           "%s: output 3 (output_qk) is named but qk_output is 0", op);
+  gqa_state *s = onyx__attn_state_new(sizeof *s, provider_state, node, err, err_cap);
+  if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+  s->nq = nq;
+  s->nkv = nkv;
+  s->scale = scale;
+  s->softcap = softcap;
+  s->window = window;
+  s->causal = causal != 0;
+  s->rotary = rotary != 0;
+  s->interleaved = inter != 0;
+  s->smooth = smooth != 0;
+  s->qk_output = qk;
+  s->kv_layout = layout;
+  *out_state = s;
+  return ONYX_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------ geometry */
+
+typedef struct gqa_geom {
+  int64_t batch, seq, head, hidden; /* hidden: per-token width of the query input */
+  bool packed;
+  int64_t past_len; /* dims[2] of past_key, 0 without */
+} gqa_geom;
+
+/* Shapes only (data may be NULL). On failure writes a message into msg. */
+static onyx_status gqa_geometry(const gqa_state *st, const onyx_tensor *const *in, size_t n,
+                                gqa_geom *g, char *msg, size_t cap) {
+  const onyx_tensor *q = onyx__attn_input(in, n, GQA_QUERY);
+  const onyx_tensor *k = onyx__attn_input(in, n, GQA_KEY);
+  const onyx_tensor *v = onyx__attn_input(in, n, GQA_VALUE);
+  const onyx_tensor *pk = onyx__attn_input(in, n, GQA_PAST_KEY);
+  const onyx_tensor *pv = onyx__attn_input(in, n, GQA_PAST_VALUE);
+  memset(g, 0, sizeof *g);
+  if (q == NULL || q->rank != 3)
+    return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                           "query must be 3-D (batch, sequence, hidden), got %s",
+                           q ? onyx__attn_shape(q).s : "nothing");
+  g->batch = q->dims[0];
+  g->seq = q->dims[1];
+  g->hidden = q->dims[2];
+  if ((k == NULL) != (v == NULL))
+    return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                           "key and value must both be given or both be absent (packed QKV)");
+  g->packed = k == NULL;
+  int64_t heads = g->packed ? st->nq + 2 * st->nkv : st->nq;
+  if (g->hidden % heads != 0 || g->hidden == 0)
+    return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                           "query width %lld is not a multiple of %lld heads%s", (long long)g->hidden,
+                           (long long)heads, g->packed ? " (packed: num_heads + 2*kv_num_heads)" : "");
+  g->head = g->hidden / heads;
+  if (g->head > ONYX__ATTN_MAX_HEAD)
+    return onyx__attn_fail(msg, cap, ONYX_STATUS_UNSUPPORTED,
+                           "head size %lld exceeds the CPU kernel's limit of %d", (long long)g->head,
+                           ONYX__ATTN_MAX_HEAD);
+  if (!g->packed) {
+    const onyx_tensor *kv[2] = {k, v};
+    for (int i = 0; i < 2; ++i)
+      if (kv[i]->rank != 3 || kv[i]->dims[0] != g->batch || kv[i]->dims[1] != g->seq ||
+          kv[i]->dims[2] != st->nkv * g->head)
+        return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                               "%s must be (%lld, %lld, %lld), got %s", i ? "value" : "key",
+                               (long long)g->batch, (long long)g->seq,
+                               (long long)(st->nkv * g->head), onyx__attn_shape(kv[i]).s);
+  }
+  if ((pk == NULL) != (pv == NULL))
+    return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                           "past_key and past_value must both be given or both be absent");
+  if (pk != NULL) {
+    const onyx_tensor *pp[2] = {pk, pv};
+    for (int i = 0; i < 2; ++i)
+      if (pp[i]->rank != 4 || pp[i]->dims[0] != g->batch || pp[i]->dims[1] != st->nkv ||
+          pp[i]->dims[3] != g->head || pp[i]->dims[2] != pk->dims[2])
+        return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                               "%s must be (%lld, %lld, L, %lld) with the same L for both, got %s",
+                               i ? "past_value" : "past_key", (long long)g->batch,
+                               (long long)st->nkv, (long long)g->head, onyx__attn_shape(pp[i]).s);
+    g->past_len = pk->dims[2];
+  }
+  return ONYX_STATUS_OK;
+}
+
+static bool gqa_wants_qk(const gqa_state *st) {
+  return st->qk_output != 0 && st->head.output_count > 3 && st->head.output_present[3];
+}
+
+static void gqa_plan(const gqa_state *st, const gqa_geom *g, onyx__attn_plan *plan) {
+  onyx__attn_plan_make(&st->head.threads, g->batch, st->nq, st->nkv, g->seq, g->head, g->head,
+                       g->past_len + g->seq, !gqa_wants_qk(st), plan);
+}
+
+static onyx_status gqa_workspace(void *state, const onyx_tensor *inputs, size_t input_count,
+                                 onyx_workspace_requirement *out_req) {
+  const gqa_state *st = state;
+  const onyx_tensor *in[GQA_INPUTS] = {NULL};
+  for (size_t i = 0; i < input_count && i < GQA_INPUTS; ++i)
+    in[i] = inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+  out_req->count = 0;
+  gqa_geom g;
+  char msg[8];
+  /* Invalid geometry needs no workspace; compute() reports it with a message. */
+  if (gqa_geometry(st, in, GQA_INPUTS, &g, msg, sizeof msg) != ONYX_STATUS_OK) return ONYX_STATUS_OK;
+  onyx__attn_plan plan;
+  gqa_plan(st, &g, &plan);
+  uint64_t bytes = onyx__attn_partials_bytes(&plan, g.batch, st->nq, g.seq, g.head);
+  if (bytes > 0) {
+    out_req->regions[0].name = "gqa_splitk_partials";
+    out_req->regions[0].bytes = bytes;
+    out_req->regions[0].alignment = 64;
+    out_req->regions[0].lifetime = ONYX_LIFETIME_STEP;
+    out_req->count = 1;
+  }
+  return ONYX_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------ compute */
+
+typedef struct gqa_geom_arg {
+  const int32_t *seqlens;
+  bool first;
+  bool from_present; /* keys and values are read from present (all rows) */
+  int64_t seq;
+} gqa_geom_arg;
+
+static void gqa_batch_geom(const void *arg, int64_t b, onyx__attn_batch_geom *out) {
+  const gqa_geom_arg *a = arg;
+  int64_t total = (int64_t)a->seqlens[b] + 1;
+  int64_t past = a->first ? 0 : total - a->seq;
+  out->kv_len = total;
+  out->key_limit = total;
+  out->seg0_len = a->from_present ? total : past;
+  out->q_pos0 = past;
+  out->rope_pos0 = past;
+}
+
+/* Element strides of a past/present buffer with `rows` rows per (b, g). */
+typedef struct gqa_cache_strides {
+  int64_t bs, gs, rs;
+} gqa_cache_strides;
+
+static gqa_cache_strides gqa_cache(const gqa_state *st, int64_t rows, int64_t head) {
+  gqa_cache_strides c;
+  if (st->kv_layout == 1) { /* (B, L, Nkv, H) bytes */
+    c.bs = rows * st->nkv * head;
+    c.gs = head;
+    c.rs = st->nkv * head;
+  } else { /* (B, Nkv, L, H) */
+    c.bs = st->nkv * rows * head;
+    c.gs = rows * head;
+    c.rs = head;
+  }
+  return c;
+}
+
+typedef struct gqa_present_job {
+  const gqa_state *st;
+  uint32_t dtype;
+  int64_t batch, seq, head, present_rows;
+  const int32_t *seqlens;
+  bool first;
+  bool copy_past; /* not aliased: copy past rows and zero the tail */
+  const void *past;
+  gqa_cache_strides ps, cs;
+  void *present;
+  const void *src; /* new rows: element (b, s, g, d) at src[b·src_bs + s·src_ss + g·H + d] */
+  int64_t src_bs, src_ss;
+  const onyx__attn_rope *rope; /* NULL for values */
+  const int64_t *pos_ids;
+  int64_t pos_bs, pos_ss, pos_add_s;
+} gqa_present_job;
+
+/* One (b, g): past rows, new rows (rotated keys), zero tail. */
+static void gqa_present_task(void *arg, size_t index) {
+  const gqa_present_job *j = arg;
+  int64_t nkv = j->st->nkv, h = j->head;
+  int64_t b = (int64_t)index / nkv, g = (int64_t)index % nkv;
+  size_t es = onyx_dtype_size(j->dtype);
+  int64_t total = (int64_t)j->seqlens[b] + 1;
+  int64_t past = j->first ? 0 : total - j->seq;
+  int64_t base = b * j->cs.bs + g * j->cs.gs;
+  if (j->copy_past) {
+    int64_t pbase = b * j->ps.bs + g * j->ps.gs;
+    for (int64_t r = 0; r < past; ++r)
+      memcpy(onyx__attn_at_mut(j->present, base + r * j->cs.rs, es),
+             onyx__attn_at(j->past, pbase + r * j->ps.rs, es), (size_t)h * es);
+    for (int64_t r = past + j->seq; r < j->present_rows; ++r)
+      memset(onyx__attn_at_mut(j->present, base + r * j->cs.rs, es), 0, (size_t)h * es);
+  }
+  float buf[ONYX__ATTN_MAX_HEAD];
+  for (int64_t s = 0; s < j->seq; ++s) {
+    const unsigned char *src = onyx__attn_at(j->src, b * j->src_bs + s * j->src_ss + g * h, es);
+    unsigned char *dst = onyx__attn_at_mut(j->present, base + (past + s) * j->cs.rs, es);
+    if (j->rope == NULL) {
+      memcpy(dst, src, (size_t)h * es);
+      continue;
+    }
+    int64_t pos = j->pos_ids != NULL ? j->pos_ids[b * j->pos_bs + s * j->pos_ss] + s * j->pos_add_s
+                                     : past + s;
+    onyx__attn_load_row(j->dtype, src, h, buf);
+    onyx__attn_rope_row(j->rope, pos, buf);
+    onyx__attn_store_row(j->dtype, dst, h, buf);
+  }
+}
+
+static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
+                               size_t input_count) {
+  const gqa_state *st = state;
+  onyx_status status = onyx__attn_check_host(ctx, inputs, input_count);
+  if (status != ONYX_STATUS_OK) return status;
+  for (size_t i = GQA_INPUTS; i < input_count; ++i)
+    if (inputs[i] != NULL)
+      return onyx__attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+                              "input %zu is not supported by the CPU provider", i);
+  const onyx_tensor *in[GQA_INPUTS];
+  for (size_t i = 0; i < GQA_INPUTS; ++i) in[i] = onyx__attn_input(inputs, input_count, i);
+  const onyx_tensor *q = in[GQA_QUERY];
+  char msg[256];
+  gqa_geom g;
+  if ((status = gqa_geometry(st, in, GQA_INPUTS, &g, msg, sizeof msg)) != ONYX_STATUS_OK)
+    return onyx__attn_error(ctx, status, "%s", msg);
+  uint32_t dt = q->dtype;
+  if (!onyx__attn_is_float(dt))
+    return onyx__attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+                            "query has type %s; float32, float16 or bfloat16 expected",
+                            onyx__attn_dtype_name(dt));
+  static const int same_type[] = {GQA_KEY, GQA_VALUE, GQA_PAST_KEY, GQA_PAST_VALUE,
+                                  GQA_COS, GQA_SIN,   GQA_BIAS,     GQA_SINK};
+  static const char *const same_name[] = {"key",       "value",     "past_key",       "past_value",
+                                          "cos_cache", "sin_cache", "attention_bias", "head_sink"};
+  for (size_t i = 0; i < sizeof same_type / sizeof same_type[0]; ++i) {
+    const onyx_tensor *t = in[same_type[i]];
+    if (t != NULL && t->dtype != dt)
+      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                              "%s (input %d) has type %s; the query's type %s expected", same_name[i],
+                              same_type[i], onyx__attn_dtype_name(t->dtype),
+                              onyx__attn_dtype_name(dt));
+  }
+  const onyx_tensor *seqlens_t = in[GQA_SEQLENS], *total_t = in[GQA_TOTAL];
+  if (seqlens_t == NULL || total_t == NULL)
+    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                            "seqlens_k (input 5) and total_sequence_length (input 6) are required");
+  if (seqlens_t->dtype != ONYX_DTYPE_INT32 || seqlens_t->rank != 1 || seqlens_t->dims[0] != g.batch)
+    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                            "seqlens_k must be int32 (%lld), got %s %s", (long long)g.batch,
+                            onyx__attn_dtype_name(seqlens_t->dtype), onyx__attn_shape(seqlens_t).s);
+  if (total_t->dtype != ONYX_DTYPE_INT32 || onyx_tensor_numel(total_t) != 1)
+    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                            "total_sequence_length must be an int32 scalar, got %s %s",
+                            onyx__attn_dtype_name(total_t->dtype), onyx__attn_shape(total_t).s);
+  const int32_t *seqlens = seqlens_t->data;
+  int64_t S = g.seq, B = g.batch, H = g.head, L = g.past_len;
+  int64_t T = ((const int32_t *)total_t->data)[0];
+  if (T < 1 || !(T == L + S || T <= L))
+    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                            "total_sequence_length %lld must equal past length %lld + sequence "
+                            "length %lld (growing cache) or be at most the past length (shared "
+                            "buffer)",
+                            (long long)T, (long long)L, (long long)S);
+  bool first = S == T;
+  int64_t P = T > L ? T : L;
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t total = (int64_t)seqlens[b] + 1;
+    bool ok = first ? (total >= 1 && total <= S) : (total >= S && total <= T);
+    if (!ok)
+      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                              "seqlens_k[%lld] = %lld gives %lld tokens, outside [%lld, %lld] for "
+                              "sequence length %lld and total_sequence_length %lld",
+                              (long long)b, (long long)seqlens[b], (long long)total,
+                              (long long)(first ? 1 : S), (long long)(first ? S : T), (long long)S,
+                              (long long)T);
+  }
+
+  /* Rotary tables and positions. */
+  onyx__attn_rope rope;
+  memset(&rope, 0, sizeof rope);
+  const int64_t *pos_ids = NULL;
+  int64_t pos_bs = 0, pos_ss = 0, pos_add_s = 0;
+  if (st->rotary) {
+    const onyx_tensor *cos = in[GQA_COS], *sin = in[GQA_SIN], *pos = in[GQA_POS];
+    if (cos == NULL || sin == NULL)
+      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                              "do_rotary = 1 needs cos_cache (input 7) and sin_cache (input 8)");
+    if (cos->rank != 2 || cos->dims[1] < 1 || 2 * cos->dims[1] > H || sin->rank != 2 ||
+        sin->dims[0] != cos->dims[0] || sin->dims[1] != cos->dims[1])
+      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                              "cos_cache %s and sin_cache %s must both be (max_position, D) with "
+                              "1 <= 2*D <= head size %lld",
+                              onyx__attn_shape(cos).s, onyx__attn_shape(sin).s, (long long)H);
+    rope.cos = cos->data;
+    rope.sin = sin->data;
+    rope.dtype = dt;
+    rope.half = cos->dims[1];
+    rope.rows = cos->dims[0];
+    rope.interleaved = st->interleaved;
+    if (pos != NULL) {
+      if (pos->dtype != ONYX_DTYPE_INT64 || pos->rank != 2 || pos->dims[0] != B ||
+          pos->dims[1] != S)
+        return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                                "position_ids must be int64 (%lld, %lld), got %s %s", (long long)B,
+                                (long long)S, onyx__attn_dtype_name(pos->dtype),
+                                onyx__attn_shape(pos).s);
+      pos_ids = pos->data;
+      if (first) { /* ONNX Runtime reads only position_ids[0, 0] in the first prompt */
+        pos_add_s = 1;
+      } else {
+        pos_bs = S;
+        pos_ss = 1;
+      }
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t past = first ? 0 : (int64_t)seqlens[b] + 1 - S;
+      for (int64_t s = 0; s < S; ++s) {
+        int64_t p = pos_ids != NULL ? pos_ids[b * pos_bs + s * pos_ss] + s * pos_add_s : past + s;
+        if (p < 0 || p >= rope.rows)
+          return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                                  "rotary position %lld (batch %lld, token %lld) is outside the "
+                                  "cos/sin cache of %lld rows",
+                                  (long long)p, (long long)b, (long long)s, (long long)rope.rows);
+      }
+    }
+  }
+  const onyx_tensor *bias = in[GQA_BIAS], *sink = in[GQA_SINK];
+  if (bias != NULL && (bias->rank != 4 || (bias->dims[0] != 1 && bias->dims[0] != B) ||
+                       (bias->dims[1] != 1 && bias->dims[1] != st->nq) || bias->dims[2] != S ||
+                       bias->dims[3] != T))
+    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                            "attention_bias must be (%lld or 1, %lld or 1, %lld, %lld), got %s",
+                            (long long)B, (long long)st->nq, (long long)S, (long long)T,
+                            onyx__attn_shape(bias).s);
+  if (sink != NULL && (sink->rank != 1 || sink->dims[0] != st->nq))
+    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "head_sink must be (%lld), got %s",
+                            (long long)st->nq, onyx__attn_shape(sink).s);
+
+  /* Workspace: only the split-K route has any. */
+  onyx__attn_plan plan;
+  gqa_plan(st, &g, &plan);
+  uint64_t need = onyx__attn_partials_bytes(&plan, B, st->nq, S, H);
+  float *partials = NULL;
+  if (need > 0) {
+    if (ctx->workspace == NULL || ctx->workspace_count < 1 || ctx->workspace[0].bytes < need ||
+        ctx->workspace[0].data == NULL)
+      return onyx__attn_error(ctx, ONYX_STATUS_WORKSPACE_TOO_SMALL,
+                              "workspace region gqa_splitk_partials has %llu bytes, %llu needed",
+                              (unsigned long long)(ctx->workspace != NULL && ctx->workspace_count > 0
+                                                       ? ctx->workspace[0].bytes
+                                                       : 0),
+                              (unsigned long long)need);
+    partials = ctx->workspace[0].data;
+  }
+
+  /* Outputs. */
+  onyx_tensor *y = NULL, *qk = NULL;
+  void *present[2] = {NULL, NULL};
+  bool aliased[2] = {false, false};
+  int64_t ydims[3] = {B, S, st->nq * H};
+  if ((status = ctx->alloc_output(ctx, 0, dt, 3, ydims, &y)) != ONYX_STATUS_OK) return status;
+  int64_t pdims[4] = {B, st->nkv, P, H};
+  for (int i = 0; i < 2; ++i) {
+    if (st->head.output_count <= (size_t)(1 + i) || !st->head.output_present[1 + i]) continue;
+    const onyx_tensor *past = in[GQA_PAST_KEY + i];
+    if (past != NULL && L >= T && ctx->alias_output != NULL &&
+        ctx->alias_output(ctx, (size_t)(1 + i), (size_t)(GQA_PAST_KEY + i)) == ONYX_STATUS_OK) {
+      aliased[i] = true;
+      present[i] = past->data;
+      continue;
+    }
+    onyx_tensor *view = NULL;
+    if ((status = ctx->alloc_output(ctx, (size_t)(1 + i), dt, 4, pdims, &view)) != ONYX_STATUS_OK)
+      return status;
+    present[i] = view->data;
+  }
+  if (gqa_wants_qk(st)) {
+    int64_t qdims[4] = {B, st->nq, S, T};
+    if ((status = ctx->alloc_output(ctx, 3, dt, 4, qdims, &qk)) != ONYX_STATUS_OK) return status;
+  }
+
+  /* New rows: element (b, s, g, d) of the new keys and values. */
+  size_t es = onyx_dtype_size(dt);
+  const void *new_k, *new_v;
+  int64_t k_bs, k_ss;
+  if (g.packed) {
+    new_k = onyx__attn_at(q->data, st->nq * H, es);
+    new_v = onyx__attn_at(q->data, (st->nq + st->nkv) * H, es);
+    k_bs = S * g.hidden;
+    k_ss = g.hidden;
+  } else {
+    new_k = in[GQA_KEY]->data;
+    new_v = in[GQA_VALUE]->data;
+    k_bs = S * st->nkv * H;
+    k_ss = st->nkv * H;
+  }
+  gqa_cache_strides past_s = gqa_cache(st, L, H), pres_s = gqa_cache(st, P, H);
+  for (int i = 0; i < 2; ++i) {
+    if (present[i] == NULL) continue;
+    gqa_present_job job;
+    memset(&job, 0, sizeof job);
+    job.st = st;
+    job.dtype = dt;
+    job.batch = B;
+    job.seq = S;
+    job.head = H;
+    job.present_rows = P;
+    job.seqlens = seqlens;
+    job.first = first;
+    job.copy_past = !aliased[i];
+    job.past = in[GQA_PAST_KEY + i] != NULL ? in[GQA_PAST_KEY + i]->data : NULL;
+    job.ps = past_s;
+    job.cs = pres_s;
+    job.present = present[i];
+    job.src = i == 0 ? new_k : new_v;
+    job.src_bs = k_bs;
+    job.src_ss = k_ss;
+    job.rope = (i == 0 && st->rotary) ? &rope : NULL;
+    job.pos_ids = pos_ids;
+    job.pos_bs = pos_bs;
+    job.pos_ss = pos_ss;
+    job.pos_add_s = pos_add_s;
+    if (job.past == NULL) job.copy_past = true; /* nothing to copy; zero the tail */
+    onyx__attn_parallel_for(&st->head.threads, (size_t)(B * st->nkv), gqa_present_task, &job);
+  }
+
+  /* Attention. */
+  gqa_geom_arg garg = {seqlens, first, present[0] != NULL && present[1] != NULL, S};
+  onyx__attn_problem p;
+  memset(&p, 0, sizeof p);
+  p.dtype = dt;
+  p.batch = B;
+  p.nq = st->nq;
+  p.nkv = st->nkv;
+  p.sq = S;
+  p.hk = H;
+  p.hv = H;
+  p.scale = st->scale > 0.0f ? st->scale : 1.0f / sqrtf((float)H);
+  p.softcap = st->softcap;
+  p.q = q->data;
+  p.q_bs = S * g.hidden;
+  p.q_ss = g.hidden;
+  p.q_hs = H;
+  p.y = y->data;
+  p.y_bs = S * st->nq * H;
+  p.y_ss = st->nq * H;
+  p.y_hs = H;
+  if (garg.from_present) {
+    p.seg[0] = (onyx__attn_kv_seg){present[0], pres_s.bs, pres_s.gs, pres_s.rs,
+                                   present[1], pres_s.bs, pres_s.gs, pres_s.rs};
+  } else {
+    if (in[GQA_PAST_KEY] != NULL)
+      p.seg[0] = (onyx__attn_kv_seg){in[GQA_PAST_KEY]->data,   past_s.bs, past_s.gs, past_s.rs,
+                                     in[GQA_PAST_VALUE]->data, past_s.bs, past_s.gs, past_s.rs};
+    p.seg[1] = (onyx__attn_kv_seg){new_k, k_bs, H, k_ss, new_v, k_bs, H, k_ss};
+  }
+  p.geom = gqa_batch_geom;
+  p.geom_arg = &garg;
+  p.causal = st->causal;
+  p.window = st->window > 0 ? st->window : 0;
+  if (st->rotary) {
+    p.rope = &rope;
+    p.pos_ids = pos_ids;
+    p.pos_bs = pos_bs;
+    p.pos_ss = pos_ss;
+    p.pos_add_s = pos_add_s;
+  }
+  p.mask_len = INT64_MAX;
+  if (bias != NULL) {
+    p.mask = bias->data;
+    p.mask_dtype = dt;
+    p.m_bs = bias->dims[0] == 1 ? 0 : bias->dims[1] * S * T;
+    p.m_hs = bias->dims[1] == 1 ? 0 : S * T;
+    p.m_ss = T;
+    p.m_js = 1;
+  }
+  p.sink = sink != NULL ? sink->data : NULL;
+  p.smooth = st->smooth;
+  if (qk != NULL) {
+    p.qk_mode = st->qk_output == 1 ? ONYX__ATTN_QK_GQA_SCORES : ONYX__ATTN_QK_GQA_PROBS;
+    p.qk = qk->data;
+    p.qk_cols = T;
+  }
+  p.partials = partials;
+  onyx__attn_run(&st->head.threads, &p, &plan);
+  return ONYX_STATUS_OK;
+}
+
+const onyx_kernel_table onyx_cpu_gqa_kernel = {
+    .struct_size = sizeof(onyx_kernel_table),
+    .version = ONYX_ABI_VERSION,
+    .domain = "com.microsoft",
+    .op_type = "GroupQueryAttention",
+    .since_opset = 1,
+    .until_opset = 0,
+    .type_input = 0,
+    .type_mask = ONYX__ATTN_FLOAT_TYPES,
+    .supports = NULL,
+    .create = gqa_create,
+    .destroy = onyx__attn_state_free,
+    .workspace = gqa_workspace,
+    .compute = gqa_compute,
+};
