@@ -234,6 +234,27 @@ typedef struct onyx_option {
   const char *value;
 } onyx_option;
 
+/* Virtual memory operations of a device (CUDA VMM), from which the core builds a
+ * governor backend for mapped zones that grow in place. All optional as a whole:
+ * a provider without them gets zones through plain allocation and copy. */
+typedef struct onyx_vmm_table {
+  uint32_t struct_size;
+  uint32_t version;
+  /* Physical allocation granularity in bytes (a power of two). */
+  onyx_status (*granularity)(void *state, uint64_t *out_bytes);
+  /* Reserves `bytes` of device address space with nothing behind it. */
+  onyx_status (*reserve)(void *state, uint64_t bytes, void **out_base);
+  void (*unreserve)(void *state, void *base, uint64_t bytes);
+  /* Creates one physical block of `bytes`; *out_handle is opaque and non-NULL. */
+  onyx_status (*create)(void *state, uint64_t bytes, void **out_handle);
+  void (*release)(void *state, void *handle, uint64_t bytes);
+  /* Maps a block at base + offset, then grants the device read/write access. */
+  onyx_status (*map)(void *state, void *base, uint64_t offset, uint64_t bytes, void *handle);
+  onyx_status (*set_access)(void *state, void *base, uint64_t offset, uint64_t bytes);
+  void (*unmap)(void *state, void *base, uint64_t offset, uint64_t bytes);
+  /* fields above: v1 */
+} onyx_vmm_table;
+
 typedef struct onyx_provider_table {
   uint32_t struct_size;
   uint32_t abi_version; /* the version this table follows */
@@ -255,6 +276,15 @@ typedef struct onyx_provider_table {
   onyx_status (*copy)(void *state, onyx_tensor *dst, const onyx_tensor *src);
   /* Waits for work queued on the provider's stream. May be NULL. */
   onyx_status (*sync)(void *state);
+  /* Device virtual memory for mapped zones; NULL when the device has none. The
+   * core calls sync before every unmap. */
+  const onyx_vmm_table *vmm;
+  /* Bytes of device memory the provider may use (the governor tier's default
+   * limit when plugins.ini sets none); NULL for host providers. */
+  onyx_status (*memory_capacity)(void *state, uint64_t *out_bytes);
+  /* The stream kernels run on (cudaStream_t), handed to compute as ctx->stream.
+   * NULL for host providers. */
+  void *(*stream)(void *state);
   /* fields above: v1 */
 } onyx_provider_table;
 

@@ -9,6 +9,7 @@
  * cancelled run leaves nothing behind.
  */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ typedef struct slot {
   bool set;
   buffer *buf;              /* NULL when borrowed */
   onyx__provider *provider; /* device owner of the data, NULL on the host */
+  bool writable;            /* borrowed memory the caller lets kernels write */
 } slot;
 
 typedef struct run_state {
@@ -137,8 +139,8 @@ static onyx_status ctx_alias_output(onyx_compute_ctx *ctx, size_t index, size_t 
   }
   slot *out = &r->slots[n->outputs[index]];
   const slot *in = &r->slots[n->inputs[input_index]];
-  if (out->set || in->buf == NULL) {
-    /* Borrowed memory (a caller's input) is read-only to the run. */
+  if (out->set || (in->buf == NULL && !in->writable)) {
+    /* Borrowed memory is read-only to the run unless the caller said otherwise. */
     snprintf(r->kernel_err, sizeof r->kernel_err,
              "alias_output: output %zu cannot alias input %zu (%s)", index, input_index,
              out->set ? "output already set" : "input memory is borrowed, not owned by the run");
@@ -146,7 +148,7 @@ static onyx_status ctx_alias_output(onyx_compute_ctx *ctx, size_t index, size_t 
   }
   *out = *in;
   out->view = *r->node_inputs[input_index];
-  out->buf->refs++;
+  if (out->buf) out->buf->refs++;
   return ONYX_STATUS_OK;
 }
 
@@ -389,7 +391,7 @@ static onyx_status run_node(run_state *r, size_t i) {
         .struct_size = sizeof ctx,
         .version = ONYX_ABI_VERSION,
         .core_data = r,
-        .stream = NULL,
+        .stream = onyx__provider_stream(pn->provider),
         .alloc_output = ctx_alloc_output,
         .alias_output = ctx_alias_output,
         .set_error = ctx_set_error,
@@ -479,7 +481,8 @@ onyx_status onyx__check_inputs(const onyx_session *s, const onyx_tensor *inputs,
   return ONYX_STATUS_OK;
 }
 
-static onyx_status bind_inputs(run_state *r, const onyx_tensor *inputs, size_t count) {
+static onyx_status bind_inputs(run_state *r, const onyx_tensor *inputs, size_t count,
+                               const bool *writable) {
   const onyx__graph *g = r->s->graph;
   onyx_status st = onyx__check_inputs(r->s, inputs, count, r->err, sizeof r->err);
   if (st != ONYX_STATUS_OK) return st;
@@ -487,6 +490,7 @@ static onyx_status bind_inputs(run_state *r, const onyx_tensor *inputs, size_t c
     slot *sl = &r->slots[g->inputs[i]];
     sl->view = inputs[i];
     sl->set = true;
+    sl->writable = writable != NULL && writable[i];
   }
   for (size_t v = 0; v < g->value_count; ++v) {
     if (!g->values[v].is_initializer) continue;
@@ -497,13 +501,20 @@ static onyx_status bind_inputs(run_state *r, const onyx_tensor *inputs, size_t c
 }
 
 /* Copies graph outputs to fresh host memory the caller owns. */
-static onyx_status collect_outputs(run_state *r, onyx_tensor *outs) {
+static onyx_status collect_outputs(run_state *r, onyx_tensor *outs, bool *out_borrowed) {
   onyx_session *s = r->s;
   const onyx__graph *g = s->graph;
   onyx_status st = ONYX_STATUS_OK;
   size_t done = 0;
   for (; done < g->output_count && st == ONYX_STATUS_OK; ++done) {
     slot *sl = &r->slots[g->outputs[done]];
+    if (out_borrowed) out_borrowed[done] = false;
+    if (out_borrowed && sl->writable && sl->buf == NULL && sl->view.device == ONYX_DEVICE_HOST) {
+      /* The caller's own writable buffer, written in place: hand it back as is. */
+      outs[done] = sl->view;
+      out_borrowed[done] = true;
+      continue;
+    }
     slot host = {0};
     const slot *src = sl;
     if (sl->view.device != ONYX_DEVICE_HOST) {
@@ -528,7 +539,8 @@ static onyx_status collect_outputs(run_state *r, onyx_tensor *outs) {
     slot_clear(s, &host);
   }
   if (st != ONYX_STATUS_OK) {
-    for (size_t i = 0; i + 1 < done; ++i) free(outs[i].data);
+    for (size_t i = 0; i + 1 < done; ++i)
+      if (!(out_borrowed && out_borrowed[i])) free(outs[i].data);
   }
   return st;
 }
@@ -551,7 +563,9 @@ onyx_status onyx_session_run(onyx_session *s, const onyx_run_options *options,
     return onyx__error_set(out_error, ONYX_STATUS_OUT_OF_MEMORY, NULL);
   }
 
-  onyx_status st = bind_inputs(&r, inputs, input_count);
+  /* The caller's struct may predate the buffer-sharing fields. */
+  bool v2 = options && options->struct_size >= sizeof *options;
+  onyx_status st = bind_inputs(&r, inputs, input_count, v2 ? options->writable_inputs : NULL);
   char msg[ONYX_ERR_CAP + 256] = "";
   if (st != ONYX_STATUS_OK) snprintf(msg, sizeof msg, "%s", r.err);
   if (st == ONYX_STATUS_OK) {
@@ -570,7 +584,8 @@ onyx_status onyx_session_run(onyx_session *s, const onyx_run_options *options,
     }
   }
   for (size_t i = 0; st == ONYX_STATUS_OK && i < g->node_count; ++i) {
-    if (options && options->struct_size >= sizeof *options && options->should_cancel &&
+    if (options && options->struct_size >= offsetof(onyx_run_options, writable_inputs) &&
+        options->should_cancel &&
         options->should_cancel(options->user, i)) {
       snprintf(msg, sizeof msg, "run cancelled before node #%zu", i);
       st = ONYX_STATUS_CANCELLED;
@@ -585,7 +600,7 @@ onyx_status onyx_session_run(onyx_session *s, const onyx_run_options *options,
     }
   }
   if (st == ONYX_STATUS_OK) {
-    st = collect_outputs(&r, out_outputs);
+    st = collect_outputs(&r, out_outputs, v2 ? options->out_borrowed : NULL);
     if (st != ONYX_STATUS_OK) snprintf(msg, sizeof msg, "collecting outputs: %s", r.err);
   }
   for (size_t v = 0; v < g->value_count; ++v) slot_clear(s, &r.slots[v]);

@@ -114,6 +114,13 @@ typedef struct onyx_run_options {
   /* Polled between nodes; a true answer cancels the run with ONYX_STATUS_CANCELLED. */
   bool (*should_cancel)(void *user, size_t next_node);
   void *user;
+  /* [input_count] or NULL: inputs whose memory kernels may write in place and
+   * return as an output (a shared past/present KV buffer). */
+  const bool *writable_inputs;
+  /* [output_count] or NULL: receives true for each output that is a writable input
+   * returned as is — its data is the caller's buffer, not a copy, and must not be
+   * freed. When NULL, such outputs are copied like any other. */
+  bool *out_borrowed;
 } onyx_run_options;
 
 /*

@@ -179,14 +179,6 @@ onyx_status onyx__provider_load(onyx_runtime *runtime, const onyx__config *confi
     dlclose(p.library);
     return ONYX_STATUS_OUT_OF_MEMORY;
   }
-  if (onyx__memory_tier(runtime->memory, p.tier, UINT64_MAX / 2, &p.gov_tier) != ONYX_STATUS_OK) {
-    onyx__errf(err, err_cap, "%s:%d: provider '%s': cannot add memory tier %s", where, line,
-               pc->name, p.tier);
-    free(p.name);
-    free(p.path);
-    dlclose(p.library);
-    return ONYX_STATUS_INTERNAL;
-  }
   /* The host table's host_data points at the provider's final slot (`out`), which
    * stays put for the runtime's life. */
   *out = p;
@@ -212,6 +204,17 @@ onyx_status onyx__provider_load(onyx_runtime *runtime, const onyx__config *confi
     return ONYX_STATUS_PROVIDER_ERROR;
   }
   out->state = state;
+  /* The device tier's limit defaults to what the device says it can give. */
+  uint64_t capacity = UINT64_MAX / 2;
+  if (onyx__provider_has(table, memory_capacity) && table->memory_capacity &&
+      table->memory_capacity(state, &capacity) != ONYX_STATUS_OK)
+    capacity = UINT64_MAX / 2;
+  if (onyx__memory_tier(runtime->memory, out->tier, capacity, &out->gov_tier) != ONYX_STATUS_OK) {
+    onyx__errf(err, err_cap, "%s:%d: provider '%s': cannot add memory tier %s", where, line,
+               pc->name, out->tier);
+    onyx__provider_unload(out);
+    return ONYX_STATUS_INTERNAL;
+  }
   if (table->probe != NULL) {
     char probe_why[256] = "";
     if (!table->probe(state, probe_why, sizeof probe_why)) {
@@ -222,4 +225,9 @@ onyx_status onyx__provider_load(onyx_runtime *runtime, const onyx__config *confi
     }
   }
   return ONYX_STATUS_OK;
+}
+
+void *onyx__provider_stream(const onyx__provider *p) {
+  if (p == NULL || !onyx__provider_has(p->table, stream) || p->table->stream == NULL) return NULL;
+  return p->table->stream(p->state);
 }

@@ -46,6 +46,13 @@ onyx_status onyx__provider_load(onyx_runtime *runtime, const onyx__config *confi
                                 char *err, size_t err_cap);
 void onyx__provider_unload(onyx__provider *provider);
 
+/* True when a provider table is large enough to hold `field` (appended later). */
+#define onyx__provider_has(table, field)                                                     \
+  ((table)->struct_size >= offsetof(onyx_provider_table, field) + sizeof((table)->field))
+
+/* The provider's stream for ctx->stream, or NULL. */
+void *onyx__provider_stream(const onyx__provider *provider);
+
 /* Logs through the runtime's sink (stderr). */
 void onyx__log(uint32_t level, const char *fmt, ...)
 #if defined(__GNUC__)

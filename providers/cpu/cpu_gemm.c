@@ -17,9 +17,10 @@
  * the kernel's declared workspace, not allocations of this file.
  *
  * The micro-kernel keeps a 6×16 tile of Y in twelve 8-float vector registers,
- * written with GCC/Clang vector extensions so that the same source compiles to
- * SSE, AVX2+FMA (picked at run time on x86 when the CPU has it) or NEON. Other
- * compilers get a plain scalar tile.
+ * written with GCC/Clang vector extensions; on x86 an AVX2+FMA build of it is
+ * picked at run time when the CPU has those. The baseline build (SSE, NEON) runs
+ * the tile in two halves so it fits smaller register files. Other compilers get a
+ * plain scalar tile.
  *
  * Products with fewer than MR rows (a decoder's matrix-vector steps) skip packing:
  * they read B once, in column chunks spread over the tasks, and need no scratch.
@@ -87,7 +88,7 @@ typedef float cpu_f32x8 __attribute__((vector_size(32)));
 #define CPU_STORE8(p, v) memcpy((p), &(v), sizeof(cpu_f32x8))
 
 /* y[mr×nr] += ap · bp over kc, where ap holds MR floats per k and bp NR floats per
- * k. Inlined into each target variant below so each gets its own registers. */
+ * k: the whole tile in twelve 256-bit accumulators. */
 static inline __attribute__((always_inline)) void
 cpu_micro_body(int64_t kc, const float *restrict ap, const float *restrict bp,
                float *restrict y, int64_t ldy, int64_t mr, int64_t nr) {
@@ -124,9 +125,23 @@ cpu_micro_body(int64_t kc, const float *restrict ap, const float *restrict bp,
   }
 }
 
-static void cpu_micro_generic(int64_t kc, const float *ap, const float *bp, float *y,
-                              int64_t ldy, int64_t mr, int64_t nr) {
-  cpu_micro_body(kc, ap, bp, y, ldy, mr, nr);
+/* The baseline kernel. With only sixteen 128-bit registers (x86 without AVX) the
+ * full tile would spill, so it runs the tile as two 6×8 halves: twelve
+ * accumulators' worth of registers each, at the price of reading A twice. */
+static void cpu_micro_generic(int64_t kc, const float *restrict ap, const float *restrict bp,
+                              float *restrict y, int64_t ldy, int64_t mr, int64_t nr) {
+  float tile[CPU_MR * CPU_NR];
+  for (int half = 0; half < 2; ++half) {
+    cpu_f32x8 c[CPU_MR];
+    for (int r = 0; r < CPU_MR; ++r) c[r] = (cpu_f32x8){0};
+    for (int64_t p = 0; p < kc; ++p) {
+      cpu_f32x8 b;
+      CPU_LOAD8(b, bp + p * CPU_NR + half * 8);
+      for (int r = 0; r < CPU_MR; ++r) c[r] += ap[p * CPU_MR + r] * b;
+    }
+    for (int r = 0; r < CPU_MR; ++r) CPU_STORE8(tile + r * CPU_NR + half * 8, c[r]);
+  }
+  cpu_tile_store(tile, y, ldy, mr, nr);
 }
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -77,6 +77,11 @@ PIN(onyx_provider_table, device_alloc, 64);
 PIN(onyx_provider_table, device_free, 72);
 PIN(onyx_provider_table, copy, 80);
 PIN(onyx_provider_table, sync, 88);
+PIN(onyx_provider_table, vmm, 96);
+PIN(onyx_provider_table, memory_capacity, 104);
+PIN(onyx_provider_table, stream, 112);
+PIN(onyx_vmm_table, granularity, 8);
+PIN(onyx_vmm_table, unmap, 64);
 
 int main(void) {
   /* Status values are fixed forever. */

@@ -1,0 +1,453 @@
+/*
+ * ONNX Attention (opsets 23 and 24) on the CPU.
+ *
+ * Inputs Q, K, V, attn_mask, past_key, past_value, nonpad_kv_seqlen (24). Q/K/V are all
+ * 4-D (B, N, S, H) or all 3-D (B, S, N·H) with q_num_heads/kv_num_heads; query head h
+ * uses kv head h / (Nq / Nkv). The semantics are those of the ONNX function body and
+ * the ONNX node tests:
+ * - scores = scale·QKᵀ → softcap → + mask (bool false → −inf; opset 24 pads a mask
+ *   whose last axis is shorter than the keys with −inf) → softmax → ·V.
+ * - is_causal: query i sees key j iff j <= i + offset, offset = past length, or
+ *   nonpad_kv_seqlen[b] − Sq when that input is given (then keys >= nonpad are masked).
+ * - A row whose every key is masked yields zeros (and zero probabilities).
+ * - present = concat(past, new) along the sequence; qk_matmul_output (B, Nq, Sq, T) in
+ *   mode 0 raw, 1 after softcap, 2 after the mask, 3 after softmax.
+ * Q, K, V must share one type (float32, float16 or bfloat16, computed in float32);
+ * softmax_precision is accepted and the softmax always runs in float32.
+ *
+ * Workspace: none, except the split-K route (see attn_core.c).
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "attention_kernels.h"
+#include "attn_impl.h"
+
+enum { AT_Q = 0, AT_K, AT_V, AT_MASK, AT_PAST_K, AT_PAST_V, AT_NONPAD, AT_INPUTS };
+
+typedef struct at_state {
+  onyx__attn_node head;
+  int64_t q_heads, kv_heads; /* attributes, 0 when absent */
+  bool causal;
+  int64_t qk_mode;
+  float scale, softcap;
+} at_state;
+
+static onyx_status at_create(void *provider_state, const onyx_node_info *node, void **out_state,
+                             char *err, size_t err_cap) {
+  int64_t causal = 0, qh = 0, kvh = 0, mode = 0, prec = 0;
+  float scale = 0.0f, softcap = 0.0f;
+  onyx_status st;
+  if ((st = onyx__attn_attr_int(node, "is_causal", 0, &causal, err, err_cap)) ||
+      (st = onyx__attn_attr_int(node, "q_num_heads", 0, &qh, err, err_cap)) ||
+      (st = onyx__attn_attr_int(node, "kv_num_heads", 0, &kvh, err, err_cap)) ||
+      (st = onyx__attn_attr_int(node, "qk_matmul_output_mode", 0, &mode, err, err_cap)) ||
+      (st = onyx__attn_attr_int(node, "softmax_precision", 0, &prec, err, err_cap)) ||
+      (st = onyx__attn_attr_float(node, "scale", 0.0f, &scale, err, err_cap)) ||
+      (st = onyx__attn_attr_float(node, "softcap", 0.0f, &softcap, err, err_cap)))
+    return st;
+  if (causal != 0 && causal != 1)
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                           "Attention: is_causal must be 0 or 1, got %lld", (long long)causal);
+  if (mode < 0 || mode > 3)
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                           "Attention: qk_matmul_output_mode must be 0..3, got %lld",
+                           (long long)mode);
+  if (qh < 0 || kvh < 0 || (qh > 0 && kvh > 0 && qh % kvh != 0))
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                           "Attention: q_num_heads (%lld) must be a multiple of kv_num_heads "
+                           "(%lld)",
+                           (long long)qh, (long long)kvh);
+  if (!(softcap >= 0.0f) || isinf(softcap) || !(scale >= 0.0f) || isinf(scale))
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                           "Attention: scale (%g) and softcap (%g) must be finite and not negative",
+                           (double)scale, (double)softcap);
+  if (node->output_count < 1 || (node->output_present != NULL && !node->output_present[0]))
+    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                           "Attention: output 0 (Y) must be named");
+  at_state *s = onyx__attn_state_new(sizeof *s, provider_state, node, err, err_cap);
+  if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+  s->q_heads = qh;
+  s->kv_heads = kvh;
+  s->causal = causal != 0;
+  s->qk_mode = mode;
+  s->scale = scale;
+  s->softcap = softcap;
+  *out_state = s;
+  return ONYX_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------ geometry */
+
+typedef struct at_geom {
+  bool four_d;
+  int64_t batch, nq, nkv, sq, skv, hk, hv, past, total;
+} at_geom;
+
+static onyx_status at_geometry(const at_state *st, const onyx_tensor *const *in, at_geom *g,
+                               char *msg, size_t cap) {
+  const onyx_tensor *q = in[AT_Q], *k = in[AT_K], *v = in[AT_V];
+  const onyx_tensor *pk = in[AT_PAST_K], *pv = in[AT_PAST_V];
+  memset(g, 0, sizeof *g);
+  if (q == NULL || k == NULL || v == NULL)
+    return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT, "Q, K and V are required");
+  if (q->rank != k->rank || q->rank != v->rank || (q->rank != 3 && q->rank != 4))
+    return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                           "Q %s, K %s and V %s must all be 4-D or all be 3-D",
+                           onyx__attn_shape(q).s, onyx__attn_shape(k).s, onyx__attn_shape(v).s);
+  g->batch = q->dims[0];
+  if (k->dims[0] != g->batch || v->dims[0] != g->batch)
+    return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                           "Q %s, K %s and V %s disagree on the batch size", onyx__attn_shape(q).s,
+                           onyx__attn_shape(k).s, onyx__attn_shape(v).s);
+  if (q->rank == 4) {
+    g->four_d = true;
+    g->nq = q->dims[1];
+    g->sq = q->dims[2];
+    g->hk = q->dims[3];
+    g->nkv = k->dims[1];
+    g->skv = k->dims[2];
+    if (k->dims[3] != g->hk || v->dims[1] != g->nkv || v->dims[2] != g->skv)
+      return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                             "K %s must be (B, Nkv, Skv, %lld) and V %s (B, Nkv, Skv, Hv)",
+                             onyx__attn_shape(k).s, (long long)g->hk, onyx__attn_shape(v).s);
+    g->hv = v->dims[3];
+  } else {
+    if (st->q_heads <= 0 || st->kv_heads <= 0)
+      return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                             "3-D inputs need the q_num_heads and kv_num_heads attributes");
+    g->nq = st->q_heads;
+    g->nkv = st->kv_heads;
+    g->sq = q->dims[1];
+    g->skv = k->dims[1];
+    if (q->dims[2] % g->nq != 0 || k->dims[2] % g->nkv != 0 || v->dims[2] % g->nkv != 0 ||
+        v->dims[1] != g->skv)
+      return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                             "Q %s, K %s, V %s do not split into %lld query and %lld kv heads",
+                             onyx__attn_shape(q).s, onyx__attn_shape(k).s, onyx__attn_shape(v).s,
+                             (long long)g->nq, (long long)g->nkv);
+    g->hk = q->dims[2] / g->nq;
+    g->hv = v->dims[2] / g->nkv;
+    if (k->dims[2] / g->nkv != g->hk)
+      return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                             "K %s head size differs from Q %s head size %lld",
+                             onyx__attn_shape(k).s, onyx__attn_shape(q).s, (long long)g->hk);
+  }
+  if (g->nkv <= 0 || g->nq % g->nkv != 0)
+    return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                           "query heads %lld must be a positive multiple of kv heads %lld",
+                           (long long)g->nq, (long long)g->nkv);
+  if (g->hk > ONYX__ATTN_MAX_HEAD || g->hv > ONYX__ATTN_MAX_HEAD)
+    return onyx__attn_fail(msg, cap, ONYX_STATUS_UNSUPPORTED,
+                           "head sizes %lld/%lld exceed the CPU kernel's limit of %d",
+                           (long long)g->hk, (long long)g->hv, ONYX__ATTN_MAX_HEAD);
+  if ((pk == NULL) != (pv == NULL))
+    return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                           "past_key and past_value must both be given or both be absent");
+  if (pk != NULL) {
+    if (pk->rank != 4 || pk->dims[0] != g->batch || pk->dims[1] != g->nkv ||
+        pk->dims[3] != g->hk || pv->rank != 4 || pv->dims[0] != g->batch ||
+        pv->dims[1] != g->nkv || pv->dims[2] != pk->dims[2] || pv->dims[3] != g->hv)
+      return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                             "past_key %s must be (%lld, %lld, P, %lld) and past_value %s "
+                             "(%lld, %lld, P, %lld)",
+                             onyx__attn_shape(pk).s, (long long)g->batch, (long long)g->nkv,
+                             (long long)g->hk, onyx__attn_shape(pv).s, (long long)g->batch,
+                             (long long)g->nkv, (long long)g->hv);
+    g->past = pk->dims[2];
+  }
+  g->total = g->past + g->skv;
+  return ONYX_STATUS_OK;
+}
+
+static bool at_wants(const at_state *st, size_t out) {
+  return st->head.output_count > out && st->head.output_present[out];
+}
+
+static void at_plan(const at_state *st, const at_geom *g, onyx__attn_plan *plan) {
+  onyx__attn_plan_make(&st->head.threads, g->batch, g->nq, g->nkv, g->sq, g->hk, g->hv, g->total,
+                       !at_wants(st, 3), plan);
+}
+
+static void at_collect(const onyx_tensor *const *inputs, size_t n, const onyx_tensor **in) {
+  for (size_t i = 0; i < AT_INPUTS; ++i) in[i] = onyx__attn_input(inputs, n, i);
+}
+
+static onyx_status at_workspace(void *state, const onyx_tensor *inputs, size_t input_count,
+                                onyx_workspace_requirement *out_req) {
+  const at_state *st = state;
+  const onyx_tensor *in[AT_INPUTS] = {NULL};
+  for (size_t i = 0; i < input_count && i < AT_INPUTS; ++i)
+    in[i] = inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+  out_req->count = 0;
+  at_geom g;
+  char msg[8];
+  if (at_geometry(st, in, &g, msg, sizeof msg) != ONYX_STATUS_OK) return ONYX_STATUS_OK;
+  onyx__attn_plan plan;
+  at_plan(st, &g, &plan);
+  uint64_t bytes = onyx__attn_partials_bytes(&plan, g.batch, g.nq, g.sq, g.hv);
+  if (bytes > 0) {
+    out_req->regions[0].name = "attention_splitk_partials";
+    out_req->regions[0].bytes = bytes;
+    out_req->regions[0].alignment = 64;
+    out_req->regions[0].lifetime = ONYX_LIFETIME_STEP;
+    out_req->count = 1;
+  }
+  return ONYX_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------ compute */
+
+typedef struct at_geom_arg {
+  const int64_t *nonpad;
+  int64_t past, total, sq;
+} at_geom_arg;
+
+static void at_batch_geom(const void *arg, int64_t b, onyx__attn_batch_geom *out) {
+  const at_geom_arg *a = arg;
+  out->kv_len = a->total;
+  out->seg0_len = a->past;
+  out->rope_pos0 = 0;
+  if (a->nonpad != NULL) {
+    out->key_limit = a->nonpad[b];
+    out->q_pos0 = a->nonpad[b] - a->sq;
+  } else {
+    out->key_limit = a->total;
+    out->q_pos0 = a->past;
+  }
+}
+
+typedef struct at_present_job {
+  uint32_t dtype;
+  int64_t nkv, past, skv, total, head;
+  const void *past_data;
+  const void *src; /* new rows, element (b, g, j, d) at src[b·bs + g·gs + j·rs + d] */
+  int64_t bs, gs, rs;
+  void *present;
+} at_present_job;
+
+static void at_present_task(void *arg, size_t index) {
+  const at_present_job *j = arg;
+  int64_t b = (int64_t)index / j->nkv, g = (int64_t)index % j->nkv;
+  size_t es = onyx_dtype_size(j->dtype);
+  int64_t h = j->head;
+  unsigned char *dst = onyx__attn_at_mut(j->present, (b * j->nkv + g) * j->total * h, es);
+  if (j->past > 0)
+    memcpy(dst, onyx__attn_at(j->past_data, (b * j->nkv + g) * j->past * h, es),
+           (size_t)(j->past * h) * es);
+  for (int64_t r = 0; r < j->skv; ++r)
+    memcpy(dst + (size_t)((j->past + r) * h) * es,
+           onyx__attn_at(j->src, b * j->bs + g * j->gs + r * j->rs, es), (size_t)h * es);
+}
+
+static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
+                              size_t input_count) {
+  const at_state *st = state;
+  onyx_status status = onyx__attn_check_host(ctx, inputs, input_count);
+  if (status != ONYX_STATUS_OK) return status;
+  const onyx_tensor *in[AT_INPUTS];
+  at_collect(inputs, input_count, in);
+  char msg[256];
+  at_geom g;
+  if ((status = at_geometry(st, in, &g, msg, sizeof msg)) != ONYX_STATUS_OK)
+    return onyx__attn_error(ctx, status, "%s", msg);
+  uint32_t dt = in[AT_Q]->dtype;
+  if (!onyx__attn_is_float(dt))
+    return onyx__attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+                            "Q has type %s; float32, float16 or bfloat16 expected",
+                            onyx__attn_dtype_name(dt));
+  static const int same[] = {AT_K, AT_V, AT_PAST_K, AT_PAST_V};
+  static const char *const same_name[] = {"K", "V", "past_key", "past_value"};
+  for (size_t i = 0; i < 4; ++i)
+    if (in[same[i]] != NULL && in[same[i]]->dtype != dt)
+      return onyx__attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+                              "%s has type %s; the CPU kernel needs Q, K, V and the past in one "
+                              "type (%s)",
+                              same_name[i], onyx__attn_dtype_name(in[same[i]]->dtype),
+                              onyx__attn_dtype_name(dt));
+  int64_t B = g.batch, T = g.total;
+
+  /* Mask: right-aligned broadcast to (B, Nq, Sq, T). */
+  const onyx_tensor *mask = in[AT_MASK];
+  int64_t m_bs = 0, m_hs = 0, m_ss = 0, m_js = 1, mask_len = INT64_MAX;
+  if (mask != NULL) {
+    if (mask->dtype != ONYX_DTYPE_BOOL && !onyx__attn_is_float(mask->dtype))
+      return onyx__attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+                              "attn_mask has type %s; bool, float32, float16 or bfloat16 expected",
+                              onyx__attn_dtype_name(mask->dtype));
+    if (mask->rank < 1 || mask->rank > 4)
+      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                              "attn_mask must have rank 1 to 4, got %s", onyx__attn_shape(mask).s);
+    int64_t md[4] = {1, 1, 1, 1};
+    for (uint32_t i = 0; i < mask->rank; ++i) md[4 - mask->rank + i] = mask->dims[i];
+    int64_t want[3] = {B, g.nq, g.sq};
+    for (int i = 0; i < 3; ++i)
+      if (md[i] != 1 && md[i] != want[i])
+        return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                                "attn_mask %s does not broadcast to (%lld, %lld, %lld, %lld)",
+                                onyx__attn_shape(mask).s, (long long)B, (long long)g.nq,
+                                (long long)g.sq, (long long)T);
+    if (md[3] == T) {
+      /* the usual case */
+    } else if (md[3] < T && st->head.opset >= 24) {
+      mask_len = md[3]; /* keys past the mask are padding (−inf) */
+    } else if (md[3] == 1) {
+      m_js = 0; /* broadcast along the keys */
+    } else {
+      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                              "attn_mask %s: its last axis must be the %lld keys (past + new)",
+                              onyx__attn_shape(mask).s, (long long)T);
+    }
+    m_ss = md[2] == 1 ? 0 : md[3];
+    m_hs = md[1] == 1 ? 0 : md[2] * md[3];
+    m_bs = md[0] == 1 ? 0 : md[1] * md[2] * md[3];
+  }
+  const onyx_tensor *nonpad_t = in[AT_NONPAD];
+  const int64_t *nonpad = NULL;
+  if (nonpad_t != NULL) {
+    if (st->head.opset < 24)
+      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                              "nonpad_kv_seqlen (input 6) needs opset 24, the model uses %lld",
+                              (long long)st->head.opset);
+    if (nonpad_t->dtype != ONYX_DTYPE_INT64 || nonpad_t->rank != 1 || nonpad_t->dims[0] != B)
+      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                              "nonpad_kv_seqlen must be int64 (%lld), got %s %s", (long long)B,
+                              onyx__attn_dtype_name(nonpad_t->dtype), onyx__attn_shape(nonpad_t).s);
+    if (g.past > 0)
+      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                              "nonpad_kv_seqlen cannot be combined with past_key/past_value");
+    nonpad = nonpad_t->data;
+    for (int64_t b = 0; b < B; ++b)
+      if (nonpad[b] < 0 || nonpad[b] > T)
+        return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                                "nonpad_kv_seqlen[%lld] = %lld is outside [0, %lld]", (long long)b,
+                                (long long)nonpad[b], (long long)T);
+  }
+
+  onyx__attn_plan plan;
+  at_plan(st, &g, &plan);
+  uint64_t need = onyx__attn_partials_bytes(&plan, B, g.nq, g.sq, g.hv);
+  float *partials = NULL;
+  if (need > 0) {
+    uint64_t have = ctx->workspace != NULL && ctx->workspace_count > 0 ? ctx->workspace[0].bytes : 0;
+    if (have < need || ctx->workspace[0].data == NULL)
+      return onyx__attn_error(ctx, ONYX_STATUS_WORKSPACE_TOO_SMALL,
+                              "workspace region attention_splitk_partials has %llu bytes, %llu "
+                              "needed",
+                              (unsigned long long)have, (unsigned long long)need);
+    partials = ctx->workspace[0].data;
+  }
+
+  /* Outputs. */
+  onyx_tensor *y = NULL, *pres[2] = {NULL, NULL}, *qk = NULL;
+  int64_t ydims4[4] = {B, g.nq, g.sq, g.hv}, ydims3[3] = {B, g.sq, g.nq * g.hv};
+  if ((status = ctx->alloc_output(ctx, 0, dt, g.four_d ? 4 : 3, g.four_d ? ydims4 : ydims3, &y)) !=
+      ONYX_STATUS_OK)
+    return status;
+  for (int i = 0; i < 2; ++i) {
+    if (!at_wants(st, (size_t)(1 + i))) continue;
+    int64_t pd[4] = {B, g.nkv, T, i == 0 ? g.hk : g.hv};
+    if ((status = ctx->alloc_output(ctx, (size_t)(1 + i), dt, 4, pd, &pres[i])) != ONYX_STATUS_OK)
+      return status;
+  }
+  if (at_wants(st, 3)) {
+    int64_t qd[4] = {B, g.nq, g.sq, T};
+    if ((status = ctx->alloc_output(ctx, 3, dt, 4, qd, &qk)) != ONYX_STATUS_OK) return status;
+  }
+
+  /* New K/V rows: element (b, g, j, d). */
+  int64_t k_bs, k_gs, k_rs, v_bs, v_gs, v_rs;
+  if (g.four_d) {
+    k_bs = g.nkv * g.skv * g.hk, k_gs = g.skv * g.hk, k_rs = g.hk;
+    v_bs = g.nkv * g.skv * g.hv, v_gs = g.skv * g.hv, v_rs = g.hv;
+  } else {
+    k_bs = g.skv * g.nkv * g.hk, k_gs = g.hk, k_rs = g.nkv * g.hk;
+    v_bs = g.skv * g.nkv * g.hv, v_gs = g.hv, v_rs = g.nkv * g.hv;
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (pres[i] == NULL) continue;
+    at_present_job job = {dt,
+                          g.nkv,
+                          g.past,
+                          g.skv,
+                          T,
+                          i == 0 ? g.hk : g.hv,
+                          in[AT_PAST_K + i] != NULL ? in[AT_PAST_K + i]->data : NULL,
+                          in[AT_K + i]->data,
+                          i == 0 ? k_bs : v_bs,
+                          i == 0 ? k_gs : v_gs,
+                          i == 0 ? k_rs : v_rs,
+                          pres[i]->data};
+    onyx__attn_parallel_for(&st->head.threads, (size_t)(B * g.nkv), at_present_task, &job);
+  }
+
+  at_geom_arg garg = {nonpad, g.past, T, g.sq};
+  onyx__attn_problem p;
+  memset(&p, 0, sizeof p);
+  p.dtype = dt;
+  p.batch = B;
+  p.nq = g.nq;
+  p.nkv = g.nkv;
+  p.sq = g.sq;
+  p.hk = g.hk;
+  p.hv = g.hv;
+  p.scale = st->scale > 0.0f ? st->scale : 1.0f / sqrtf((float)g.hk);
+  p.softcap = st->softcap;
+  p.q = in[AT_Q]->data;
+  p.y = y->data;
+  if (g.four_d) {
+    p.q_bs = g.nq * g.sq * g.hk, p.q_ss = g.hk, p.q_hs = g.sq * g.hk;
+    p.y_bs = g.nq * g.sq * g.hv, p.y_ss = g.hv, p.y_hs = g.sq * g.hv;
+  } else {
+    p.q_bs = g.sq * g.nq * g.hk, p.q_ss = g.nq * g.hk, p.q_hs = g.hk;
+    p.y_bs = g.sq * g.nq * g.hv, p.y_ss = g.nq * g.hv, p.y_hs = g.hv;
+  }
+  if (in[AT_PAST_K] != NULL)
+    p.seg[0] = (onyx__attn_kv_seg){in[AT_PAST_K]->data, g.nkv * g.past * g.hk, g.past * g.hk, g.hk,
+                                   in[AT_PAST_V]->data, g.nkv * g.past * g.hv, g.past * g.hv, g.hv};
+  p.seg[1] = (onyx__attn_kv_seg){in[AT_K]->data, k_bs, k_gs, k_rs, in[AT_V]->data, v_bs, v_gs, v_rs};
+  p.geom = at_batch_geom;
+  p.geom_arg = &garg;
+  p.causal = st->causal;
+  p.mask_len = mask_len;
+  if (mask != NULL) {
+    p.mask = mask->data;
+    p.mask_dtype = mask->dtype;
+    p.m_bs = m_bs;
+    p.m_hs = m_hs;
+    p.m_ss = m_ss;
+    p.m_js = m_js;
+  }
+  if (qk != NULL) {
+    static const onyx__attn_qk_mode modes[4] = {ONYX__ATTN_QK_RAW, ONYX__ATTN_QK_SOFTCAP,
+                                                ONYX__ATTN_QK_MASKED, ONYX__ATTN_QK_PROBS};
+    p.qk_mode = modes[st->qk_mode];
+    p.qk = qk->data;
+    p.qk_cols = T;
+  }
+  p.partials = partials;
+  onyx__attn_run(&st->head.threads, &p, &plan);
+  return ONYX_STATUS_OK;
+}
+
+const onyx_kernel_table onyx_cpu_attention_kernel = {
+    .struct_size = sizeof(onyx_kernel_table),
+    .version = ONYX_ABI_VERSION,
+    .domain = "",
+    .op_type = "Attention",
+    .since_opset = 23,
+    .until_opset = 24,
+    .type_input = 0,
+    .type_mask = ONYX__ATTN_FLOAT_TYPES,
+    .supports = NULL,
+    .create = at_create,
+    .destroy = onyx__attn_state_free,
+    .workspace = at_workspace,
+    .compute = at_compute,
+};
+
+const onyx_kernel_table *const onyx_cpu_attention_kernels[] = {
+    &onyx_cpu_gqa_kernel, &onyx_cpu_attention_kernel, &onyx_cpu_rotary_kernel,
+    &onyx_cpu_ms_rotary_kernel};
+const size_t onyx_cpu_attention_kernel_count =
+    sizeof onyx_cpu_attention_kernels / sizeof onyx_cpu_attention_kernels[0];
