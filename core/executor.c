@@ -196,17 +196,23 @@ static bool slot_on(const slot *sl, const onyx__provider *p) {
 
 /* ------------------------------------------------------------ one node */
 
-/* Grows a node's SESSION block to `bytes` (contents are not kept: a kernel may
- * rely on SESSION contents only while the geometry stays). */
-static onyx_status grow_session_block(run_state *r, onyx__placed_node *pn, size_t node,
-                                      uint64_t bytes) {
-  if (bytes <= pn->session_ws_bytes) return ONYX_STATUS_OK;
-  char label[160];
-  snprintf(label, sizeof label, "node %zu %s workspace (session)", node, pn->kernel->op_type);
+/* Replaces node `node`'s SESSION block with one of `bytes` laid out for `req`,
+ * booked per region (contents are not kept: a kernel may rely on SESSION contents
+ * only while the geometry stays). Unplanned runs only; admission does the same for
+ * every node at once. */
+static onyx_status grow_session_block(run_state *r, size_t node,
+                                      const onyx_workspace_requirement *req,
+                                      const onyx__ws_layout *lay) {
+  onyx__placed_node *pn = &r->s->nodes[node];
+  uint64_t need = lay->bytes[ONYX_LIFETIME_SESSION];
+  bool misaligned = pn->session_ws &&
+                    ((uintptr_t)pn->session_ws & (lay->align[ONYX_LIFETIME_SESSION] - 1)) != 0;
+  if (need == 0 || (need <= pn->session_ws_bytes && !misaligned)) return ONYX_STATUS_OK;
+  uint64_t bytes = need > pn->session_ws_bytes ? need : pn->session_ws_bytes;
   void *grown = NULL;
-  onyx_status st = onyx__memory_alloc(r->s->runtime->memory, pn->provider,
-                                      ONYX_REQUESTER_WORKSPACE_SESSION, bytes, 256, label,
-                                      &grown, r->err, sizeof r->err);
+  onyx_status st = onyx__ws_block_alloc(r->s, node, req, lay, ONYX_LIFETIME_SESSION, bytes,
+                                        lay->align[ONYX_LIFETIME_SESSION], "session", &grown,
+                                        r->err, sizeof r->err);
   if (st != ONYX_STATUS_OK) return st;
   onyx__memory_free(r->s->runtime->memory, pn->session_ws);
   pn->session_ws = grown;
@@ -216,8 +222,10 @@ static onyx_status grow_session_block(run_state *r, onyx__placed_node *pn, size_
 
 /*
  * Admission: reserves the whole plan before the first kernel runs — one STEP block
- * per provider (the peak over its nodes) and every SESSION block's growth. All or
- * nothing: on a refusal everything taken here is given back.
+ * per provider (the peak over its nodes, booked per region of the node that sets
+ * the peak) and every SESSION block that must grow (booked per region of its node).
+ * All or nothing: on a refusal everything taken here is given back and the session
+ * keeps the blocks it had.
  */
 static onyx_status admit_plan(run_state *r) {
   onyx_session *s = r->s;
@@ -226,31 +234,28 @@ static onyx_status admit_plan(run_state *r) {
   onyx_status st = ONYX_STATUS_OK;
   for (size_t k = 0; k < np && st == ONYX_STATUS_OK; ++k) {
     if (p->step_peak[k] == 0) continue;
-    char label[96];
-    snprintf(label, sizeof label, "workspace step block (%s)", s->runtime->providers[k].name);
-    st = onyx__memory_alloc(s->runtime->memory, &s->runtime->providers[k],
-                            ONYX_REQUESTER_WORKSPACE_STEP, p->step_peak[k], 256, label,
-                            &r->step_blocks[k], r->err, sizeof r->err);
+    const onyx__node_plan *peak = &p->nodes[p->step_peak_node[k]];
+    st = onyx__ws_block_alloc(s, p->step_peak_node[k], &peak->req, &peak->layout,
+                              ONYX_LIFETIME_STEP, p->step_peak[k], p->step_align[k], "step peak",
+                              &r->step_blocks[k], r->err, sizeof r->err);
   }
   /* SESSION growth: new blocks first, swapped in only when all were granted. */
   size_t nn = s->graph->node_count;
   void **fresh = calloc(nn + 1, sizeof *fresh);
   if (fresh == NULL) st = ONYX_STATUS_OUT_OF_MEMORY;
   for (size_t i = 0; i < nn && st == ONYX_STATUS_OK; ++i) {
-    onyx__placed_node *pn = &s->nodes[i];
-    uint64_t want = p->nodes[i].session_bytes;
-    if (want <= pn->session_ws_bytes) continue;
-    char label[160];
-    snprintf(label, sizeof label, "node %zu %s workspace (session)", i, pn->kernel->op_type);
-    st = onyx__memory_alloc(s->runtime->memory, pn->provider, ONYX_REQUESTER_WORKSPACE_SESSION,
-                            want, 256, label, &fresh[i], r->err, sizeof r->err);
+    const onyx__node_plan *np_ = &p->nodes[i];
+    if (!np_->session_grows) continue;
+    st = onyx__ws_block_alloc(s, i, &np_->req, &np_->layout, ONYX_LIFETIME_SESSION,
+                              np_->session_block, np_->layout.align[ONYX_LIFETIME_SESSION],
+                              "session", &fresh[i], r->err, sizeof r->err);
   }
   for (size_t i = 0; fresh && i < nn; ++i) {
     if (fresh[i] == NULL) continue;
     if (st == ONYX_STATUS_OK) {
       onyx__memory_free(s->runtime->memory, s->nodes[i].session_ws);
       s->nodes[i].session_ws = fresh[i];
-      s->nodes[i].session_ws_bytes = p->nodes[i].session_bytes;
+      s->nodes[i].session_ws_bytes = p->nodes[i].session_block;
     } else {
       onyx__memory_free(s->runtime->memory, fresh[i]);
     }
@@ -267,9 +272,11 @@ static onyx_status admit_plan(run_state *r) {
 
 /* The node's workspace views, carved from its provider's STEP block and its own
  * SESSION block in the layout of the requirement. The kernel is asked again for
- * the geometry it really sees; more than was planned is a defect in some kernel's
- * infer, reported rather than overrun. Without a plan (a kernel that cannot infer
- * shapes), workspace is granted node by node instead. */
+ * the geometry it really sees; more than was planned (bytes or alignment) is a
+ * defect in some kernel's infer or workspace, reported rather than overrun. Without
+ * a plan (a kernel that cannot infer shapes), workspace is granted node by node
+ * instead: the node's own STEP block (*out_own_step, freed after the node) and its
+ * SESSION block grown in place of admission. */
 static onyx_status node_workspace(run_state *r, size_t node, onyx__placed_node *pn,
                                   const onyx_tensor *inputs, size_t count,
                                   onyx_workspace_view *views, size_t *out_views,
@@ -286,13 +293,10 @@ static onyx_status node_workspace(run_state *r, size_t node, onyx__placed_node *
     snprintf(r->err, sizeof r->err, "workspace callback failed: %s", onyx_status_str(st));
     return st;
   }
-  if (req.count > ONYX_MAX_WORKSPACE_REGIONS) {
-    snprintf(r->err, sizeof r->err, "workspace requirement lists %u regions (max %d)",
-             req.count, ONYX_MAX_WORKSPACE_REGIONS);
-    return ONYX_STATUS_PROVIDER_ERROR;
-  }
-  uint64_t off[ONYX_MAX_WORKSPACE_REGIONS], step = 0, session = 0;
-  onyx__plan_layout(&req, off, &step, &session);
+  onyx__ws_layout lay;
+  st = onyx__ws_layout_make(&req, &lay, r->err, sizeof r->err);
+  if (st != ONYX_STATUS_OK) return st;
+  uint64_t step = lay.bytes[ONYX_LIFETIME_STEP], session = lay.bytes[ONYX_LIFETIME_SESSION];
   size_t prov = (size_t)(pn->provider - r->s->runtime->providers);
   char *step_base = NULL;
   if (r->plan) {
@@ -302,26 +306,33 @@ static onyx_status node_workspace(run_state *r, size_t node, onyx__placed_node *
                "kernel asks for %llu STEP + %llu SESSION workspace bytes but %llu + %llu were "
                "planned for this geometry (its infer and compute disagree)",
                (unsigned long long)step, (unsigned long long)session,
-               (unsigned long long)planned->step_bytes, (unsigned long long)planned->session_bytes);
+               (unsigned long long)planned->layout.bytes[ONYX_LIFETIME_STEP],
+               (unsigned long long)planned->layout.bytes[ONYX_LIFETIME_SESSION]);
       return ONYX_STATUS_INTERNAL;
     }
     step_base = r->step_blocks[prov];
   } else {
-    st = grow_session_block(r, pn, node, session);
-    if (st == ONYX_STATUS_OK && step > 0) {
-      st = onyx__memory_alloc(r->s->runtime->memory, pn->provider, ONYX_REQUESTER_WORKSPACE_STEP,
-                              step, 256, pn->kernel->op_type, out_own_step, r->err,
-                              sizeof r->err);
-    }
+    st = grow_session_block(r, node, &req, &lay);
+    if (st == ONYX_STATUS_OK && step > 0)
+      st = onyx__ws_block_alloc(r->s, node, &req, &lay, ONYX_LIFETIME_STEP, step,
+                                lay.align[ONYX_LIFETIME_STEP], "step unplanned", out_own_step,
+                                r->err, sizeof r->err);
     if (st != ONYX_STATUS_OK) return st;
     step_base = *out_own_step;
   }
   for (uint32_t i = 0; i < req.count; ++i) {
     const onyx_workspace_region *rg = &req.regions[i];
     char *base = rg->lifetime == ONYX_LIFETIME_SESSION ? pn->session_ws : step_base;
-    views[i] = (onyx_workspace_view){.name = rg->name,
-                                     .data = rg->bytes && base ? base + off[i] : NULL,
-                                     .bytes = rg->bytes};
+    char *at = rg->bytes && base ? base + lay.offset[i] : NULL;
+    uintptr_t align = rg->alignment ? rg->alignment : 64;
+    if (rg->bytes && (at == NULL || ((uintptr_t)at & (align - 1)) != 0)) {
+      snprintf(r->err, sizeof r->err,
+               "workspace region %u '%s' cannot be carved at alignment %u from the planned "
+               "block (its infer and workspace disagree)", i, rg->name ? rg->name : "?",
+               (unsigned)align);
+      return ONYX_STATUS_INTERNAL;
+    }
+    views[i] = (onyx_workspace_view){.name = rg->name, .data = at, .bytes = rg->bytes};
   }
   *out_views = req.count;
   return ONYX_STATUS_OK;

@@ -18,8 +18,10 @@
 
 typedef struct allocation {
   void *ptr; /* NULL: empty slot; TOMBSTONE: deleted */
-  onyx_gov_grant_id grant;
+  onyx_gov_grant_id grant;  /* the booking of a plain allocation */
   onyx__provider *provider; /* NULL for host memory */
+  onyx_gov_grant_id *parts; /* a block booked in parts: its grants (heap), else NULL */
+  uint32_t part_count;
 } allocation;
 
 static char tombstone_;
@@ -61,6 +63,21 @@ static bool table_grow(onyx__memory *m) {
   m->capacity = cap;
   m->deleted = 0;
   return true;
+}
+
+/* Remembers a live allocation by its address; false when the table cannot grow. */
+static bool table_insert(onyx__memory *m, allocation a) {
+  pthread_mutex_lock(&m->lock);
+  bool ok = (m->live + m->deleted + 1) * 2 <= m->capacity || table_grow(m);
+  if (ok) {
+    size_t h = hash_ptr(a.ptr, m->capacity);
+    while (m->slots[h].ptr != NULL && m->slots[h].ptr != TOMBSTONE) h = (h + 1) & (m->capacity - 1);
+    if (m->slots[h].ptr == TOMBSTONE) m->deleted--;
+    m->slots[h] = a;
+    m->live++;
+  }
+  pthread_mutex_unlock(&m->lock);
+  return ok;
 }
 
 /* The configured limit of a tier, or `fallback` when plugins.ini sets none. */
@@ -114,11 +131,14 @@ void onyx__memory_destroy(onyx__memory *m) {
     allocation *a = &m->slots[i];
     if (a->ptr == NULL || a->ptr == TOMBSTONE) continue;
     /* Device blocks cannot be returned once their provider is closed: report them. */
-    uint64_t bytes = 0;
-    onyx_gov_grant_bytes(m->gov, a->grant, &bytes);
+    uint64_t bytes = 0, part = 0;
+    if (a->parts == NULL) onyx_gov_grant_bytes(m->gov, a->grant, &bytes);
+    for (uint32_t k = 0; k < a->part_count; ++k)
+      if (onyx_gov_grant_bytes(m->gov, a->parts[k], &part) == ONYX_STATUS_OK) bytes += part;
     onyx__log(ONYX_LOG_WARN, "memory: %llu bytes still allocated at shutdown",
               (unsigned long long)bytes);
     if (a->provider == NULL) free(a->ptr);
+    free(a->parts);
   }
   free(m->slots);
   onyx_gov_destroy(m->gov);
@@ -162,16 +182,8 @@ onyx_status onyx__memory_alloc(onyx__memory *m, onyx__provider *provider, uint32
   } else {
     ptr = aligned_alloc(alignment, (size_t)rounded);
   }
-  pthread_mutex_lock(&m->lock);
-  bool stored = ptr != NULL && ((m->live + m->deleted + 1) * 2 <= m->capacity || table_grow(m));
-  if (stored) {
-    size_t h = hash_ptr(ptr, m->capacity);
-    while (m->slots[h].ptr != NULL && m->slots[h].ptr != TOMBSTONE) h = (h + 1) & (m->capacity - 1);
-    if (m->slots[h].ptr == TOMBSTONE) m->deleted--;
-    m->slots[h] = (allocation){ptr, grant, device ? provider : NULL};
-    m->live++;
-  }
-  pthread_mutex_unlock(&m->lock);
+  bool stored = ptr != NULL && table_insert(m, (allocation){.ptr = ptr, .grant = grant,
+                                                             .provider = device ? provider : NULL});
   if (!stored) {
     if (ptr && device) provider->table->device_free(provider->state, ptr);
     else free(ptr);
@@ -180,6 +192,92 @@ onyx_status onyx__memory_alloc(onyx__memory *m, onyx__provider *provider, uint32
                "allocation failed", (unsigned long long)rounded, onyx__requester_name(requester),
                label ? label : "?", device ? provider->tier : "host");
     return ONYX_STATUS_OUT_OF_MEMORY;
+  }
+  *out_ptr = ptr;
+  return ONYX_STATUS_OK;
+}
+
+onyx_status onyx__memory_alloc_parts(onyx__memory *m, onyx__provider *provider,
+                                     uint32_t requester, uint32_t alignment,
+                                     const onyx__memory_part *parts, size_t part_count,
+                                     void **out_ptr, char *err, size_t err_cap) {
+  if (requester >= ONYX_REQUESTER_COUNT_ || (part_count && parts == NULL))
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  if (alignment == 0) alignment = 64;
+  if ((alignment & (alignment - 1)) != 0) return ONYX_STATUS_INVALID_ARGUMENT;
+  if (alignment < sizeof(void *)) alignment = sizeof(void *);
+  bool device = provider && provider->table->device != ONYX_DEVICE_HOST;
+  uint64_t total = 0;
+  uint32_t live = 0;
+  for (size_t i = 0; i < part_count; ++i) {
+    if (parts[i].bytes == 0) continue;
+    if (__builtin_add_overflow(total, parts[i].bytes, &total) || total > SIZE_MAX) {
+      onyx__errf(err, err_cap, "a block of %zu parts overflows", part_count);
+      return ONYX_STATUS_OUT_OF_MEMORY;
+    }
+    live++;
+  }
+  if (total == 0) return ONYX_STATUS_INVALID_ARGUMENT;
+  /* The whole block first: a refusal names the bytes the caller really needs, and
+   * no part is booked for a block that cannot be had. */
+  onyx_gov_tier tier = onyx__memory_tier_of(m, provider);
+  onyx_gov_refusal refusal;
+  char numbers[512];
+  onyx_status st = onyx_gov_check(m->gov, tier, (onyx_requester)requester, total, &refusal);
+  if (st != ONYX_STATUS_OK) {
+    onyx_gov_refusal_format(&refusal, numbers, sizeof numbers);
+    onyx__errf(err, err_cap, "%s (for %s and %u more parts)", numbers,
+               parts[0].label ? parts[0].label : "?", live - 1);
+    return st;
+  }
+  onyx_gov_grant_id *ids = calloc(live, sizeof *ids);
+  if (ids == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+  uint32_t granted = 0;
+  for (size_t i = 0; i < part_count && st == ONYX_STATUS_OK; ++i) {
+    if (parts[i].bytes == 0) continue;
+    st = onyx_gov_grant(m->gov, tier, (onyx_requester)requester, parts[i].bytes, parts[i].label,
+                        &ids[granted], &refusal);
+    if (st == ONYX_STATUS_OK) granted++;
+    else {
+      onyx_gov_refusal_format(&refusal, numbers, sizeof numbers);
+      onyx__errf(err, err_cap, "%s (for %s, part of a %llu-byte block)", numbers,
+                 parts[i].label ? parts[i].label : "?", (unsigned long long)total);
+    }
+  }
+  void *ptr = NULL;
+  if (st == ONYX_STATUS_OK) {
+    if (device) {
+      if (provider->table->device_alloc(provider->state, total, &ptr) != ONYX_STATUS_OK) ptr = NULL;
+      if (ptr && ((uintptr_t)ptr & (alignment - 1)) != 0) {
+        provider->table->device_free(provider->state, ptr);
+        ptr = NULL;
+        onyx__errf(err, err_cap, "provider '%s' returned device memory aligned below %u bytes",
+                   provider->name, alignment);
+        st = ONYX_STATUS_PROVIDER_ERROR;
+      }
+    } else if (posix_memalign(&ptr, alignment, (size_t)total) != 0) {
+      ptr = NULL;
+    }
+    if (st == ONYX_STATUS_OK && ptr == NULL) {
+      onyx__errf(err, err_cap, "out of memory: %llu bytes for %s (%s) on %s, granted but the "
+                 "allocation failed", (unsigned long long)total, onyx__requester_name(requester),
+                 parts[0].label ? parts[0].label : "?", device ? provider->tier : "host");
+      st = ONYX_STATUS_OUT_OF_MEMORY;
+    }
+  }
+  if (st == ONYX_STATUS_OK &&
+      !table_insert(m, (allocation){.ptr = ptr, .provider = device ? provider : NULL,
+                                    .parts = ids, .part_count = granted})) {
+    if (device) provider->table->device_free(provider->state, ptr);
+    else free(ptr);
+    onyx__errf(err, err_cap, "out of memory: cannot record a %llu-byte block",
+               (unsigned long long)total);
+    st = ONYX_STATUS_OUT_OF_MEMORY;
+  }
+  if (st != ONYX_STATUS_OK) {
+    for (uint32_t k = 0; k < granted; ++k) onyx_gov_release(m->gov, ids[k]);
+    free(ids);
+    return st;
   }
   *out_ptr = ptr;
   return ONYX_STATUS_OK;
@@ -202,7 +300,9 @@ void onyx__memory_free(onyx__memory *m, void *ptr) {
       found.provider->table->device_free(found.provider->state, ptr);
     else
       free(ptr);
-    onyx_gov_release(m->gov, found.grant);
+    if (found.parts == NULL) onyx_gov_release(m->gov, found.grant);
+    for (uint32_t k = 0; k < found.part_count; ++k) onyx_gov_release(m->gov, found.parts[k]);
+    free(found.parts);
     return;
   }
   pthread_mutex_unlock(&m->lock);

@@ -30,6 +30,26 @@ onyx_status onyx__memory_alloc(onyx__memory *memory, struct onyx__provider *prov
                                const char *label, void **out_ptr, char *err, size_t err_cap);
 void onyx__memory_free(onyx__memory *memory, void *ptr); /* NULL-safe */
 
+/* One booked part of a block: its bytes and its owner in the snapshot. */
+typedef struct onyx__memory_part {
+  uint64_t bytes;    /* 0: the part is skipped */
+  const char *label; /* copied by the governor (ONYX_GOV_LABEL_MAX) */
+} onyx__memory_part;
+
+/*
+ * Allocates one block of exactly the parts' total bytes, aligned to `alignment` (a
+ * power of two), and books it as one grant per part, so that the snapshot shows who
+ * the bytes are for (a workspace block: one grant per region) while the memory is
+ * one allocation. Nothing is booked twice: the grants sum to the block. All or
+ * nothing: the total is checked first, so a refusal carries the whole block's
+ * numbers; on any failure no grant stays and *out_ptr is untouched. A total of 0
+ * is INVALID_ARGUMENT. Freed with onyx__memory_free, which releases every part.
+ */
+onyx_status onyx__memory_alloc_parts(onyx__memory *memory, struct onyx__provider *provider,
+                                     uint32_t requester, uint32_t alignment,
+                                     const onyx__memory_part *parts, size_t part_count,
+                                     void **out_ptr, char *err, size_t err_cap);
+
 /* Bytes in use and the peak, per requester, summed over tiers. */
 void onyx__memory_usage(const onyx__memory *memory, uint64_t used[ONYX_REQUESTER_COUNT_],
                         uint64_t peak[ONYX_REQUESTER_COUNT_]);

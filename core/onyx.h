@@ -174,6 +174,64 @@ ONYX_API onyx_status onyx_plan_check(const onyx_plan *plan, onyx_error **out_err
 /* Prints the plan per node and region, then the peaks. `stream` is a FILE *. */
 ONYX_API void onyx_plan_print(const onyx_plan *plan, void *stream);
 
+/* ------------------------------------------------------------------ KV cache */
+
+/*
+ * A governed KV cache for decoder loops: per layer a key and a value buffer in the
+ * GroupQueryAttention past/present layout, shared between past and present (the
+ * kernel writes new tokens in place). Its memory is booked as kv_cache. Growth is
+ * in place through mapped zones (the base address never moves, 0 bytes copied), or
+ * by allocate-and-copy into a larger capacity bucket; both count growth events
+ * and bytes moved.
+ */
+typedef struct onyx_kv_cache onyx_kv_cache;
+
+typedef enum onyx_kv_growth {
+  ONYX_KV_GROWTH_IN_PLACE = 0, /* mapped zones; falls back to REALLOC where impossible */
+  ONYX_KV_GROWTH_REALLOC = 1   /* allocate a larger bucket and copy */
+} onyx_kv_growth;
+
+typedef struct onyx_kv_cache_options {
+  uint32_t struct_size;  /* sizeof(onyx_kv_cache_options) */
+  uint32_t layers;       /* decoder layers (a key and a value buffer each) */
+  int64_t batch;
+  int64_t kv_heads;
+  int64_t head_size;
+  uint32_t dtype;        /* onyx_dtype of the cache */
+  uint32_t layout;       /* 0: BNSH (head-major), 1: BSNH (seq-major) */
+  int64_t max_length;    /* tokens it may ever hold */
+  uint32_t growth;       /* onyx_kv_growth */
+  const char *provider;  /* provider whose device holds it; NULL: host memory */
+} onyx_kv_cache_options;
+
+ONYX_API onyx_status onyx_kv_cache_create(onyx_runtime *runtime,
+                                          const onyx_kv_cache_options *options,
+                                          onyx_kv_cache **out_cache, onyx_error **out_error);
+ONYX_API void onyx_kv_cache_destroy(onyx_kv_cache *cache);
+/* Makes room for `length` tokens. All or nothing: a refusal (TIER_EXHAUSTED with
+ * the governor's numbers) leaves the cache as it was. Views stay valid across an
+ * in-place growth; after a realloc growth take them again. */
+ONYX_API onyx_status onyx_kv_cache_reserve(onyx_kv_cache *cache, int64_t length,
+                                           onyx_error **out_error);
+/* Prepare-only: would `length` tokens fit now? Reserves nothing. */
+ONYX_API onyx_status onyx_kv_cache_check(onyx_kv_cache *cache, int64_t length,
+                                         onyx_error **out_error);
+/* Views of layer `layer`'s key and value buffers: dims (B, Nkv, L, H) where L is the
+ * buffer's capacity in tokens (its stride); bytes per the layout. */
+ONYX_API onyx_status onyx_kv_cache_views(const onyx_kv_cache *cache, uint32_t layer,
+                                         onyx_tensor *out_key, onyx_tensor *out_value);
+
+typedef struct onyx_kv_cache_stats {
+  bool in_place;           /* growing through mapped zones */
+  int64_t capacity;        /* tokens that fit now */
+  int64_t view_length;     /* L of the views */
+  uint64_t committed_bytes;/* memory behind the cache now */
+  uint64_t growth_events;  /* reserves that grew the cache */
+  uint64_t bytes_moved;    /* KV bytes copied by growth (0 in place) */
+} onyx_kv_cache_stats;
+
+ONYX_API void onyx_kv_cache_get_stats(const onyx_kv_cache *cache, onyx_kv_cache_stats *out);
+
 /* Frees data returned by onyx_session_run. NULL-safe. */
 ONYX_API void onyx_tensor_data_free(void *data);
 

@@ -2,28 +2,47 @@
  * Workspace planning: for given input geometry, every kernel's workspace
  * requirement, and the peak per lifetime class and tier — computed without running
  * kernels (shape arithmetic on small host integer tensors is evaluated) and without
- * allocating any workspace.
+ * allocating any workspace. docs/workspace.md describes the contract.
  */
 #ifndef ONYX_CORE_PLAN_IMPL_H
 #define ONYX_CORE_PLAN_IMPL_H
 
+#include "memory_impl.h"
 #include "session_impl.h"
+
+/* The largest alignment a region may ask for (one 2 MiB granule). */
+#define ONYX__WS_MAX_ALIGN (2u << 20)
+/* A block's base is aligned to the strictest region in it, and at least this. */
+#define ONYX__WS_MIN_BLOCK_ALIGN 64u
+
+/* Where a requirement's regions lie: per lifetime class (index onyx_lifetime) one
+ * block, regions in requirement order, each at an offset that is a multiple of its
+ * alignment. Regions of 0 bytes take no room and get a NULL view. */
+typedef struct onyx__ws_layout {
+  uint64_t offset[ONYX_MAX_WORKSPACE_REGIONS]; /* region i within its class's block */
+  uint64_t bytes[2];                           /* each class's block size */
+  uint32_t align[2];                           /* each class's base alignment */
+} onyx__ws_layout;
 
 typedef struct onyx__node_plan {
   onyx_workspace_requirement req; /* what the kernel declared for the planned geometry */
-  uint64_t offset[ONYX_MAX_WORKSPACE_REGIONS]; /* within its lifetime class's block */
-  uint64_t step_bytes;    /* the node's STEP regions laid out back to back */
-  uint64_t session_bytes; /* the node's SESSION regions laid out back to back */
+  onyx__ws_layout layout;
+  uint64_t session_block; /* the node's SESSION block after admission (>= its layout) */
+  bool session_grows;     /* admission grants a new SESSION block for the node */
 } onyx__node_plan;
 
 struct onyx_plan {
   onyx_session *session;
   onyx__node_plan *nodes; /* one per graph node */
   /* Per provider (runtime order): STEP peak (max over its nodes — one block reused
-   * by every node) and SESSION total (sum over its nodes — each persists). */
+   * by every node), the node that sets it (SIZE_MAX: none) and the block's base
+   * alignment (max over its nodes); SESSION total (sum over its nodes — each
+   * persists) and the SESSION bytes admission must newly grant. */
   uint64_t *step_peak;
+  size_t *step_peak_node;
+  uint32_t *step_align;
   uint64_t *session_total;
-  uint64_t *session_growth; /* SESSION bytes beyond what the session already holds */
+  uint64_t *session_growth;
 };
 
 /* Computes the plan for these inputs (geometry; data read for integer inputs). */
@@ -31,8 +50,24 @@ onyx_status onyx__plan_build(onyx_session *session, const onyx_tensor *inputs,
                              size_t input_count, onyx_plan **out_plan, char *err,
                              size_t err_cap);
 
-/* Lays out a requirement's regions per lifetime class, aligned; returns totals. */
-void onyx__plan_layout(const onyx_workspace_requirement *req, uint64_t *offsets,
-                       uint64_t *out_step, uint64_t *out_session);
+/* Checks a requirement (count, lifetimes, power-of-two alignments up to
+ * ONYX__WS_MAX_ALIGN, no overflow) and lays it out. On failure `err` names the
+ * region and PROVIDER_ERROR is returned. */
+onyx_status onyx__ws_layout_make(const onyx_workspace_requirement *req,
+                                 onyx__ws_layout *out_layout, char *err, size_t err_cap);
+
+/*
+ * Allocates one workspace block of `lifetime` for node `node` from `req` laid out as
+ * `layout`, `bytes` long (>= the layout's block; a STEP block is the peak of its
+ * provider) and aligned to `align`, booked with the governor as one grant per region
+ * ("node 3 cpu/GroupQueryAttention region q_bnsh (step peak) [name]"): each grant
+ * covers the region and the padding up to the next one, the last one the block's
+ * tail, so the grants sum to the block. `what` says which block it is.
+ */
+onyx_status onyx__ws_block_alloc(onyx_session *session, size_t node,
+                                 const onyx_workspace_requirement *req,
+                                 const onyx__ws_layout *layout, uint32_t lifetime,
+                                 uint64_t bytes, uint32_t align, const char *what,
+                                 void **out_block, char *err, size_t err_cap);
 
 #endif /* ONYX_CORE_PLAN_IMPL_H */

@@ -12,6 +12,7 @@
 
 #include "error_impl.h"
 #include "memory_impl.h"
+#include "onyx_governor.h"
 #include "plan_impl.h"
 
 /* Integer tensors up to this many elements carry values through the pass. */
@@ -76,19 +77,84 @@ static void eval_set_error(onyx_compute_ctx *ctx, const char *fmt, ...) {
   va_end(ap);
 }
 
-void onyx__plan_layout(const onyx_workspace_requirement *req, uint64_t *offsets,
-                       uint64_t *out_step, uint64_t *out_session) {
-  uint64_t total[2] = {0, 0};
+onyx_status onyx__ws_layout_make(const onyx_workspace_requirement *req, onyx__ws_layout *out,
+                                 char *err, size_t err_cap) {
+  onyx__ws_layout l;
+  memset(&l, 0, sizeof l);
+  l.align[0] = l.align[1] = ONYX__WS_MIN_BLOCK_ALIGN;
+  if (req->count > ONYX_MAX_WORKSPACE_REGIONS) {
+    onyx__errf(err, err_cap, "workspace requirement lists %u regions (at most %d)", req->count,
+               ONYX_MAX_WORKSPACE_REGIONS);
+    return ONYX_STATUS_PROVIDER_ERROR;
+  }
+  for (uint32_t i = 0; i < req->count; ++i) {
+    const onyx_workspace_region *rg = &req->regions[i];
+    const char *name = rg->name ? rg->name : "?";
+    uint64_t align = rg->alignment ? rg->alignment : 64;
+    if (rg->lifetime > ONYX_LIFETIME_SESSION || (align & (align - 1)) != 0 ||
+        align > ONYX__WS_MAX_ALIGN) {
+      onyx__errf(err, err_cap, "workspace region %u '%s': lifetime %u, alignment %u (lifetime "
+                 "must be STEP or SESSION, alignment a power of two up to %u)", i, name,
+                 rg->lifetime, rg->alignment, ONYX__WS_MAX_ALIGN);
+      return ONYX_STATUS_PROVIDER_ERROR;
+    }
+    uint32_t life = rg->lifetime;
+    if (rg->bytes == 0) { /* unused on this route: no room, no alignment */
+      l.offset[i] = l.bytes[life];
+      continue;
+    }
+    uint64_t at = (l.bytes[life] + align - 1) / align * align;
+    if (at < l.bytes[life] || __builtin_add_overflow(at, rg->bytes, &l.bytes[life])) {
+      onyx__errf(err, err_cap, "workspace region %u '%s' of %llu bytes overflows its block", i,
+                 name, (unsigned long long)rg->bytes);
+      return ONYX_STATUS_PROVIDER_ERROR;
+    }
+    l.offset[i] = at;
+    if (align > l.align[life]) l.align[life] = (uint32_t)align;
+  }
+  *out = l;
+  return ONYX_STATUS_OK;
+}
+
+/* Labels a grant of a node's workspace; essentials first, the node name last so
+ * that the governor's truncation (ONYX_GOV_LABEL_MAX) only shortens the name. */
+static void ws_label(char *buf, size_t cap, const onyx_session *s, size_t node,
+                     const char *region, const char *what) {
+  const onyx__node *n = &s->graph->nodes[node];
+  snprintf(buf, cap, "node %zu %s/%s region %s (%s)%s%s%s", node, s->nodes[node].provider->name,
+           n->op_type, region ? region : "?", what, n->name[0] ? " [" : "", n->name,
+           n->name[0] ? "]" : "");
+}
+
+onyx_status onyx__ws_block_alloc(onyx_session *s, size_t node,
+                                 const onyx_workspace_requirement *req,
+                                 const onyx__ws_layout *layout, uint32_t lifetime,
+                                 uint64_t bytes, uint32_t align, const char *what,
+                                 void **out_block, char *err, size_t err_cap) {
+  char labels[ONYX_MAX_WORKSPACE_REGIONS][ONYX_GOV_LABEL_MAX];
+  onyx__memory_part parts[ONYX_MAX_WORKSPACE_REGIONS];
+  uint32_t idx[ONYX_MAX_WORKSPACE_REGIONS];
+  size_t n = 0;
   for (uint32_t i = 0; i < req->count && i < ONYX_MAX_WORKSPACE_REGIONS; ++i) {
     const onyx_workspace_region *rg = &req->regions[i];
-    uint64_t align = rg->alignment ? rg->alignment : 64;
-    int life = rg->lifetime == ONYX_LIFETIME_SESSION;
-    total[life] = (total[life] + align - 1) / align * align;
-    offsets[i] = total[life];
-    total[life] += rg->bytes;
+    if (rg->lifetime != lifetime || rg->bytes == 0) continue;
+    ws_label(labels[n], sizeof labels[n], s, node, rg->name, what);
+    idx[n++] = i;
   }
-  *out_step = total[0];
-  *out_session = total[1];
+  if (n == 0 || lifetime > ONYX_LIFETIME_SESSION || bytes < layout->bytes[lifetime])
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  /* Each part runs from its region's offset to the next region's (offsets never
+   * decrease), so alignment padding is charged to the region before it and the last
+   * part runs to the end of the block: the parts sum to the block, nothing twice. */
+  for (size_t k = 0; k < n; ++k) {
+    uint64_t end = k + 1 < n ? layout->offset[idx[k + 1]] : bytes;
+    parts[k] = (onyx__memory_part){.bytes = end - layout->offset[idx[k]], .label = labels[k]};
+  }
+  return onyx__memory_alloc_parts(s->runtime->memory, s->nodes[node].provider,
+                                  lifetime == ONYX_LIFETIME_SESSION
+                                      ? ONYX_REQUESTER_WORKSPACE_SESSION
+                                      : ONYX_REQUESTER_WORKSPACE_STEP,
+                                  align, parts, n, out_block, err, err_cap);
 }
 
 /* Runs a shape-arithmetic node on known values. Workspace, if the kernel asks for
@@ -104,18 +170,17 @@ static onyx_status evaluate(const onyx__placed_node *pn, const onyx_tensor *cons
   onyx_status st = ONYX_STATUS_OK;
   if (pn->kernel->workspace)
     st = pn->kernel->workspace(pn->state, geometry, input_count, &req);
-  uint64_t off[ONYX_MAX_WORKSPACE_REGIONS], total[2] = {0, 0};
-  if (st == ONYX_STATUS_OK && req.count > ONYX_MAX_WORKSPACE_REGIONS) st = ONYX_STATUS_INTERNAL;
-  if (st == ONYX_STATUS_OK) {
-    onyx__plan_layout(&req, off, &total[0], &total[1]);
-    for (int l = 0; l < 2 && st == ONYX_STATUS_OK; ++l)
-      if (total[l] && (scratch[l] = aligned_alloc(256, (total[l] + 255) / 256 * 256)) == NULL)
-        st = ONYX_STATUS_OUT_OF_MEMORY;
+  onyx__ws_layout lay;
+  if (st == ONYX_STATUS_OK) st = onyx__ws_layout_make(&req, &lay, e.err, sizeof e.err);
+  for (int l = 0; l < 2 && st == ONYX_STATUS_OK; ++l) {
+    uint64_t a = lay.align[l];
+    if (lay.bytes[l] && (scratch[l] = aligned_alloc(a, (lay.bytes[l] + a - 1) / a * a)) == NULL)
+      st = ONYX_STATUS_OUT_OF_MEMORY;
   }
   for (uint32_t i = 0; st == ONYX_STATUS_OK && i < req.count; ++i) {
     char *base = scratch[req.regions[i].lifetime == ONYX_LIFETIME_SESSION];
     views[i] = (onyx_workspace_view){req.regions[i].name,
-                                     req.regions[i].bytes ? base + off[i] : NULL,
+                                     req.regions[i].bytes ? base + lay.offset[i] : NULL,
                                      req.regions[i].bytes};
   }
   if (st == ONYX_STATUS_OK) {
@@ -195,6 +260,8 @@ void onyx_plan_destroy(onyx_plan *p) {
   if (p == NULL) return;
   free(p->nodes);
   free(p->step_peak);
+  free(p->step_peak_node);
+  free(p->step_align);
   free(p->session_total);
   free(p->session_growth);
   free(p);
@@ -212,11 +279,14 @@ onyx_status onyx__plan_build(onyx_session *s, const onyx_tensor *inputs, size_t 
   if (p) {
     p->session = s;
     p->nodes = calloc(g->node_count + 1, sizeof *p->nodes);
-    p->step_peak = calloc(np, sizeof *p->step_peak);
-    p->session_total = calloc(np, sizeof *p->session_total);
-    p->session_growth = calloc(np, sizeof *p->session_growth);
+    p->step_peak = calloc(np + 1, sizeof *p->step_peak);
+    p->step_peak_node = calloc(np + 1, sizeof *p->step_peak_node);
+    p->step_align = calloc(np + 1, sizeof *p->step_align);
+    p->session_total = calloc(np + 1, sizeof *p->session_total);
+    p->session_growth = calloc(np + 1, sizeof *p->session_growth);
   }
-  if (!p || !vals || !p->nodes || !p->step_peak || !p->session_total || !p->session_growth) {
+  if (!p || !vals || !p->nodes || !p->step_peak || !p->step_peak_node || !p->step_align ||
+      !p->session_total || !p->session_growth) {
     onyx_plan_destroy(p);
     free(vals);
     return ONYX_STATUS_OUT_OF_MEMORY;
@@ -227,6 +297,10 @@ onyx_status onyx__plan_build(onyx_session *s, const onyx_tensor *inputs, size_t 
     v->set = true;
     v->known = inputs[i].data != NULL && small_int(&inputs[i]);
     if (!v->known) v->t.data = NULL;
+  }
+  for (size_t k = 0; k < np; ++k) {
+    p->step_peak_node[k] = SIZE_MAX;
+    p->step_align[k] = ONYX__WS_MIN_BLOCK_ALIGN;
   }
   for (size_t v = 0; v < g->value_count; ++v) {
     if (!g->values[v].is_initializer) continue;
@@ -254,22 +328,34 @@ onyx_status onyx__plan_build(onyx_session *s, const onyx_tensor *inputs, size_t 
     if (st == ONYX_STATUS_OK && pn->kernel->workspace) {
       for (size_t k = 0; k < n->input_count; ++k) in_geo[k].data = NULL; /* geometry only */
       st = pn->kernel->workspace(pn->state, in_geo, n->input_count, &np_->req);
-      if (st == ONYX_STATUS_OK && np_->req.count > ONYX_MAX_WORKSPACE_REGIONS)
-        st = ONYX_STATUS_PROVIDER_ERROR;
-      if (st != ONYX_STATUS_OK) snprintf(why, sizeof why, "its workspace callback failed");
+      if (st != ONYX_STATUS_OK)
+        snprintf(why, sizeof why, "its workspace callback failed: %s", onyx_status_str(st));
     }
+    if (st == ONYX_STATUS_OK) st = onyx__ws_layout_make(&np_->req, &np_->layout, why, sizeof why);
     if (st != ONYX_STATUS_OK) {
       onyx__errf(err, err_cap, "planning node '%s' (#%zu, %s on %s): %s", n->name, i,
                  n->op_type, pn->provider->name, why);
       break;
     }
-    onyx__plan_layout(&np_->req, np_->offset, &np_->step_bytes, &np_->session_bytes);
+    const onyx__ws_layout *lay = &np_->layout;
     size_t prov = (size_t)(pn->provider - s->runtime->providers);
-    if (np_->step_bytes > p->step_peak[prov]) p->step_peak[prov] = np_->step_bytes;
-    uint64_t keep = np_->session_bytes > pn->session_ws_bytes ? np_->session_bytes
-                                                               : pn->session_ws_bytes;
-    p->session_total[prov] += keep;
-    p->session_growth[prov] += keep - pn->session_ws_bytes;
+    if (lay->bytes[ONYX_LIFETIME_STEP] > p->step_peak[prov]) {
+      p->step_peak[prov] = lay->bytes[ONYX_LIFETIME_STEP];
+      p->step_peak_node[prov] = i;
+    }
+    if (lay->bytes[ONYX_LIFETIME_STEP] && lay->align[ONYX_LIFETIME_STEP] > p->step_align[prov])
+      p->step_align[prov] = lay->align[ONYX_LIFETIME_STEP];
+    /* A SESSION block is replaced when the geometry needs more bytes, or a stricter
+     * alignment than its address happens to have; it never shrinks. */
+    uint64_t need = lay->bytes[ONYX_LIFETIME_SESSION];
+    bool misaligned = need && pn->session_ws &&
+                      ((uintptr_t)pn->session_ws & (lay->align[ONYX_LIFETIME_SESSION] - 1)) != 0;
+    np_->session_grows = need > pn->session_ws_bytes || misaligned;
+    np_->session_block = need > pn->session_ws_bytes ? need : pn->session_ws_bytes;
+    p->session_total[prov] += np_->session_block;
+    /* The new block is granted while the old one is still held (admission is all or
+     * nothing), so admission needs all of it, not the difference. */
+    if (np_->session_grows) p->session_growth[prov] += np_->session_block;
   }
   free(in_geo);
   for (size_t v = 0; v < g->value_count; ++v) free(vals[v].owned);
@@ -316,7 +402,7 @@ onyx_plan_region onyx_plan_region_at(const onyx_plan *p, size_t index) {
     r.bytes = rg->bytes;
     r.alignment = rg->alignment ? rg->alignment : 64;
     r.lifetime = rg->lifetime;
-    r.offset = np_->offset[index];
+    r.offset = np_->layout.offset[index];
     break;
   }
   return r;
@@ -334,40 +420,89 @@ uint64_t onyx_plan_bytes(const onyx_plan *p, uint32_t lifetime, const char *tier
 void onyx_plan_print(const onyx_plan *p, void *stream) {
   FILE *f = stream;
   if (p == NULL || f == NULL) return;
-  fprintf(f, "workspace plan (%zu regions):\n", onyx_plan_region_count(p));
-  for (size_t i = 0; i < onyx_plan_region_count(p); ++i) {
-    onyx_plan_region r = onyx_plan_region_at(p, i);
-    fprintf(f, "  #%-4zu %-24s %-22s %-6s %-20s %-7s %12llu bytes @%llu\n", r.node,
-            r.node_name[0] ? r.node_name : "(unnamed)", r.op_type, r.provider, r.region,
-            r.lifetime == ONYX_LIFETIME_SESSION ? "SESSION" : "STEP",
-            (unsigned long long)r.bytes, (unsigned long long)r.offset);
+  const onyx_session *s = p->session;
+  size_t with = 0;
+  for (size_t i = 0; i < s->graph->node_count; ++i) with += p->nodes[i].req.count > 0;
+  fprintf(f, "workspace plan (%zu regions; %zu of %zu nodes declare workspace):\n",
+          onyx_plan_region_count(p), with, s->graph->node_count);
+  for (size_t i = 0; i < s->graph->node_count; ++i) {
+    const onyx__node_plan *np_ = &p->nodes[i];
+    if (np_->req.count == 0) continue;
+    const onyx__node *n = &s->graph->nodes[i];
+    fprintf(f, "  #%zu %s (%s on %s): STEP %llu bytes, SESSION %llu bytes\n", i,
+            n->name[0] ? n->name : "(unnamed)", n->op_type, s->nodes[i].provider->name,
+            (unsigned long long)np_->layout.bytes[ONYX_LIFETIME_STEP],
+            (unsigned long long)np_->layout.bytes[ONYX_LIFETIME_SESSION]);
+    for (uint32_t k = 0; k < np_->req.count; ++k) {
+      const onyx_workspace_region *rg = &np_->req.regions[k];
+      fprintf(f, "      %-24s %-7s %12llu bytes @%-10llu align %u%s\n", rg->name ? rg->name : "?",
+              rg->lifetime == ONYX_LIFETIME_SESSION ? "SESSION" : "STEP",
+              (unsigned long long)rg->bytes, (unsigned long long)np_->layout.offset[k],
+              rg->alignment ? rg->alignment : 64, rg->bytes ? "" : " (unused on this route)");
+    }
   }
-  const onyx_runtime *rt = p->session->runtime;
+  const onyx_runtime *rt = s->runtime;
   for (size_t k = 0; k < rt->provider_count; ++k) {
-    fprintf(f, "  %s (%s): STEP peak %llu bytes, SESSION %llu bytes (%llu to grow)\n",
-            rt->providers[k].name, rt->providers[k].tier, (unsigned long long)p->step_peak[k],
-            (unsigned long long)p->session_total[k], (unsigned long long)p->session_growth[k]);
+    fprintf(f, "  %s (%s): STEP peak %llu bytes", rt->providers[k].name, rt->providers[k].tier,
+            (unsigned long long)p->step_peak[k]);
+    if (p->step_peak_node[k] != SIZE_MAX) {
+      const onyx__node *n = &s->graph->nodes[p->step_peak_node[k]];
+      fprintf(f, " (set by #%zu %s, block align %u)", p->step_peak_node[k],
+              n->name[0] ? n->name : n->op_type, p->step_align[k]);
+    }
+    fprintf(f, ", SESSION %llu bytes (%llu to grant)\n", (unsigned long long)p->session_total[k],
+            (unsigned long long)p->session_growth[k]);
   }
 }
+
+/* What the plan asks of one tier, per requester. */
+typedef struct tier_need {
+  uint64_t bytes[2]; /* STEP, SESSION (growth) */
+  const char *name;
+} tier_need;
 
 onyx_status onyx_plan_check(const onyx_plan *p, onyx_error **out_error) {
   if (p == NULL)
     return onyx__error_set(out_error, ONYX_STATUS_INVALID_ARGUMENT, "onyx_plan_check: no plan");
   const onyx_runtime *rt = p->session->runtime;
-  char err[ONYX_ERR_CAP] = "";
+  tier_need need[ONYX_GOV_MAX_TIERS];
+  memset(need, 0, sizeof need);
+  /* Providers on one device share its tier: sum what they ask before asking. */
   for (size_t k = 0; k < rt->provider_count; ++k) {
     uint32_t tier = onyx__memory_tier_of(rt->memory, &rt->providers[k]);
+    if (tier >= ONYX_GOV_MAX_TIERS) continue;
+    need[tier].bytes[0] += p->step_peak[k];
+    need[tier].bytes[1] += p->session_growth[k];
+    need[tier].name = rt->providers[k].tier;
+  }
+  static const uint32_t requester[2] = {ONYX_REQUESTER_WORKSPACE_STEP,
+                                        ONYX_REQUESTER_WORKSPACE_SESSION};
+  onyx_gov *gov = onyx__memory_governor(rt->memory);
+  char err[ONYX_ERR_CAP] = "";
+  for (uint32_t t = 0; t < ONYX_GOV_MAX_TIERS; ++t) {
+    uint64_t total = need[t].bytes[0] + need[t].bytes[1];
+    if (total == 0) continue;
     onyx_status st = ONYX_STATUS_OK;
-    if (p->step_peak[k])
-      st = onyx__memory_check(rt->memory, tier, ONYX_REQUESTER_WORKSPACE_STEP, p->step_peak[k],
-                              err, sizeof err);
-    if (st == ONYX_STATUS_OK && p->session_growth[k])
-      st = onyx__memory_check(rt->memory, tier, ONYX_REQUESTER_WORKSPACE_SESSION,
-                              p->session_growth[k], err, sizeof err);
+    /* Each requester alone (its cap, and the tier), then both together (the tier):
+     * the governor's check is per requester, admission takes both. */
+    for (int l = 0; l < 2 && st == ONYX_STATUS_OK; ++l)
+      if (need[t].bytes[l])
+        st = onyx__memory_check(rt->memory, t, requester[l], need[t].bytes[l], err, sizeof err);
+    onyx_gov_tier_usage u;
+    if (st == ONYX_STATUS_OK && need[t].bytes[0] && need[t].bytes[1] &&
+        onyx_gov_tier_usage_get(gov, t, &u) == ONYX_STATUS_OK &&
+        total > u.unassigned + u.reclaimable) {
+      snprintf(err, sizeof err, "tier %s: requested %llu bytes (workspace_step %llu + "
+               "workspace_session %llu), limit %llu, used %llu, reserved %llu, reclaimable %llu",
+               need[t].name, (unsigned long long)total, (unsigned long long)need[t].bytes[0],
+               (unsigned long long)need[t].bytes[1], (unsigned long long)u.limit,
+               (unsigned long long)u.used, (unsigned long long)(u.reserved + u.pending),
+               (unsigned long long)u.reclaimable);
+      st = ONYX_STATUS_TIER_EXHAUSTED;
+    }
     if (st != ONYX_STATUS_OK) {
       char msg[ONYX_ERR_CAP + 128];
-      snprintf(msg, sizeof msg, "workspace plan does not fit (provider %s): %s",
-               rt->providers[k].name, err);
+      snprintf(msg, sizeof msg, "workspace plan does not fit: %s", err);
       return onyx__error_set(out_error, st, msg);
     }
   }

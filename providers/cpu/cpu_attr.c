@@ -69,9 +69,8 @@ onyx_status onyx__cpu_attr_float(const onyx_node_info *node, const char *name, f
   return ONYX_STATUS_OK;
 }
 
-onyx_status onyx__cpu_attr_ints(const onyx_node_info *node, const char *name,
-                                const int64_t **out, size_t *out_count, bool *out_present,
-                                char *err, size_t err_cap) {
+onyx_status onyx__cpu_attr_ints(const onyx_node_info *node, const char *name, const int64_t **out,
+                                size_t *out_count, bool *out_present, char *err, size_t err_cap) {
   const onyx_attr *a = onyx__cpu_attr_find(node, name);
   *out = NULL;
   *out_count = 0;
@@ -80,8 +79,8 @@ onyx_status onyx__cpu_attr_ints(const onyx_node_info *node, const char *name,
   if (a->type != ONYX_ATTR_INTS) return cpu_attr_wrong_type(node, a, ONYX_ATTR_INTS, err, err_cap);
   if (a->count > 0 && a->ints == NULL)
     return onyx__cpu_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
-                          "%s: attribute '%s' has %zu values but no data", node->op_type,
-                          a->name, a->count);
+                          "%s: attribute '%s' has %zu values but no data", node->op_type, a->name,
+                          a->count);
   *out = a->ints;
   *out_count = a->count;
   if (out_present != NULL) *out_present = true;

@@ -15,8 +15,7 @@ onyx_status onyx__cpu_bcast_init(onyx__cpu_bcast *b, size_t count, const uint32_
                                  const int64_t *const *dims, char *err, size_t err_cap) {
   memset(b, 0, sizeof *b);
   if (count == 0 || count > ONYX__CPU_BCAST_MAX_INPUTS)
-    return onyx__cpu_fail(err, err_cap, ONYX_STATUS_INTERNAL, "broadcast of %zu inputs",
-                          count);
+    return onyx__cpu_fail(err, err_cap, ONYX_STATUS_INTERNAL, "broadcast of %zu inputs", count);
   b->count = count;
   for (size_t k = 0; k < count; ++k) {
     if (ranks[k] > ONYX_MAX_RANK)

@@ -34,24 +34,44 @@ typedef struct cpu_num {
 
 enum { CPU_CAST_CHUNK = 512 };
 
-#define CPU_LOAD(T, KIND, FIELD)                                                   \
-  for (int64_t j = 0; j < n; ++j) {                                                \
-    out[j].kind = KIND;                                                            \
-    out[j].v.FIELD = ((const T *)src)[at + j];                                     \
+#define CPU_LOAD(T, KIND, FIELD)                                                                   \
+  for (int64_t j = 0; j < n; ++j) {                                                                \
+    out[j].kind = KIND;                                                                            \
+    out[j].v.FIELD = ((const T *)src)[at + j];                                                     \
   }
 
 static void cpu_load(uint32_t dtype, const void *src, int64_t at, int64_t n, cpu_num *out) {
   switch (dtype) {
-  case ONYX_DTYPE_FLOAT32: CPU_LOAD(float, CPU_NUM_F, f) break;
-  case ONYX_DTYPE_FLOAT64: CPU_LOAD(double, CPU_NUM_F, f) break;
-  case ONYX_DTYPE_INT8: CPU_LOAD(int8_t, CPU_NUM_I, i) break;
-  case ONYX_DTYPE_INT16: CPU_LOAD(int16_t, CPU_NUM_I, i) break;
-  case ONYX_DTYPE_INT32: CPU_LOAD(int32_t, CPU_NUM_I, i) break;
-  case ONYX_DTYPE_INT64: CPU_LOAD(int64_t, CPU_NUM_I, i) break;
-  case ONYX_DTYPE_UINT8: CPU_LOAD(uint8_t, CPU_NUM_U, u) break;
-  case ONYX_DTYPE_UINT16: CPU_LOAD(uint16_t, CPU_NUM_U, u) break;
-  case ONYX_DTYPE_UINT32: CPU_LOAD(uint32_t, CPU_NUM_U, u) break;
-  case ONYX_DTYPE_UINT64: CPU_LOAD(uint64_t, CPU_NUM_U, u) break;
+  case ONYX_DTYPE_FLOAT32:
+    CPU_LOAD(float, CPU_NUM_F, f);
+    break;
+  case ONYX_DTYPE_FLOAT64:
+    CPU_LOAD(double, CPU_NUM_F, f);
+    break;
+  case ONYX_DTYPE_INT8:
+    CPU_LOAD(int8_t, CPU_NUM_I, i);
+    break;
+  case ONYX_DTYPE_INT16:
+    CPU_LOAD(int16_t, CPU_NUM_I, i);
+    break;
+  case ONYX_DTYPE_INT32:
+    CPU_LOAD(int32_t, CPU_NUM_I, i);
+    break;
+  case ONYX_DTYPE_INT64:
+    CPU_LOAD(int64_t, CPU_NUM_I, i);
+    break;
+  case ONYX_DTYPE_UINT8:
+    CPU_LOAD(uint8_t, CPU_NUM_U, u);
+    break;
+  case ONYX_DTYPE_UINT16:
+    CPU_LOAD(uint16_t, CPU_NUM_U, u);
+    break;
+  case ONYX_DTYPE_UINT32:
+    CPU_LOAD(uint32_t, CPU_NUM_U, u);
+    break;
+  case ONYX_DTYPE_UINT64:
+    CPU_LOAD(uint64_t, CPU_NUM_U, u);
+    break;
   case ONYX_DTYPE_BOOL:
     for (int64_t j = 0; j < n; ++j) {
       out[j].kind = CPU_NUM_U;
@@ -102,15 +122,15 @@ static double cpu_as_double(const cpu_num *x) {
   }
 }
 
-#define CPU_STORE_SIGNED(T, LO, HI)                                                \
-  for (int64_t j = 0; j < n; ++j)                                                  \
-    ((T *)dst)[at + j] = in[j].kind == CPU_NUM_F ? (T)cpu_f_to_i(in[j].v.f, LO, HI) \
-                                                 : (T)cpu_bits(&in[j]);
+#define CPU_STORE_SIGNED(T, LO, HI)                                                                \
+  for (int64_t j = 0; j < n; ++j)                                                                  \
+    ((T *)dst)[at + j] =                                                                           \
+        in[j].kind == CPU_NUM_F ? (T)cpu_f_to_i(in[j].v.f, LO, HI) : (T)cpu_bits(&in[j]);
 
-#define CPU_STORE_UNSIGNED(T, HI)                                                  \
-  for (int64_t j = 0; j < n; ++j)                                                  \
-    ((T *)dst)[at + j] = in[j].kind == CPU_NUM_F ? (T)cpu_f_to_u(in[j].v.f, HI)    \
-                                                 : (T)cpu_bits(&in[j]);
+#define CPU_STORE_UNSIGNED(T, HI)                                                                  \
+  for (int64_t j = 0; j < n; ++j)                                                                  \
+    ((T *)dst)[at + j] =                                                                           \
+        in[j].kind == CPU_NUM_F ? (T)cpu_f_to_u(in[j].v.f, HI) : (T)cpu_bits(&in[j]);
 
 static void cpu_store(uint32_t dtype, void *dst, int64_t at, int64_t n, const cpu_num *in) {
   switch (dtype) {
@@ -132,14 +152,30 @@ static void cpu_store(uint32_t dtype, void *dst, int64_t at, int64_t n, const cp
     for (int64_t j = 0; j < n; ++j)
       ((uint16_t *)dst)[at + j] = onyx__cpu_f64_to_bf16(cpu_as_double(&in[j]));
     break;
-  case ONYX_DTYPE_INT8: CPU_STORE_SIGNED(int8_t, INT8_MIN, INT8_MAX) break;
-  case ONYX_DTYPE_INT16: CPU_STORE_SIGNED(int16_t, INT16_MIN, INT16_MAX) break;
-  case ONYX_DTYPE_INT32: CPU_STORE_SIGNED(int32_t, INT32_MIN, INT32_MAX) break;
-  case ONYX_DTYPE_INT64: CPU_STORE_SIGNED(int64_t, INT64_MIN, INT64_MAX) break;
-  case ONYX_DTYPE_UINT8: CPU_STORE_UNSIGNED(uint8_t, UINT8_MAX) break;
-  case ONYX_DTYPE_UINT16: CPU_STORE_UNSIGNED(uint16_t, UINT16_MAX) break;
-  case ONYX_DTYPE_UINT32: CPU_STORE_UNSIGNED(uint32_t, UINT32_MAX) break;
-  case ONYX_DTYPE_UINT64: CPU_STORE_UNSIGNED(uint64_t, UINT64_MAX) break;
+  case ONYX_DTYPE_INT8:
+    CPU_STORE_SIGNED(int8_t, INT8_MIN, INT8_MAX);
+    break;
+  case ONYX_DTYPE_INT16:
+    CPU_STORE_SIGNED(int16_t, INT16_MIN, INT16_MAX);
+    break;
+  case ONYX_DTYPE_INT32:
+    CPU_STORE_SIGNED(int32_t, INT32_MIN, INT32_MAX);
+    break;
+  case ONYX_DTYPE_INT64:
+    CPU_STORE_SIGNED(int64_t, INT64_MIN, INT64_MAX);
+    break;
+  case ONYX_DTYPE_UINT8:
+    CPU_STORE_UNSIGNED(uint8_t, UINT8_MAX);
+    break;
+  case ONYX_DTYPE_UINT16:
+    CPU_STORE_UNSIGNED(uint16_t, UINT16_MAX);
+    break;
+  case ONYX_DTYPE_UINT32:
+    CPU_STORE_UNSIGNED(uint32_t, UINT32_MAX);
+    break;
+  case ONYX_DTYPE_UINT64:
+    CPU_STORE_UNSIGNED(uint64_t, UINT64_MAX);
+    break;
   case ONYX_DTYPE_BOOL:
     for (int64_t j = 0; j < n; ++j)
       ((uint8_t *)dst)[at + j] = in[j].kind == CPU_NUM_F ? in[j].v.f != 0.0 : cpu_bits(&in[j]) != 0;
@@ -152,6 +188,7 @@ static void cpu_store(uint32_t dtype, void *dst, int64_t at, int64_t n, const cp
 /* Converts n elements. The float32 ↔ 16-bit pairs that mixed-precision models use
  * most get direct loops; everything else goes through the intermediate. */
 static void cpu_convert(uint32_t from, const void *src, uint32_t to, void *dst, int64_t n) {
+  if (n <= 0) return; /* zero-size views may have NULL data */
   if (from == to) {
     memcpy(dst, src, (size_t)n * onyx_dtype_size(from));
     return;
@@ -184,12 +221,12 @@ static uint32_t cpu_dtype_from_name(const char *s) {
   static const struct {
     const char *name;
     uint32_t dtype;
-  } names[] = {{"FLOAT", ONYX_DTYPE_FLOAT32},   {"UINT8", ONYX_DTYPE_UINT8},
-               {"INT8", ONYX_DTYPE_INT8},       {"UINT16", ONYX_DTYPE_UINT16},
-               {"INT16", ONYX_DTYPE_INT16},     {"INT32", ONYX_DTYPE_INT32},
-               {"INT64", ONYX_DTYPE_INT64},     {"BOOL", ONYX_DTYPE_BOOL},
-               {"FLOAT16", ONYX_DTYPE_FLOAT16}, {"DOUBLE", ONYX_DTYPE_FLOAT64},
-               {"UINT32", ONYX_DTYPE_UINT32},   {"UINT64", ONYX_DTYPE_UINT64},
+  } names[] = {{"FLOAT", ONYX_DTYPE_FLOAT32},    {"UINT8", ONYX_DTYPE_UINT8},
+               {"INT8", ONYX_DTYPE_INT8},        {"UINT16", ONYX_DTYPE_UINT16},
+               {"INT16", ONYX_DTYPE_INT16},      {"INT32", ONYX_DTYPE_INT32},
+               {"INT64", ONYX_DTYPE_INT64},      {"BOOL", ONYX_DTYPE_BOOL},
+               {"FLOAT16", ONYX_DTYPE_FLOAT16},  {"DOUBLE", ONYX_DTYPE_FLOAT64},
+               {"UINT32", ONYX_DTYPE_UINT32},    {"UINT64", ONYX_DTYPE_UINT64},
                {"BFLOAT16", ONYX_DTYPE_BFLOAT16}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i)
     if (strcmp(s, names[i].name) == 0) return names[i].dtype;
@@ -278,8 +315,8 @@ static onyx_status cpu_castlike_compute(void *state, onyx_compute_ctx *ctx,
 }
 
 static bool cpu_castlike_supports(const onyx_node_info *node, char *reason, size_t reason_cap) {
-  uint32_t to = node->input_count > 1 && node->input_dtypes ? node->input_dtypes[1]
-                                                            : ONYX_DTYPE_UNDEFINED;
+  uint32_t to =
+      node->input_count > 1 && node->input_dtypes ? node->input_dtypes[1] : ONYX_DTYPE_UNDEFINED;
   if (to == ONYX_DTYPE_UNDEFINED || onyx__cpu_dtype_in(to, ONYX__CPU_FIXED_TYPES)) return true;
   if (reason != NULL && reason_cap > 0)
     snprintf(reason, reason_cap, "CastLike: target type %s is not supported",

@@ -20,41 +20,39 @@
 
 /* ------------------------------------------------------------------ scalar ops */
 
-#define CPU_FLOAT_OPS(sfx, T)                                                      \
-  static inline T cpu_add_##sfx(T x, T y) { return x + y; }                        \
-  static inline T cpu_sub_##sfx(T x, T y) { return x - y; }                        \
-  static inline T cpu_mul_##sfx(T x, T y) { return x * y; }                        \
+#define CPU_FLOAT_OPS(sfx, T)                                                                      \
+  static inline T cpu_add_##sfx(T x, T y) { return x + y; }                                        \
+  static inline T cpu_sub_##sfx(T x, T y) { return x - y; }                                        \
+  static inline T cpu_mul_##sfx(T x, T y) { return x * y; }                                        \
   static inline T cpu_div_##sfx(T x, T y) { return x / y; }
 CPU_FLOAT_OPS(f32, float)
 CPU_FLOAT_OPS(f64, double)
 
 /* 16-bit floats: widen, compute, round once. */
-#define CPU_HALF_OPS(sfx, to32, from32)                                            \
-  static inline uint16_t cpu_add_##sfx(uint16_t x, uint16_t y) {                   \
-    return from32(to32(x) + to32(y));                                               \
-  }                                                                                 \
-  static inline uint16_t cpu_sub_##sfx(uint16_t x, uint16_t y) {                   \
-    return from32(to32(x) - to32(y));                                               \
-  }                                                                                 \
-  static inline uint16_t cpu_mul_##sfx(uint16_t x, uint16_t y) {                   \
-    return from32(to32(x) * to32(y));                                               \
-  }                                                                                 \
-  static inline uint16_t cpu_div_##sfx(uint16_t x, uint16_t y) {                   \
-    return from32(to32(x) / to32(y));                                               \
-  }
+#define CPU_HALF_OPS(sfx, to32, from32)                                                            \
+  static inline uint16_t cpu_add_##sfx(uint16_t x, uint16_t y) {                                   \
+    return from32(to32(x) + to32(y));                                                              \
+  }                                                                                                \
+  static inline uint16_t cpu_sub_##sfx(uint16_t x, uint16_t y) {                                   \
+    return from32(to32(x) - to32(y));                                                              \
+  }                                                                                                \
+  static inline uint16_t cpu_mul_##sfx(uint16_t x, uint16_t y) {                                   \
+    return from32(to32(x) * to32(y));                                                              \
+  }                                                                                                \
+  static inline uint16_t cpu_div_##sfx(uint16_t x, uint16_t y) { return from32(to32(x) / to32(y)); }
 CPU_HALF_OPS(f16, onyx__cpu_f16_to_f32, onyx__cpu_f32_to_f16)
 CPU_HALF_OPS(bf16, onyx__cpu_bf16_to_f32, onyx__cpu_f32_to_bf16)
 
 /* Integers: U is an unsigned type at least as wide as int, so that the arithmetic
  * neither promotes back to signed int nor overflows. Division by -1 is negation
  * (INT_MIN / -1 traps on x86); division by zero never reaches here. */
-#define CPU_INT_OPS(sfx, T, U, IS_SIGNED)                                          \
-  static inline T cpu_add_##sfx(T x, T y) { return (T)((U)x + (U)y); }             \
-  static inline T cpu_sub_##sfx(T x, T y) { return (T)((U)x - (U)y); }             \
-  static inline T cpu_mul_##sfx(T x, T y) { return (T)((U)x * (U)y); }             \
-  static inline T cpu_div_##sfx(T x, T y) {                                        \
-    if (IS_SIGNED && y == (T)-1) return (T)((U)0 - (U)x);                          \
-    return (T)(x / y);                                                              \
+#define CPU_INT_OPS(sfx, T, U, IS_SIGNED)                                                          \
+  static inline T cpu_add_##sfx(T x, T y) { return (T)((U)x + (U)y); }                             \
+  static inline T cpu_sub_##sfx(T x, T y) { return (T)((U)x - (U)y); }                             \
+  static inline T cpu_mul_##sfx(T x, T y) { return (T)((U)x * (U)y); }                             \
+  static inline T cpu_div_##sfx(T x, T y) {                                                        \
+    if (IS_SIGNED && y == (T)-1) return (T)((U)0 - (U)x);                                          \
+    return (T)(x / y);                                                                             \
   }
 CPU_INT_OPS(i8, int8_t, unsigned, 1)
 CPU_INT_OPS(i16, int16_t, unsigned, 1)
@@ -67,56 +65,62 @@ CPU_INT_OPS(u64, uint64_t, uint64_t, 0)
 
 /* ------------------------------------------------------------------ binary loops */
 
-typedef enum cpu_binary_op { CPU_ADD, CPU_SUB, CPU_MUL, CPU_DIV, CPU_BINARY_OP_COUNT } cpu_binary_op;
+typedef enum cpu_binary_op {
+  CPU_ADD,
+  CPU_SUB,
+  CPU_MUL,
+  CPU_DIV,
+  CPU_BINARY_OP_COUNT
+} cpu_binary_op;
 
 /* One run: y[i] = a[i·sa] op b[i·sb] for i < n, with sa and sb each 0 or 1. */
-typedef void (*cpu_binary_loop)(const void *a, int64_t sa, const void *b, int64_t sb,
-                                void *y, int64_t n);
+typedef void (*cpu_binary_loop)(const void *a, int64_t sa, const void *b, int64_t sb, void *y,
+                                int64_t n);
 
-#define CPU_BINARY_LOOP(op, sfx, T)                                                \
-  static void cpu_##op##_loop_##sfx(const void *pa, int64_t sa, const void *pb,    \
-                                    int64_t sb, void *py, int64_t n) {             \
-    const T *a = pa;                                                                \
-    const T *b = pb;                                                                \
-    T *y = py;                                                                      \
-    if (sa && sb) {                                                                 \
-      for (int64_t i = 0; i < n; ++i) y[i] = cpu_##op##_##sfx(a[i], b[i]);         \
-    } else if (sa) {                                                                \
-      const T s = b[0];                                                             \
-      for (int64_t i = 0; i < n; ++i) y[i] = cpu_##op##_##sfx(a[i], s);            \
-    } else if (sb) {                                                                \
-      const T s = a[0];                                                             \
-      for (int64_t i = 0; i < n; ++i) y[i] = cpu_##op##_##sfx(s, b[i]);            \
-    } else {                                                                        \
-      const T v = cpu_##op##_##sfx(a[0], b[0]);                                     \
-      for (int64_t i = 0; i < n; ++i) y[i] = v;                                     \
-    }                                                                               \
+#define CPU_BINARY_LOOP(op, sfx, T)                                                                \
+  static void cpu_##op##_loop_##sfx(const void *pa, int64_t sa, const void *pb, int64_t sb,        \
+                                    void *py, int64_t n) {                                         \
+    const T *a = pa;                                                                               \
+    const T *b = pb;                                                                               \
+    T *y = py;                                                                                     \
+    if (sa && sb) {                                                                                \
+      for (int64_t i = 0; i < n; ++i) y[i] = cpu_##op##_##sfx(a[i], b[i]);                         \
+    } else if (sa) {                                                                               \
+      const T s = b[0];                                                                            \
+      for (int64_t i = 0; i < n; ++i) y[i] = cpu_##op##_##sfx(a[i], s);                            \
+    } else if (sb) {                                                                               \
+      const T s = a[0];                                                                            \
+      for (int64_t i = 0; i < n; ++i) y[i] = cpu_##op##_##sfx(s, b[i]);                            \
+    } else {                                                                                       \
+      const T v = cpu_##op##_##sfx(a[0], b[0]);                                                    \
+      for (int64_t i = 0; i < n; ++i) y[i] = v;                                                    \
+    }                                                                                              \
   }
 
 /* (suffix, C type, dtype) for every type the arithmetic kernels accept. */
-#define CPU_ARITH_TYPES(X)                                                         \
-  X(f32, float, ONYX_DTYPE_FLOAT32)                                                \
-  X(f64, double, ONYX_DTYPE_FLOAT64)                                               \
-  X(f16, uint16_t, ONYX_DTYPE_FLOAT16)                                             \
-  X(bf16, uint16_t, ONYX_DTYPE_BFLOAT16)                                           \
-  X(i8, int8_t, ONYX_DTYPE_INT8)                                                   \
-  X(i16, int16_t, ONYX_DTYPE_INT16)                                                \
-  X(i32, int32_t, ONYX_DTYPE_INT32)                                                \
-  X(i64, int64_t, ONYX_DTYPE_INT64)                                                \
-  X(u8, uint8_t, ONYX_DTYPE_UINT8)                                                 \
-  X(u16, uint16_t, ONYX_DTYPE_UINT16)                                              \
-  X(u32, uint32_t, ONYX_DTYPE_UINT32)                                              \
+#define CPU_ARITH_TYPES(X)                                                                         \
+  X(f32, float, ONYX_DTYPE_FLOAT32)                                                                \
+  X(f64, double, ONYX_DTYPE_FLOAT64)                                                               \
+  X(f16, uint16_t, ONYX_DTYPE_FLOAT16)                                                             \
+  X(bf16, uint16_t, ONYX_DTYPE_BFLOAT16)                                                           \
+  X(i8, int8_t, ONYX_DTYPE_INT8)                                                                   \
+  X(i16, int16_t, ONYX_DTYPE_INT16)                                                                \
+  X(i32, int32_t, ONYX_DTYPE_INT32)                                                                \
+  X(i64, int64_t, ONYX_DTYPE_INT64)                                                                \
+  X(u8, uint8_t, ONYX_DTYPE_UINT8)                                                                 \
+  X(u16, uint16_t, ONYX_DTYPE_UINT16)                                                              \
+  X(u32, uint32_t, ONYX_DTYPE_UINT32)                                                              \
   X(u64, uint64_t, ONYX_DTYPE_UINT64)
 
-#define CPU_DEFINE_BINARY_LOOPS(sfx, T, dtype)                                     \
-  CPU_BINARY_LOOP(add, sfx, T)                                                     \
-  CPU_BINARY_LOOP(sub, sfx, T)                                                     \
-  CPU_BINARY_LOOP(mul, sfx, T)                                                     \
+#define CPU_DEFINE_BINARY_LOOPS(sfx, T, dtype)                                                     \
+  CPU_BINARY_LOOP(add, sfx, T)                                                                     \
+  CPU_BINARY_LOOP(sub, sfx, T)                                                                     \
+  CPU_BINARY_LOOP(mul, sfx, T)                                                                     \
   CPU_BINARY_LOOP(div, sfx, T)
 CPU_ARITH_TYPES(CPU_DEFINE_BINARY_LOOPS)
 
-#define CPU_BINARY_ENTRIES(sfx, T, dtype)                                          \
-  [CPU_ADD][dtype] = cpu_add_loop_##sfx, [CPU_SUB][dtype] = cpu_sub_loop_##sfx,    \
+#define CPU_BINARY_ENTRIES(sfx, T, dtype)                                                          \
+  [CPU_ADD][dtype] = cpu_add_loop_##sfx, [CPU_SUB][dtype] = cpu_sub_loop_##sfx,                    \
   [CPU_MUL][dtype] = cpu_mul_loop_##sfx, [CPU_DIV][dtype] = cpu_div_loop_##sfx,
 
 /* Indexed by op and dtype value; NULL where unsupported. */
@@ -141,16 +145,14 @@ typedef struct cpu_binary_state {
 static onyx_status cpu_binary_create(cpu_binary_op op, void *provider_state,
                                      const onyx_node_info *node, void **out_state, char *err,
                                      size_t err_cap) {
-  cpu_binary_state *s =
-      onyx__cpu_state_new(sizeof *s, provider_state, node, err, err_cap);
+  cpu_binary_state *s = onyx__cpu_state_new(sizeof *s, provider_state, node, err, err_cap);
   if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
   s->op = op;
   s->legacy = node->opset < 7;
   if (s->legacy) {
     int64_t broadcast = 0;
     onyx_status st = onyx__cpu_attr_int(node, "broadcast", 0, &broadcast, err, err_cap);
-    if (st == ONYX_STATUS_OK)
-      st = onyx__cpu_attr_int(node, "axis", 0, &s->axis, err, err_cap);
+    if (st == ONYX_STATUS_OK) st = onyx__cpu_attr_int(node, "axis", 0, &s->axis, err, err_cap);
     if (st != ONYX_STATUS_OK) {
       onyx__cpu_destroy(s);
       return st;
@@ -168,8 +170,7 @@ static onyx_status cpu_legacy_b_shape(const cpu_binary_state *s, onyx_compute_ct
                                       const onyx_tensor *a, const onyx_tensor *b,
                                       int64_t *out_dims) {
   if (!s->legacy_broadcast) {
-    if (a->rank != b->rank ||
-        memcmp(a->dims, b->dims, a->rank * sizeof a->dims[0]) != 0) {
+    if (a->rank != b->rank || memcmp(a->dims, b->dims, a->rank * sizeof a->dims[0]) != 0) {
       ctx->set_error(ctx, "input 1 has shape %s, expected %s like input 0 (broadcast = 0)",
                      onyx__cpu_tensor_shape(b).s, onyx__cpu_tensor_shape(a).s);
       return ONYX_STATUS_INVALID_ARGUMENT;
@@ -181,8 +182,7 @@ static onyx_status cpu_legacy_b_shape(const cpu_binary_state *s, onyx_compute_ct
   if (axis < 0) axis += a->rank;
   if (b->rank > a->rank || axis < 0 || axis + (int64_t)b->rank > (int64_t)a->rank) {
     ctx->set_error(ctx, "input 1 shape %s does not fit input 0 shape %s at axis %lld",
-                   onyx__cpu_tensor_shape(b).s, onyx__cpu_tensor_shape(a).s,
-                   (long long)axis);
+                   onyx__cpu_tensor_shape(b).s, onyx__cpu_tensor_shape(a).s, (long long)axis);
     return ONYX_STATUS_INVALID_ARGUMENT;
   }
   for (uint32_t d = 0; d < a->rank; ++d) out_dims[d] = 1;
@@ -211,9 +211,8 @@ typedef struct cpu_binary_walk {
 static void cpu_binary_run(void *arg, const int64_t *in_off, int64_t out_off, int64_t n,
                            const int64_t *in_strides) {
   const cpu_binary_walk *w = arg;
-  w->loop(w->a + (size_t)in_off[0] * w->esize, in_strides[0],
-          w->b + (size_t)in_off[1] * w->esize, in_strides[1],
-          w->y + (size_t)out_off * w->esize, n);
+  w->loop(w->a + (size_t)in_off[0] * w->esize, in_strides[0], w->b + (size_t)in_off[1] * w->esize,
+          in_strides[1], w->y + (size_t)out_off * w->esize, n);
 }
 
 static onyx_status cpu_binary_compute(void *state, onyx_compute_ctx *ctx,
@@ -256,8 +255,8 @@ static onyx_status cpu_binary_compute(void *state, onyx_compute_ctx *ctx,
                    (long long)s->base.opset);
     return ONYX_STATUS_INVALID_ARGUMENT;
   }
-  if (s->op == CPU_DIV && onyx__cpu_dtype_in(a->dtype, ONYX__CPU_INT_TYPES) &&
-      plan.out_numel > 0 && cpu_has_zero(b)) {
+  if (s->op == CPU_DIV && onyx__cpu_dtype_in(a->dtype, ONYX__CPU_INT_TYPES) && plan.out_numel > 0 &&
+      cpu_has_zero(b)) {
     ctx->set_error(ctx, "integer division by zero (input 1 has a zero element)");
     return ONYX_STATUS_INVALID_ARGUMENT;
   }
@@ -271,23 +270,23 @@ static onyx_status cpu_binary_compute(void *state, onyx_compute_ctx *ctx,
   return ONYX_STATUS_OK;
 }
 
-#define CPU_BINARY_KERNEL(sym, OP, NAME, SINCE, UNTIL)                              \
-  static onyx_status cpu_create_##sym(void *p, const onyx_node_info *node, void **out, \
-                                     char *err, size_t cap) {                      \
-    return cpu_binary_create(OP, p, node, out, err, cap);                          \
-  }                                                                                 \
-  const onyx_kernel_table onyx__cpu_k_##sym = {                                      \
-      .struct_size = sizeof(onyx_kernel_table),                                     \
-      .version = ONYX_ABI_VERSION,                                                  \
-      .domain = "",                                                                 \
-      .op_type = NAME,                                                              \
-      .since_opset = SINCE,                                                         \
-      .until_opset = UNTIL,                                                         \
-      .type_input = 0,                                                              \
-      .type_mask = CPU_ARITH_MASK,                                                  \
-      .create = cpu_create_##sym,                                                    \
-      .destroy = onyx__cpu_destroy,                                                 \
-      .compute = cpu_binary_compute,                                                \
+#define CPU_BINARY_KERNEL(sym, OP, NAME, SINCE, UNTIL)                                             \
+  static onyx_status cpu_create_##sym(void *p, const onyx_node_info *node, void **out, char *err,  \
+                                      size_t cap) {                                                \
+    return cpu_binary_create(OP, p, node, out, err, cap);                                          \
+  }                                                                                                \
+  const onyx_kernel_table onyx__cpu_k_##sym = {                                                    \
+      .struct_size = sizeof(onyx_kernel_table),                                                    \
+      .version = ONYX_ABI_VERSION,                                                                 \
+      .domain = "",                                                                                \
+      .op_type = NAME,                                                                             \
+      .since_opset = SINCE,                                                                        \
+      .until_opset = UNTIL,                                                                        \
+      .type_input = 0,                                                                             \
+      .type_mask = CPU_ARITH_MASK,                                                                 \
+      .create = cpu_create_##sym,                                                                  \
+      .destroy = onyx__cpu_destroy,                                                                \
+      .compute = cpu_binary_compute,                                                               \
   };
 
 /* Opset 7 replaced the broadcast/axis attributes with numpy broadcasting. */
@@ -374,8 +373,8 @@ typedef struct cpu_unary_state {
   uint64_t types;
 } cpu_unary_state;
 
-#define CPU_SIGNED_INT_TYPES                                                       \
-  (ONYX_DTYPE_BIT(ONYX_DTYPE_INT8) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT16) |            \
+#define CPU_SIGNED_INT_TYPES                                                                       \
+  (ONYX_DTYPE_BIT(ONYX_DTYPE_INT8) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT16) |                            \
    ONYX_DTYPE_BIT(ONYX_DTYPE_INT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT64))
 
 static onyx_status cpu_unary_compute(void *state, onyx_compute_ctx *ctx,
@@ -398,28 +397,28 @@ static onyx_status cpu_unary_compute(void *state, onyx_compute_ctx *ctx,
 
 /* Opset 1 carried a `consumed_inputs` attribute that means nothing to a runtime
  * with its own memory planning; it is ignored. */
-#define CPU_UNARY_KERNEL(sym, OP, NAME, TYPES)                                      \
-  static onyx_status cpu_create_##sym(void *p, const onyx_node_info *node, void **out, \
-                                     char *err, size_t cap) {                      \
-    cpu_unary_state *s = onyx__cpu_state_new(sizeof *s, p, node, err, cap);         \
-    if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;                                \
-    s->op = OP;                                                                     \
-    s->types = TYPES;                                                               \
-    *out = s;                                                                       \
-    return ONYX_STATUS_OK;                                                          \
-  }                                                                                 \
-  const onyx_kernel_table onyx__cpu_k_##sym = {                                      \
-      .struct_size = sizeof(onyx_kernel_table),                                     \
-      .version = ONYX_ABI_VERSION,                                                  \
-      .domain = "",                                                                 \
-      .op_type = NAME,                                                              \
-      .since_opset = 1,                                                             \
-      .until_opset = 0,                                                             \
-      .type_input = 0,                                                              \
-      .type_mask = TYPES,                                                           \
-      .create = cpu_create_##sym,                                                    \
-      .destroy = onyx__cpu_destroy,                                                 \
-      .compute = cpu_unary_compute,                                                 \
+#define CPU_UNARY_KERNEL(sym, OP, NAME, TYPES)                                                     \
+  static onyx_status cpu_create_##sym(void *p, const onyx_node_info *node, void **out, char *err,  \
+                                      size_t cap) {                                                \
+    cpu_unary_state *s = onyx__cpu_state_new(sizeof *s, p, node, err, cap);                        \
+    if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;                                               \
+    s->op = OP;                                                                                    \
+    s->types = TYPES;                                                                              \
+    *out = s;                                                                                      \
+    return ONYX_STATUS_OK;                                                                         \
+  }                                                                                                \
+  const onyx_kernel_table onyx__cpu_k_##sym = {                                                    \
+      .struct_size = sizeof(onyx_kernel_table),                                                    \
+      .version = ONYX_ABI_VERSION,                                                                 \
+      .domain = "",                                                                                \
+      .op_type = NAME,                                                                             \
+      .since_opset = 1,                                                                            \
+      .until_opset = 0,                                                                            \
+      .type_input = 0,                                                                             \
+      .type_mask = TYPES,                                                                          \
+      .create = cpu_create_##sym,                                                                  \
+      .destroy = onyx__cpu_destroy,                                                                \
+      .compute = cpu_unary_compute,                                                                \
   };
 
 /* Relu gained signed integer types at opset 14; accepting them earlier is harmless. */

@@ -33,11 +33,11 @@
 #include "cpu_impl.h"
 
 enum {
-  CPU_MR = 6,    /* micro-tile rows */
-  CPU_NR = 16,   /* micro-tile cols: two 8-float vectors */
-  CPU_MC = 72,   /* A block rows:  72 × 256 floats = 72 KiB */
-  CPU_KC = 256,  /* depth of a packed slice */
-  CPU_NC = 1024  /* B panel cols:  256 × 1024 floats = 1 MiB */
+  CPU_MR = 6,   /* micro-tile rows */
+  CPU_NR = 16,  /* micro-tile cols: two 8-float vectors */
+  CPU_MC = 72,  /* A block rows:  72 × 256 floats = 72 KiB */
+  CPU_KC = 256, /* depth of a packed slice */
+  CPU_NC = 1024 /* B panel cols:  256 × 1024 floats = 1 MiB */
 };
 
 static int64_t cpu_min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -55,8 +55,8 @@ static int64_t cpu_a_slots(int64_t m, uint32_t tasks) {
   return cpu_min64(blocks, tasks > 0 ? (int64_t)tasks : 1);
 }
 
-void onyx__cpu_sgemm_scratch(int64_t m, int64_t n, int64_t k, uint32_t ab_dtype,
-                             uint32_t tasks, uint64_t *out_pack_a, uint64_t *out_pack_b) {
+void onyx__cpu_sgemm_scratch(int64_t m, int64_t n, int64_t k, uint32_t ab_dtype, uint32_t tasks,
+                             uint64_t *out_pack_a, uint64_t *out_pack_b) {
   *out_pack_a = *out_pack_b = 0;
   if (m <= 0 || n <= 0 || k <= 0 || cpu_sgemm_direct(m, ab_dtype)) return;
   int64_t kc = cpu_min64(k, CPU_KC);
@@ -68,8 +68,8 @@ void onyx__cpu_sgemm_scratch(int64_t m, int64_t n, int64_t k, uint32_t ab_dtype,
 
 /* ------------------------------------------------------------------ micro-kernel */
 
-typedef void (*cpu_micro_fn)(int64_t kc, const float *ap, const float *bp, float *y,
-                             int64_t ldy, int64_t mr, int64_t nr);
+typedef void (*cpu_micro_fn)(int64_t kc, const float *ap, const float *bp, float *y, int64_t ldy,
+                             int64_t mr, int64_t nr);
 
 /* Adds a finished tile into y, all of it or the mr×nr corner at an edge. */
 static inline void cpu_tile_store(const float *tile, float *y, int64_t ldy, int64_t mr,
@@ -90,8 +90,8 @@ typedef float cpu_f32x8 __attribute__((vector_size(32)));
 /* y[mr×nr] += ap · bp over kc, where ap holds MR floats per k and bp NR floats per
  * k: the whole tile in twelve 256-bit accumulators. */
 static inline __attribute__((always_inline)) void
-cpu_micro_body(int64_t kc, const float *restrict ap, const float *restrict bp,
-               float *restrict y, int64_t ldy, int64_t mr, int64_t nr) {
+cpu_micro_body(int64_t kc, const float *restrict ap, const float *restrict bp, float *restrict y,
+               int64_t ldy, int64_t mr, int64_t nr) {
   cpu_f32x8 c[CPU_MR][2];
   for (int r = 0; r < CPU_MR; ++r) c[r][0] = c[r][1] = (cpu_f32x8){0};
   for (int64_t p = 0; p < kc; ++p) {
@@ -146,9 +146,10 @@ static void cpu_micro_generic(int64_t kc, const float *restrict ap, const float 
 
 #if defined(__x86_64__) || defined(__i386__)
 #define CPU_HAVE_AVX2_KERNEL 1
-__attribute__((target("avx2,fma"))) static void
-cpu_micro_avx2(int64_t kc, const float *ap, const float *bp, float *y, int64_t ldy,
-               int64_t mr, int64_t nr) {
+__attribute__((target("avx2,fma"))) static void cpu_micro_avx2(int64_t kc, const float *ap,
+                                                               const float *bp, float *y,
+                                                               int64_t ldy, int64_t mr,
+                                                               int64_t nr) {
   cpu_micro_body(kc, ap, bp, y, ldy, mr, nr);
 }
 #endif
@@ -178,8 +179,8 @@ static float cpu_dot(const float *a, const float *b, int64_t k) {
 
 #else /* no vector extensions: a scalar tile */
 
-static void cpu_micro_generic(int64_t kc, const float *ap, const float *bp, float *y,
-                              int64_t ldy, int64_t mr, int64_t nr) {
+static void cpu_micro_generic(int64_t kc, const float *ap, const float *bp, float *y, int64_t ldy,
+                              int64_t mr, int64_t nr) {
   float tile[CPU_MR * CPU_NR] = {0};
   for (int64_t p = 0; p < kc; ++p)
     for (int r = 0; r < CPU_MR; ++r)
@@ -216,7 +217,8 @@ static void cpu_pack_b_sliver(const onyx__cpu_gemm *g, int64_t pc, int64_t col, 
     } else {
       for (int64_t v = 0; v < w; ++v) {
         int64_t c = col + v;
-        row[v] = onyx__cpu_load_f32(g->ab_dtype, g->b, g->trans_b ? c * g->ldb + r : r * g->ldb + c);
+        row[v] =
+            onyx__cpu_load_f32(g->ab_dtype, g->b, g->trans_b ? c * g->ldb + r : r * g->ldb + c);
       }
     }
     for (int64_t v = w; v < CPU_NR; ++v) row[v] = 0.0f;
@@ -225,8 +227,8 @@ static void cpu_pack_b_sliver(const onyx__cpu_gemm *g, int64_t pc, int64_t col, 
 
 /* alpha·op(A)[mc×kc] at (ic, pc) → MR-tall slivers, each kc columns of MR floats.
  * Folding alpha in here costs nothing and keeps it out of the micro-kernel. */
-static void cpu_pack_a(const onyx__cpu_gemm *g, int64_t ic, int64_t pc, int64_t mc,
-                       int64_t kc, float *dst) {
+static void cpu_pack_a(const onyx__cpu_gemm *g, int64_t ic, int64_t pc, int64_t mc, int64_t kc,
+                       float *dst) {
   for (int64_t is = 0; is < mc; is += CPU_MR) {
     int64_t h = cpu_min64(CPU_MR, mc - is);
     for (int64_t p = 0; p < kc; ++p) {
@@ -361,9 +363,9 @@ void onyx__cpu_sgemm(const onyx__cpu_provider *p, const onyx__cpu_gemm *g, float
 
 /* ------------------------------------------------------------------ float64, int */
 
-void onyx__cpu_dgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                     double alpha, const double *a, int64_t lda, const double *b,
-                     int64_t ldb, double *y, int64_t ldy) {
+void onyx__cpu_dgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                     const double *a, int64_t lda, const double *b, int64_t ldb, double *y,
+                     int64_t ldy) {
   for (int64_t i = 0; i < m; ++i) {
     double *yr = y + i * ldy;
     if (!trans_b) {
@@ -392,23 +394,23 @@ void onyx__cpu_dgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
 
 /* Two's-complement products wrap the same way for signed and unsigned types, so
  * one unsigned loop per width serves both. */
-#define CPU_IGEMM(name, U)                                                         \
-  static void name(int64_t m, int64_t n, int64_t k, const U *a, const U *b, U *y) { \
-    for (int64_t i = 0; i < m; ++i) {                                               \
-      U *yr = y + i * n;                                                            \
-      for (int64_t j = 0; j < n; ++j) yr[j] = 0;                                    \
-      for (int64_t p = 0; p < k; ++p) {                                             \
-        const U av = a[i * k + p];                                                  \
-        const U *br = b + p * n;                                                    \
-        for (int64_t j = 0; j < n; ++j) yr[j] += av * br[j];                        \
-      }                                                                             \
-    }                                                                               \
+#define CPU_IGEMM(name, U)                                                                         \
+  static void name(int64_t m, int64_t n, int64_t k, const U *a, const U *b, U *y) {                \
+    for (int64_t i = 0; i < m; ++i) {                                                              \
+      U *yr = y + i * n;                                                                           \
+      for (int64_t j = 0; j < n; ++j) yr[j] = 0;                                                   \
+      for (int64_t p = 0; p < k; ++p) {                                                            \
+        const U av = a[i * k + p];                                                                 \
+        const U *br = b + p * n;                                                                   \
+        for (int64_t j = 0; j < n; ++j) yr[j] += av * br[j];                                       \
+      }                                                                                            \
+    }                                                                                              \
   }
 CPU_IGEMM(cpu_igemm32, uint32_t)
 CPU_IGEMM(cpu_igemm64, uint64_t)
 
-void onyx__cpu_igemm(uint32_t dtype, int64_t m, int64_t n, int64_t k, const void *a,
-                     const void *b, void *y) {
+void onyx__cpu_igemm(uint32_t dtype, int64_t m, int64_t n, int64_t k, const void *a, const void *b,
+                     void *y) {
   if (onyx_dtype_size(dtype) == 8)
     cpu_igemm64(m, n, k, a, b, y);
   else

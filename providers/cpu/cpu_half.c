@@ -80,11 +80,9 @@ static float cpu_f64_to_f32_odd(double d) {
   float f = (float)d;
   if (isnan(d) || (double)f == d) return f;
   if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.0f); /* truncate toward zero */
-  return cpu_bits_f32(cpu_f32_bits(f) | 1u);                /* sticky bit */
+  return cpu_bits_f32(cpu_f32_bits(f) | 1u);              /* sticky bit */
 }
 
 uint16_t onyx__cpu_f64_to_f16(double d) { return onyx__cpu_f32_to_f16(cpu_f64_to_f32_odd(d)); }
 
-uint16_t onyx__cpu_f64_to_bf16(double d) {
-  return onyx__cpu_f32_to_bf16(cpu_f64_to_f32_odd(d));
-}
+uint16_t onyx__cpu_f64_to_bf16(double d) { return onyx__cpu_f32_to_bf16(cpu_f64_to_f32_odd(d)); }

@@ -27,8 +27,7 @@
 #include "onyx_abi.h"
 
 #if defined(__GNUC__)
-#define ONYX__CPU_PRINTF(fmt_index, first_arg) \
-  __attribute__((format(printf, fmt_index, first_arg)))
+#define ONYX__CPU_PRINTF(fmt_index, first_arg) __attribute__((format(printf, fmt_index, first_arg)))
 #else
 #define ONYX__CPU_PRINTF(fmt_index, first_arg)
 #endif
@@ -46,29 +45,29 @@ typedef struct onyx__cpu_provider {
 } onyx__cpu_provider;
 
 /* Runs fn(arg, i) for i in [0, n): on the core's threads when allowed, else here. */
-void onyx__cpu_parallel_for(const onyx__cpu_provider *p, size_t n,
-                            void (*fn)(void *arg, size_t i), void *arg);
+void onyx__cpu_parallel_for(const onyx__cpu_provider *p, size_t n, void (*fn)(void *arg, size_t i),
+                            void *arg);
 
 /* Every type the CPU kernels can move as bytes (all fixed-size dtypes). */
-#define ONYX__CPU_FIXED_TYPES                                                       \
-  (ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_UINT8) |          \
-   ONYX_DTYPE_BIT(ONYX_DTYPE_INT8) | ONYX_DTYPE_BIT(ONYX_DTYPE_UINT16) |            \
-   ONYX_DTYPE_BIT(ONYX_DTYPE_INT16) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT32) |            \
-   ONYX_DTYPE_BIT(ONYX_DTYPE_INT64) | ONYX_DTYPE_BIT(ONYX_DTYPE_BOOL) |             \
-   ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT16) | ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT64) |        \
-   ONYX_DTYPE_BIT(ONYX_DTYPE_UINT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_UINT64) |          \
+#define ONYX__CPU_FIXED_TYPES                                                                      \
+  (ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_UINT8) |                         \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_INT8) | ONYX_DTYPE_BIT(ONYX_DTYPE_UINT16) |                           \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_INT16) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT32) |                           \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_INT64) | ONYX_DTYPE_BIT(ONYX_DTYPE_BOOL) |                            \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT16) | ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT64) |                       \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_UINT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_UINT64) |                         \
    ONYX_DTYPE_BIT(ONYX_DTYPE_BFLOAT16))
 
 /* Floating-point types; 16-bit ones are computed in float32. */
-#define ONYX__CPU_FLOAT_TYPES                                                       \
-  (ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT64) |        \
+#define ONYX__CPU_FLOAT_TYPES                                                                      \
+  (ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT64) |                       \
    ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT16) | ONYX_DTYPE_BIT(ONYX_DTYPE_BFLOAT16))
 
 /* Integer types (bool excluded). */
-#define ONYX__CPU_INT_TYPES                                                         \
-  (ONYX_DTYPE_BIT(ONYX_DTYPE_UINT8) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT8) |             \
-   ONYX_DTYPE_BIT(ONYX_DTYPE_UINT16) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT16) |           \
-   ONYX_DTYPE_BIT(ONYX_DTYPE_INT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT64) |            \
+#define ONYX__CPU_INT_TYPES                                                                        \
+  (ONYX_DTYPE_BIT(ONYX_DTYPE_UINT8) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT8) |                            \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_UINT16) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT16) |                          \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_INT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT64) |                           \
    ONYX_DTYPE_BIT(ONYX_DTYPE_UINT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_UINT64))
 
 /* Whether `dtype` is in a mask built from ONYX_DTYPE_BIT. */
@@ -93,8 +92,8 @@ typedef struct onyx__cpu_node {
  * its onyx__cpu_node head from `node`. Returns NULL when memory runs out, with a
  * message in err. Kernel states are a few dozen bytes of parsed attributes; tensor
  * memory (outputs, scratch) always comes from the core. */
-void *onyx__cpu_state_new(size_t size, void *provider_state, const onyx_node_info *node,
-                          char *err, size_t err_cap);
+void *onyx__cpu_state_new(size_t size, void *provider_state, const onyx_node_info *node, char *err,
+                          size_t err_cap);
 
 /* create() for ops whose only state is the common head. */
 onyx_status onyx__cpu_create_plain(void *provider_state, const onyx_node_info *node,
@@ -113,8 +112,8 @@ onyx_status onyx__cpu_alloc_output(const onyx__cpu_node *node, onyx_compute_ctx 
 /* ------------------------------------------------------------------ messages */
 
 /* Writes a printf-style message into err (when err_cap > 0) and returns status. */
-onyx_status onyx__cpu_fail(char *err, size_t err_cap, onyx_status status, const char *fmt,
-                           ...) ONYX__CPU_PRINTF(4, 5);
+onyx_status onyx__cpu_fail(char *err, size_t err_cap, onyx_status status, const char *fmt, ...)
+    ONYX__CPU_PRINTF(4, 5);
 
 /* A shape rendered as "[2,3,4]" for messages (by value, so it can be used inline). */
 typedef struct onyx__cpu_shape_text {
@@ -145,9 +144,8 @@ bool onyx__cpu_checked_numel(uint32_t rank, const int64_t *dims, int64_t *out_nu
 /* Reads a 1-D (or scalar) int64/int32 host tensor into out[count]. Used for
  * constant-input shapes and axes. Fails (with a message through ctx naming
  * `what` and input index) on another dtype, rank > 1 or more than `cap` values. */
-onyx_status onyx__cpu_read_int_list(onyx_compute_ctx *ctx, const onyx_tensor *t,
-                                    size_t input_index, const char *what, int64_t *out,
-                                    size_t cap, size_t *out_count);
+onyx_status onyx__cpu_read_int_list(onyx_compute_ctx *ctx, const onyx_tensor *t, size_t input_index,
+                                    const char *what, int64_t *out, size_t cap, size_t *out_count);
 
 /* Checks the inputs a kernel is about to read: every index below `required` must be
  * present, and every present one must be a host view with data. Reports through
@@ -167,9 +165,8 @@ onyx_status onyx__cpu_attr_int(const onyx_node_info *node, const char *name, int
 onyx_status onyx__cpu_attr_float(const onyx_node_info *node, const char *name, float dflt,
                                  float *out, char *err, size_t err_cap);
 /* INTS: *out points into the attribute (valid until destroy); NULL/0 when absent. */
-onyx_status onyx__cpu_attr_ints(const onyx_node_info *node, const char *name,
-                                const int64_t **out, size_t *out_count, bool *out_present,
-                                char *err, size_t err_cap);
+onyx_status onyx__cpu_attr_ints(const onyx_node_info *node, const char *name, const int64_t **out,
+                                size_t *out_count, bool *out_present, char *err, size_t err_cap);
 
 /* ------------------------------------------------------------------ broadcasting */
 
@@ -182,11 +179,11 @@ onyx_status onyx__cpu_attr_ints(const onyx_node_info *node, const char *name,
  * possible. inner_stride[k] is 0 (input k is broadcast along the run) or 1.
  */
 typedef struct onyx__cpu_bcast {
-  uint32_t out_rank;              /* the broadcast output shape */
+  uint32_t out_rank; /* the broadcast output shape */
   int64_t out_dims[ONYX_MAX_RANK];
   int64_t out_numel;
-  size_t count;                   /* inputs */
-  uint32_t loop_rank;             /* >= 1 */
+  size_t count;       /* inputs */
+  uint32_t loop_rank; /* >= 1 */
   int64_t loop_dims[ONYX_MAX_RANK];
   int64_t strides[ONYX__CPU_BCAST_MAX_INPUTS][ONYX_MAX_RANK]; /* elements */
 } onyx__cpu_bcast;
@@ -198,9 +195,8 @@ onyx_status onyx__cpu_bcast_init(onyx__cpu_bcast *b, size_t count, const uint32_
 
 /* Walks the loop nest: for each inner run, fn receives the element offset of every
  * input, the output offset, the run length and each input's stride in the run. */
-typedef void (*onyx__cpu_bcast_run_fn)(void *arg, const int64_t *in_offsets,
-                                       int64_t out_offset, int64_t n,
-                                       const int64_t *in_strides);
+typedef void (*onyx__cpu_bcast_run_fn)(void *arg, const int64_t *in_offsets, int64_t out_offset,
+                                       int64_t n, const int64_t *in_strides);
 void onyx__cpu_bcast_walk(const onyx__cpu_bcast *b, onyx__cpu_bcast_run_fn fn, void *arg);
 
 /* ------------------------------------------------------------------ half floats */
@@ -263,8 +259,8 @@ typedef struct onyx__cpu_gemm {
 /* Scratch the float32 GEMM packs into, in floats, for an m×n×k product of
  * ab_dtype operands on `tasks` parallel tasks. 0 where the route packs nothing
  * (nothing to multiply, or few enough rows to go without packing). */
-void onyx__cpu_sgemm_scratch(int64_t m, int64_t n, int64_t k, uint32_t ab_dtype,
-                             uint32_t tasks, uint64_t *out_pack_a, uint64_t *out_pack_b);
+void onyx__cpu_sgemm_scratch(int64_t m, int64_t n, int64_t k, uint32_t ab_dtype, uint32_t tasks,
+                             uint64_t *out_pack_a, uint64_t *out_pack_b);
 
 /* Runs the blocked GEMM; pack_a/pack_b hold at least what sgemm_scratch said. */
 void onyx__cpu_sgemm(const onyx__cpu_provider *p, const onyx__cpu_gemm *g, float *pack_a,
@@ -272,13 +268,13 @@ void onyx__cpu_sgemm(const onyx__cpu_provider *p, const onyx__cpu_gemm *g, float
 
 /* The float64 product Y = alpha·op(A)·op(B) + Y with loop orders that keep the
  * innermost loop contiguous. No scratch. */
-void onyx__cpu_dgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                     double alpha, const double *a, int64_t lda, const double *b,
-                     int64_t ldb, double *y, int64_t ldy);
+void onyx__cpu_dgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                     const double *a, int64_t lda, const double *b, int64_t ldb, double *y,
+                     int64_t ldy);
 
 /* Integer Y = A·B (no transposes; wraps on overflow like the hardware). */
-void onyx__cpu_igemm(uint32_t dtype, int64_t m, int64_t n, int64_t k, const void *a,
-                     const void *b, void *y);
+void onyx__cpu_igemm(uint32_t dtype, int64_t m, int64_t n, int64_t k, const void *a, const void *b,
+                     void *y);
 
 /* ------------------------------------------------------------------ kernel tables */
 

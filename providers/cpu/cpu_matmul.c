@@ -18,24 +18,22 @@ enum { CPU_WS_PACK_A, CPU_WS_PACK_B, CPU_WS_ACC, CPU_WS_COUNT };
 static const char *const cpu_ws_names[CPU_WS_COUNT] = {"gemm_pack_a", "gemm_pack_b",
                                                        "gemm_acc_f32"};
 
-#define CPU_MATMUL_TYPES                                                           \
-  (ONYX__CPU_FLOAT_TYPES | ONYX_DTYPE_BIT(ONYX_DTYPE_INT32) |                      \
-   ONYX_DTYPE_BIT(ONYX_DTYPE_INT64) | ONYX_DTYPE_BIT(ONYX_DTYPE_UINT32) |          \
-   ONYX_DTYPE_BIT(ONYX_DTYPE_UINT64))
+#define CPU_MATMUL_TYPES                                                                           \
+  (ONYX__CPU_FLOAT_TYPES | ONYX_DTYPE_BIT(ONYX_DTYPE_INT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT64) |   \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_UINT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_UINT64))
 
 static bool cpu_uses_sgemm(uint32_t dtype) {
-  return dtype == ONYX_DTYPE_FLOAT32 || dtype == ONYX_DTYPE_FLOAT16 ||
-         dtype == ONYX_DTYPE_BFLOAT16;
+  return dtype == ONYX_DTYPE_FLOAT32 || dtype == ONYX_DTYPE_FLOAT16 || dtype == ONYX_DTYPE_BFLOAT16;
 }
 
 /* Bytes of each region for an m×n×k product in `dtype` (zero where unused). */
-static void cpu_gemm_ws_bytes(const onyx__cpu_node *node, uint32_t dtype, int64_t m,
-                              int64_t n, int64_t k, uint64_t out_bytes[CPU_WS_COUNT]) {
+static void cpu_gemm_ws_bytes(const onyx__cpu_node *node, uint32_t dtype, int64_t m, int64_t n,
+                              int64_t k, uint64_t out_bytes[CPU_WS_COUNT]) {
   memset(out_bytes, 0, CPU_WS_COUNT * sizeof out_bytes[0]);
   if (!cpu_uses_sgemm(dtype) || m <= 0 || n <= 0) return;
   uint64_t pa = 0, pb = 0;
-  onyx__cpu_sgemm_scratch(m, n, k, dtype, node->provider ? node->provider->num_threads : 1,
-                          &pa, &pb);
+  onyx__cpu_sgemm_scratch(m, n, k, dtype, node->provider ? node->provider->num_threads : 1, &pa,
+                          &pb);
   out_bytes[CPU_WS_PACK_A] = pa * sizeof(float);
   out_bytes[CPU_WS_PACK_B] = pb * sizeof(float);
   /* 16-bit outputs accumulate in float32 and are rounded once at the end. */
@@ -59,10 +57,10 @@ static void cpu_ws_fill(const uint64_t bytes[CPU_WS_COUNT], onyx_workspace_requi
 /* Checks the views the core carved against what the plan needs; writes nothing. */
 static onyx_status cpu_ws_views(onyx_compute_ctx *ctx, const uint64_t bytes[CPU_WS_COUNT],
                                 float *out[CPU_WS_COUNT]) {
-  size_t have = ctx->struct_size >= offsetof(onyx_compute_ctx, workspace_count) +
-                                        sizeof ctx->workspace_count
-                    ? ctx->workspace_count
-                    : 0;
+  size_t have =
+      ctx->struct_size >= offsetof(onyx_compute_ctx, workspace_count) + sizeof ctx->workspace_count
+          ? ctx->workspace_count
+          : 0;
   for (int i = 0; i < CPU_WS_COUNT; ++i) {
     out[i] = NULL;
     if (bytes[i] == 0) continue;
@@ -102,8 +100,8 @@ typedef struct cpu_mm_plan {
   onyx__cpu_bcast batch; /* batch broadcast when not folded */
 } cpu_mm_plan;
 
-static onyx_status cpu_mm_plan_make(const onyx_tensor *a, const onyx_tensor *b,
-                                    cpu_mm_plan *p, char *err, size_t err_cap) {
+static onyx_status cpu_mm_plan_make(const onyx_tensor *a, const onyx_tensor *b, cpu_mm_plan *p,
+                                    char *err, size_t err_cap) {
   memset(p, 0, sizeof *p);
   if (a->rank == 0 || b->rank == 0)
     return onyx__cpu_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
@@ -135,8 +133,8 @@ static onyx_status cpu_mm_plan_make(const onyx_tensor *a, const onyx_tensor *b,
   return ONYX_STATUS_OK;
 }
 
-static onyx_status cpu_matmul_workspace(void *state, const onyx_tensor *inputs,
-                                        size_t input_count, onyx_workspace_requirement *req) {
+static onyx_status cpu_matmul_workspace(void *state, const onyx_tensor *inputs, size_t input_count,
+                                        onyx_workspace_requirement *req) {
   const onyx__cpu_node *node = state;
   req->count = 0;
   if (input_count < 2) return ONYX_STATUS_OK; /* compute() will report it */
@@ -173,8 +171,17 @@ static void cpu_mm_one(const cpu_mm_run *r, int64_t ai, int64_t bi, int64_t yi) 
   case ONYX_DTYPE_BFLOAT16: {
     float *acc = r->dtype == ONYX_DTYPE_FLOAT32 ? y : r->ws[CPU_WS_ACC];
     memset(acc, 0, (size_t)(m * n) * sizeof(float));
-    onyx__cpu_gemm g = {.m = m, .n = n, .k = k, .alpha = 1.0f, .ab_dtype = r->dtype,
-                        .a = a, .lda = k, .b = b, .ldb = n, .y = acc, .ldy = n};
+    onyx__cpu_gemm g = {.m = m,
+                        .n = n,
+                        .k = k,
+                        .alpha = 1.0f,
+                        .ab_dtype = r->dtype,
+                        .a = a,
+                        .lda = k,
+                        .b = b,
+                        .ldb = n,
+                        .y = acc,
+                        .ldy = n};
     onyx__cpu_sgemm(r->node->provider, &g, r->ws[CPU_WS_PACK_A], r->ws[CPU_WS_PACK_B]);
     if (r->dtype != ONYX_DTYPE_FLOAT32) cpu_store_acc(r->dtype, acc, y, m * n);
     break;
@@ -218,8 +225,12 @@ static onyx_status cpu_matmul_compute(void *state, onyx_compute_ctx *ctx,
     ctx->set_error(ctx, "%s", why);
     return st;
   }
-  cpu_mm_run run = {.node = node, .plan = &plan, .dtype = a->dtype,
-                    .esize = onyx_dtype_size(a->dtype), .a = a->data, .b = b->data};
+  cpu_mm_run run = {.node = node,
+                    .plan = &plan,
+                    .dtype = a->dtype,
+                    .esize = onyx_dtype_size(a->dtype),
+                    .a = a->data,
+                    .b = b->data};
   uint64_t bytes[CPU_WS_COUNT];
   cpu_gemm_ws_bytes(node, a->dtype, plan.gemm_m, plan.n, plan.k, bytes);
   st = cpu_ws_views(ctx, bytes, run.ws);
@@ -299,13 +310,13 @@ static onyx_status cpu_gemm_dims(const cpu_gemm_state *s, const onyx_tensor *a,
     return onyx__cpu_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
                           "input 1 dim %d is %lld, expected %lld (K of input 0, transA=%d "
                           "transB=%d); shapes %s and %s",
-                          s->trans_b ? 1 : 0, (long long)kb, (long long)*k, s->trans_a,
-                          s->trans_b, onyx__cpu_tensor_shape(a).s, onyx__cpu_tensor_shape(b).s);
+                          s->trans_b ? 1 : 0, (long long)kb, (long long)*k, s->trans_a, s->trans_b,
+                          onyx__cpu_tensor_shape(a).s, onyx__cpu_tensor_shape(b).s);
   return ONYX_STATUS_OK;
 }
 
-static onyx_status cpu_gemm_workspace(void *state, const onyx_tensor *inputs,
-                                      size_t input_count, onyx_workspace_requirement *req) {
+static onyx_status cpu_gemm_workspace(void *state, const onyx_tensor *inputs, size_t input_count,
+                                      onyx_workspace_requirement *req) {
   const cpu_gemm_state *s = state;
   req->count = 0;
   int64_t m, n, k;
@@ -320,8 +331,8 @@ static onyx_status cpu_gemm_workspace(void *state, const onyx_tensor *inputs,
 
 /* Y (float32 or float64 buffer) = beta·C broadcast to [M,N], or zero. C may be a
  * scalar, [N], [1,N], [M,1], [M,N] or any of those with 1s. */
-static void cpu_gemm_init_y(const onyx_tensor *c, float beta, int64_t m, int64_t n,
-                            bool dbl, void *y) {
+static void cpu_gemm_init_y(const onyx_tensor *c, float beta, int64_t m, int64_t n, bool dbl,
+                            void *y) {
   if (c == NULL || beta == 0.0f) {
     memset(y, 0, (size_t)(m * n) * (dbl ? sizeof(double) : sizeof(float)));
     return;
@@ -393,15 +404,24 @@ static onyx_status cpu_gemm_compute(void *state, onyx_compute_ctx *ctx,
 
   if (a->dtype == ONYX_DTYPE_FLOAT64) {
     cpu_gemm_init_y(c, s->beta, m, n, true, y->data);
-    onyx__cpu_dgemm(s->trans_a, s->trans_b, m, n, k, s->alpha, a->data, a->dims[1],
-                    b->data, b->dims[1], y->data, n);
+    onyx__cpu_dgemm(s->trans_a, s->trans_b, m, n, k, s->alpha, a->data, a->dims[1], b->data,
+                    b->dims[1], y->data, n);
     return ONYX_STATUS_OK;
   }
   float *acc = a->dtype == ONYX_DTYPE_FLOAT32 ? y->data : ws[CPU_WS_ACC];
   cpu_gemm_init_y(c, s->beta, m, n, false, acc);
-  onyx__cpu_gemm g = {.trans_a = s->trans_a, .trans_b = s->trans_b, .m = m, .n = n, .k = k,
-                      .alpha = s->alpha, .ab_dtype = a->dtype, .a = a->data,
-                      .lda = a->dims[1], .b = b->data, .ldb = b->dims[1], .y = acc,
+  onyx__cpu_gemm g = {.trans_a = s->trans_a,
+                      .trans_b = s->trans_b,
+                      .m = m,
+                      .n = n,
+                      .k = k,
+                      .alpha = s->alpha,
+                      .ab_dtype = a->dtype,
+                      .a = a->data,
+                      .lda = a->dims[1],
+                      .b = b->data,
+                      .ldb = b->dims[1],
+                      .y = acc,
                       .ldy = n};
   onyx__cpu_sgemm(s->base.provider, &g, ws[CPU_WS_PACK_A], ws[CPU_WS_PACK_B]);
   if (a->dtype != ONYX_DTYPE_FLOAT32) cpu_store_acc(a->dtype, acc, y->data, m * n);

@@ -9,8 +9,7 @@
 
 #include "cpu_impl.h"
 
-onyx_status onyx__cpu_fail(char *err, size_t err_cap, onyx_status status, const char *fmt,
-                           ...) {
+onyx_status onyx__cpu_fail(char *err, size_t err_cap, onyx_status status, const char *fmt, ...) {
   if (err != NULL && err_cap > 0) {
     va_list ap;
     va_start(ap, fmt);
@@ -72,9 +71,8 @@ const char *onyx__cpu_dtype_name(uint32_t dtype) {
     return "undefined";
   default: {
     /* ONNX types this ABI version has no name for (float8, int4, ...). */
-    static const char *const names[] = {"dtype 17", "dtype 18", "dtype 19", "dtype 20",
-                                        "dtype 21", "dtype 22", "dtype 23", "dtype 24",
-                                        "dtype 25", "dtype 26"};
+    static const char *const names[] = {"dtype 17", "dtype 18", "dtype 19", "dtype 20", "dtype 21",
+                                        "dtype 22", "dtype 23", "dtype 24", "dtype 25", "dtype 26"};
     if (dtype >= 17 && dtype <= 26) return names[dtype - 17];
     return "unknown dtype";
   }
@@ -111,9 +109,8 @@ bool onyx__cpu_checked_numel(uint32_t rank, const int64_t *dims, int64_t *out_nu
   return true;
 }
 
-onyx_status onyx__cpu_read_int_list(onyx_compute_ctx *ctx, const onyx_tensor *t,
-                                    size_t input_index, const char *what, int64_t *out,
-                                    size_t cap, size_t *out_count) {
+onyx_status onyx__cpu_read_int_list(onyx_compute_ctx *ctx, const onyx_tensor *t, size_t input_index,
+                                    const char *what, int64_t *out, size_t cap, size_t *out_count) {
   if (t->dtype != ONYX_DTYPE_INT64 && t->dtype != ONYX_DTYPE_INT32) {
     ctx->set_error(ctx, "input %zu (%s) must be int64, got %s", input_index, what,
                    onyx__cpu_dtype_name(t->dtype));
@@ -126,8 +123,8 @@ onyx_status onyx__cpu_read_int_list(onyx_compute_ctx *ctx, const onyx_tensor *t,
   }
   int64_t n = onyx_tensor_numel(t);
   if ((uint64_t)n > cap) {
-    ctx->set_error(ctx, "input %zu (%s) has %lld values, at most %zu are supported",
-                   input_index, what, (long long)n, cap);
+    ctx->set_error(ctx, "input %zu (%s) has %lld values, at most %zu are supported", input_index,
+                   what, (long long)n, cap);
     return ONYX_STATUS_UNSUPPORTED;
   }
   if (n > 0 && t->data == NULL) {
@@ -172,8 +169,8 @@ onyx_status onyx__cpu_check_inputs(onyx_compute_ctx *ctx, const onyx_tensor *con
 
 /* ------------------------------------------------------------------ kernel state */
 
-void *onyx__cpu_state_new(size_t size, void *provider_state, const onyx_node_info *node,
-                          char *err, size_t err_cap) {
+void *onyx__cpu_state_new(size_t size, void *provider_state, const onyx_node_info *node, char *err,
+                          size_t err_cap) {
   onyx__cpu_node *s = calloc(1, size);
   if (s == NULL) {
     onyx__cpu_fail(err, err_cap, ONYX_STATUS_OUT_OF_MEMORY,
@@ -185,8 +182,8 @@ void *onyx__cpu_state_new(size_t size, void *provider_state, const onyx_node_inf
   snprintf(s->op_type, sizeof s->op_type, "%s", node->op_type ? node->op_type : "?");
   /* An output slot the node leaves unnamed is not wanted. A node that lists no
    * outputs at all still gets output 0 computed, which is harmless. */
-  s->want_output = node->output_count == 0 || node->output_present == NULL ||
-                   node->output_present[0];
+  s->want_output =
+      node->output_count == 0 || node->output_present == NULL || node->output_present[0];
   return s;
 }
 
@@ -206,8 +203,7 @@ onyx_status onyx__cpu_alloc_output(const onyx__cpu_node *node, onyx_compute_ctx 
   *out_view = NULL;
   if (!node->want_output) return ONYX_STATUS_OK;
   if (rank > ONYX_MAX_RANK) {
-    ctx->set_error(ctx, "output rank %u exceeds the ABI limit of %d", rank,
-                   ONYX_MAX_RANK);
+    ctx->set_error(ctx, "output rank %u exceeds the ABI limit of %d", rank, ONYX_MAX_RANK);
     return ONYX_STATUS_UNSUPPORTED;
   }
   /* A scalar has no dims; still hand over a valid pointer. */
@@ -215,9 +211,8 @@ onyx_status onyx__cpu_alloc_output(const onyx__cpu_node *node, onyx_compute_ctx 
   onyx_tensor *view = NULL;
   onyx_status st = ctx->alloc_output(ctx, 0, dtype, rank, rank ? dims : no_dims, &view);
   if (st != ONYX_STATUS_OK || view == NULL) {
-    ctx->set_error(ctx, "cannot allocate output 0 (%s %s): %s",
-                   onyx__cpu_dtype_name(dtype), onyx__cpu_shape_str(rank, dims).s,
-                   onyx_status_str(st));
+    ctx->set_error(ctx, "cannot allocate output 0 (%s %s): %s", onyx__cpu_dtype_name(dtype),
+                   onyx__cpu_shape_str(rank, dims).s, onyx_status_str(st));
     return st != ONYX_STATUS_OK ? st : ONYX_STATUS_INTERNAL;
   }
   if (view->data == NULL && onyx_tensor_numel(view) != 0) {

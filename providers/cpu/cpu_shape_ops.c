@@ -37,19 +37,19 @@ static onyx_status cpu_check_data(onyx_compute_ctx *ctx, const onyx_tensor *x) {
   return ONYX_STATUS_OK;
 }
 
-#define CPU_KERNEL(sym, NAME, SINCE, UNTIL, CREATE, COMPUTE)                       \
-  const onyx_kernel_table sym = {                                                   \
-      .struct_size = sizeof(onyx_kernel_table),                                     \
-      .version = ONYX_ABI_VERSION,                                                  \
-      .domain = "",                                                                 \
-      .op_type = NAME,                                                              \
-      .since_opset = SINCE,                                                         \
-      .until_opset = UNTIL,                                                         \
-      .type_input = 0,                                                              \
-      .type_mask = ONYX__CPU_FIXED_TYPES,                                           \
-      .create = CREATE,                                                             \
-      .destroy = onyx__cpu_destroy,                                                 \
-      .compute = COMPUTE,                                                           \
+#define CPU_KERNEL(sym, NAME, SINCE, UNTIL, CREATE, COMPUTE)                                       \
+  const onyx_kernel_table sym = {                                                                  \
+      .struct_size = sizeof(onyx_kernel_table),                                                    \
+      .version = ONYX_ABI_VERSION,                                                                 \
+      .domain = "",                                                                                \
+      .op_type = NAME,                                                                             \
+      .since_opset = SINCE,                                                                        \
+      .until_opset = UNTIL,                                                                        \
+      .type_input = 0,                                                                             \
+      .type_mask = ONYX__CPU_FIXED_TYPES,                                                          \
+      .create = CREATE,                                                                            \
+      .destroy = onyx__cpu_destroy,                                                                \
+      .compute = COMPUTE,                                                                          \
   };
 
 /* ------------------------------------------------------------------ Identity */
@@ -83,8 +83,8 @@ static onyx_status cpu_reshape_create(void *provider_state, const onyx_node_info
   bool present = false;
   onyx_status st = onyx__cpu_attr_int(node, "allowzero", 0, &allowzero, err, err_cap);
   if (st == ONYX_STATUS_OK && node->opset < 5) {
-    st = onyx__cpu_attr_ints(node, "shape", &s->shape_attr, &s->shape_attr_count, &present,
-                             err, err_cap);
+    st = onyx__cpu_attr_ints(node, "shape", &s->shape_attr, &s->shape_attr_count, &present, err,
+                             err_cap);
     if (st == ONYX_STATUS_OK && !present)
       st = onyx__cpu_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
                           "Reshape: attribute 'shape' is required before opset 5");
@@ -140,8 +140,8 @@ static onyx_status cpu_reshape_compute(void *state, onyx_compute_ctx *ctx,
       has_zero = true;
       if (!s->allowzero) {
         if (i >= x->rank) {
-          ctx->set_error(ctx, "input 1 (shape) has 0 at %zu but input 0 %s has no dim there",
-                         i, onyx__cpu_tensor_shape(x).s);
+          ctx->set_error(ctx, "input 1 (shape) has 0 at %zu but input 0 %s has no dim there", i,
+                         onyx__cpu_tensor_shape(x).s);
           return ONYX_STATUS_INVALID_ARGUMENT;
         }
         shape[i] = x->dims[i];
@@ -156,7 +156,8 @@ static onyx_status cpu_reshape_compute(void *state, onyx_compute_ctx *ctx,
   for (size_t i = 0; i < rank; ++i) {
     if ((int)i == infer) continue;
     if (__builtin_mul_overflow(known, shape[i], &known)) {
-      ctx->set_error(ctx, "input 1 (shape) %s overflows", onyx__cpu_shape_str((uint32_t)rank, shape).s);
+      ctx->set_error(ctx, "input 1 (shape) %s overflows",
+                     onyx__cpu_shape_str((uint32_t)rank, shape).s);
       return ONYX_STATUS_INVALID_ARGUMENT;
     }
   }
@@ -205,8 +206,8 @@ static onyx_status cpu_transpose_create(void *provider_state, const onyx_node_in
 
 /* Copies n elements of `esize` bytes read `stride` elements apart. Fixed sizes let
  * the compiler turn each memcpy into one load and one store. */
-static void cpu_gather_run(unsigned char *dst, const unsigned char *src, int64_t n,
-                           int64_t stride, size_t esize) {
+static void cpu_gather_run(unsigned char *dst, const unsigned char *src, int64_t n, int64_t stride,
+                           size_t esize) {
   switch (esize) {
   case 1:
     for (int64_t i = 0; i < n; ++i) dst[i] = src[i * stride];
@@ -246,9 +247,9 @@ static onyx_status cpu_transpose_compute(void *state, onyx_compute_ctx *ctx,
       perm[d] = p;
     }
     if (!ok) {
+      uint32_t shown = (uint32_t)(s->perm_count < ONYX_MAX_RANK ? s->perm_count : ONYX_MAX_RANK);
       ctx->set_error(ctx, "attribute perm %s is not a permutation of the %u dims of input 0 %s",
-                     onyx__cpu_shape_str((uint32_t)(s->perm_count < ONYX_MAX_RANK ? s->perm_count : ONYX_MAX_RANK), s->perm).s,
-                     r, onyx__cpu_tensor_shape(x).s);
+                     onyx__cpu_shape_str(shown, s->perm).s, r, onyx__cpu_tensor_shape(x).s);
       return ONYX_STATUS_INVALID_ARGUMENT;
     }
   }
@@ -366,8 +367,7 @@ static onyx_status cpu_concat_compute(void *state, onyx_compute_ctx *ctx,
     for (uint32_t d = 0; ok && d < t->rank; ++d) ok = d == axis || t->dims[d] == x0->dims[d];
     if (!ok) {
       ctx->set_error(ctx, "input %zu has shape %s, expected %s except along axis %lld", i,
-                     onyx__cpu_tensor_shape(t).s, onyx__cpu_tensor_shape(x0).s,
-                     (long long)axis);
+                     onyx__cpu_tensor_shape(t).s, onyx__cpu_tensor_shape(x0).s, (long long)axis);
       return ONYX_STATUS_INVALID_ARGUMENT;
     }
     out_dims[axis] += t->dims[axis];
@@ -496,8 +496,8 @@ static onyx_status cpu_axes_create(void *provider_state, const onyx_node_info *n
   if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
   onyx_status st = ONYX_STATUS_OK;
   if (node->opset < 13) {
-    st = onyx__cpu_attr_ints(node, "axes", &s->axes, &s->axes_count, &s->axes_present, err,
-                             err_cap);
+    st =
+        onyx__cpu_attr_ints(node, "axes", &s->axes, &s->axes_count, &s->axes_present, err, err_cap);
     if (st == ONYX_STATUS_OK && !s->axes_present && strcmp(node->op_type, "Unsqueeze") == 0)
       st = onyx__cpu_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
                           "Unsqueeze: attribute 'axes' is required before opset 13");
@@ -512,12 +512,12 @@ static onyx_status cpu_axes_create(void *provider_state, const onyx_node_info *n
 
 /* The axes list from the attribute or input 1; *out_present false when absent. */
 static onyx_status cpu_axes_get(const cpu_axes_state *s, onyx_compute_ctx *ctx,
-                                const onyx_tensor *const *inputs, size_t input_count,
-                                int64_t *axes, size_t *out_count, bool *out_present) {
+                                const onyx_tensor *const *inputs, size_t input_count, int64_t *axes,
+                                size_t *out_count, bool *out_present) {
   if (s->base.opset < 13) {
     if (s->axes_count > ONYX_MAX_RANK) {
-      ctx->set_error(ctx, "attribute axes has %zu entries, at most %d are supported",
-                     s->axes_count, ONYX_MAX_RANK);
+      ctx->set_error(ctx, "attribute axes has %zu entries, at most %d are supported", s->axes_count,
+                     ONYX_MAX_RANK);
       return ONYX_STATUS_UNSUPPORTED;
     }
     if (s->axes_count > 0) memcpy(axes, s->axes, s->axes_count * sizeof axes[0]);
@@ -583,8 +583,8 @@ static onyx_status cpu_squeeze_compute(void *state, onyx_compute_ctx *ctx,
   if (st != ONYX_STATUS_OK) return st;
 
   bool removed[ONYX_MAX_RANK] = {false};
-  if (!present) {
-    /* No axes: every size-1 dim goes. */
+  if (!present || count == 0) {
+    /* No axes (or an empty list, as ONNX Runtime reads it): every size-1 dim goes. */
     for (uint32_t d = 0; d < x->rank; ++d) removed[d] = x->dims[d] == 1;
   }
   for (size_t i = 0; i < count; ++i) {
@@ -667,19 +667,19 @@ static onyx_status cpu_shape_compute(void *state, onyx_compute_ctx *ctx,
 }
 
 /* Shape reads only the geometry, so it accepts every dtype, strings included. */
-#define CPU_SHAPE_KERNEL(sym, SINCE, UNTIL)                                        \
-  const onyx_kernel_table sym = {                                                   \
-      .struct_size = sizeof(onyx_kernel_table),                                     \
-      .version = ONYX_ABI_VERSION,                                                  \
-      .domain = "",                                                                 \
-      .op_type = "Shape",                                                           \
-      .since_opset = SINCE,                                                         \
-      .until_opset = UNTIL,                                                         \
-      .type_input = 0,                                                              \
-      .type_mask = 0,                                                               \
-      .create = cpu_shape_create,                                                   \
-      .destroy = onyx__cpu_destroy,                                                 \
-      .compute = cpu_shape_compute,                                                 \
+#define CPU_SHAPE_KERNEL(sym, SINCE, UNTIL)                                                        \
+  const onyx_kernel_table sym = {                                                                  \
+      .struct_size = sizeof(onyx_kernel_table),                                                    \
+      .version = ONYX_ABI_VERSION,                                                                 \
+      .domain = "",                                                                                \
+      .op_type = "Shape",                                                                          \
+      .since_opset = SINCE,                                                                        \
+      .until_opset = UNTIL,                                                                        \
+      .type_input = 0,                                                                             \
+      .type_mask = 0,                                                                              \
+      .create = cpu_shape_create,                                                                  \
+      .destroy = onyx__cpu_destroy,                                                                \
+      .compute = cpu_shape_compute,                                                                \
   };
 CPU_SHAPE_KERNEL(onyx__cpu_k_shape_1, 1, 14)
 CPU_SHAPE_KERNEL(onyx__cpu_k_shape_15, 15, 0)
@@ -696,8 +696,8 @@ typedef struct cpu_constant_state {
 } cpu_constant_state;
 
 /* Fills `value` from whichever of the value attributes the node has. */
-static onyx_status cpu_constant_parse(const onyx_node_info *node, cpu_constant_state *s,
-                                      char *err, size_t err_cap) {
+static onyx_status cpu_constant_parse(const onyx_node_info *node, cpu_constant_state *s, char *err,
+                                      size_t err_cap) {
   static const char *const unsupported[] = {"sparse_value", "value_string", "value_strings"};
   for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; ++i)
     if (onyx__cpu_attr_find(node, unsupported[i]) != NULL)

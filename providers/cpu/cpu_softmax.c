@@ -52,8 +52,7 @@ static void cpu_softmax_f64(const double *x, double *y, int64_t len, int64_t str
 static void cpu_softmax_f32(uint32_t dtype, const void *x, void *y, int64_t base, int64_t len,
                             int64_t stride) {
   float mx = -INFINITY;
-  for (int64_t i = 0; i < len; ++i)
-    mx = fmaxf(mx, onyx__cpu_load_f32(dtype, x, base + i * stride));
+  for (int64_t i = 0; i < len; ++i) mx = fmaxf(mx, onyx__cpu_load_f32(dtype, x, base + i * stride));
   float sum = 0.0f;
   if (dtype == ONYX_DTYPE_FLOAT32) {
     const float *xf = (const float *)x + base;
@@ -66,7 +65,8 @@ static void cpu_softmax_f32(uint32_t dtype, const void *x, void *y, int64_t base
     for (int64_t i = 0; i < len; ++i) yf[i * stride] /= sum;
     return;
   }
-  for (int64_t i = 0; i < len; ++i) sum += expf(onyx__cpu_load_f32(dtype, x, base + i * stride) - mx);
+  for (int64_t i = 0; i < len; ++i)
+    sum += expf(onyx__cpu_load_f32(dtype, x, base + i * stride) - mx);
   for (int64_t i = 0; i < len; ++i) {
     int64_t at = base + i * stride;
     onyx__cpu_store_f32(dtype, y, at, expf(onyx__cpu_load_f32(dtype, x, at) - mx) / sum);
@@ -87,8 +87,8 @@ static onyx_status cpu_softmax_compute(void *state, onyx_compute_ctx *ctx,
   /* A scalar is a one-element slice (rank 0 accepts axis 0 and -1 like rank 1). */
   int64_t rank = x->rank, axis;
   if (!onyx__cpu_normalize_axis(s->axis, rank > 0 ? rank : 1, &axis)) {
-    ctx->set_error(ctx, "axis %lld is out of range for input 0 of rank %lld",
-                   (long long)s->axis, (long long)rank);
+    ctx->set_error(ctx, "axis %lld is out of range for input 0 of rank %lld", (long long)s->axis,
+                   (long long)rank);
     return ONYX_STATUS_INVALID_ARGUMENT;
   }
   if (rank == 0) axis = 0;
@@ -119,20 +119,20 @@ static onyx_status cpu_softmax_compute(void *state, onyx_compute_ctx *ctx,
   return ONYX_STATUS_OK;
 }
 
-#define CPU_SOFTMAX_KERNEL(sfx, SINCE, UNTIL)                                      \
-  const onyx_kernel_table onyx__cpu_k_softmax_##sfx = {                             \
-      .struct_size = sizeof(onyx_kernel_table),                                     \
-      .version = ONYX_ABI_VERSION,                                                  \
-      .domain = "",                                                                 \
-      .op_type = "Softmax",                                                         \
-      .since_opset = SINCE,                                                         \
-      .until_opset = UNTIL,                                                         \
-      .type_input = 0,                                                              \
-      .type_mask = ONYX__CPU_FLOAT_TYPES,                                           \
-      .create = cpu_softmax_create,                                                 \
-      .destroy = onyx__cpu_destroy,                                                 \
-      .compute = cpu_softmax_compute,                                               \
+#define CPU_SOFTMAX_KERNEL(sfx, SINCE, UNTIL)                                                      \
+  const onyx_kernel_table onyx__cpu_k_softmax_##sfx = {                                            \
+      .struct_size = sizeof(onyx_kernel_table),                                                    \
+      .version = ONYX_ABI_VERSION,                                                                 \
+      .domain = "",                                                                                \
+      .op_type = "Softmax",                                                                        \
+      .since_opset = SINCE,                                                                        \
+      .until_opset = UNTIL,                                                                        \
+      .type_input = 0,                                                                             \
+      .type_mask = ONYX__CPU_FLOAT_TYPES,                                                          \
+      .create = cpu_softmax_create,                                                                \
+      .destroy = onyx__cpu_destroy,                                                                \
+      .compute = cpu_softmax_compute,                                                              \
   };
 
-CPU_SOFTMAX_KERNEL(1, 1, 12) /* 2-D coercion at axis, default 1 */
+CPU_SOFTMAX_KERNEL(1, 1, 12)  /* 2-D coercion at axis, default 1 */
 CPU_SOFTMAX_KERNEL(13, 13, 0) /* along one axis, default -1 */

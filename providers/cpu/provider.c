@@ -10,21 +10,47 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention/attention_kernels.h"
 #include "cpu_impl.h"
 
 /* Every kernel this provider offers. Placement walks the list in order, so when two
  * tables could match a node the first wins; the opset ranges here do not overlap. */
 static const onyx_kernel_table *const cpu_kernels[] = {
-    &onyx__cpu_k_add_1,       &onyx__cpu_k_add_7,        &onyx__cpu_k_sub_1,
-    &onyx__cpu_k_sub_7,       &onyx__cpu_k_mul_1,        &onyx__cpu_k_mul_7,
-    &onyx__cpu_k_div_1,       &onyx__cpu_k_div_7,        &onyx__cpu_k_relu,
-    &onyx__cpu_k_sigmoid,     &onyx__cpu_k_matmul,       &onyx__cpu_k_gemm,
-    &onyx__cpu_k_softmax_1,   &onyx__cpu_k_softmax_13,   &onyx__cpu_k_cast,
-    &onyx__cpu_k_castlike,    &onyx__cpu_k_reshape_1,    &onyx__cpu_k_reshape_5,
-    &onyx__cpu_k_transpose,   &onyx__cpu_k_concat,       &onyx__cpu_k_gather,
-    &onyx__cpu_k_unsqueeze_1, &onyx__cpu_k_unsqueeze_13, &onyx__cpu_k_squeeze_1,
-    &onyx__cpu_k_squeeze_13,  &onyx__cpu_k_shape_1,      &onyx__cpu_k_shape_15,
-    &onyx__cpu_k_identity,    &onyx__cpu_k_constant,
+    &onyx__cpu_k_add_1,
+    &onyx__cpu_k_add_7,
+    &onyx__cpu_k_sub_1,
+    &onyx__cpu_k_sub_7,
+    &onyx__cpu_k_mul_1,
+    &onyx__cpu_k_mul_7,
+    &onyx__cpu_k_div_1,
+    &onyx__cpu_k_div_7,
+    &onyx__cpu_k_relu,
+    &onyx__cpu_k_sigmoid,
+    &onyx__cpu_k_matmul,
+    &onyx__cpu_k_gemm,
+    &onyx__cpu_k_softmax_1,
+    &onyx__cpu_k_softmax_13,
+    &onyx__cpu_k_cast,
+    &onyx__cpu_k_castlike,
+    &onyx__cpu_k_reshape_1,
+    &onyx__cpu_k_reshape_5,
+    &onyx__cpu_k_transpose,
+    &onyx__cpu_k_concat,
+    &onyx__cpu_k_gather,
+    &onyx__cpu_k_unsqueeze_1,
+    &onyx__cpu_k_unsqueeze_13,
+    &onyx__cpu_k_squeeze_1,
+    &onyx__cpu_k_squeeze_13,
+    &onyx__cpu_k_shape_1,
+    &onyx__cpu_k_shape_15,
+    &onyx__cpu_k_identity,
+    &onyx__cpu_k_constant,
+    /* attention/: ONNX Attention and RotaryEmbedding, com.microsoft
+     * GroupQueryAttention and RotaryEmbedding */
+    &onyx_cpu_attention_kernel,
+    &onyx_cpu_rotary_kernel,
+    &onyx_cpu_gqa_kernel,
+    &onyx_cpu_ms_rotary_kernel,
 };
 
 /* Parses a thread count; false on anything but a plain non-negative integer. */
@@ -46,8 +72,7 @@ static bool cpu_parse_threads(const char *text, uint32_t *out) {
  * this provider; they are logged at INFO so typos can still be found.
  */
 static onyx_status cpu_open(const onyx_host_table *host, const onyx_option *options,
-                            size_t option_count, void **out_state, char *err,
-                            size_t err_cap) {
+                            size_t option_count, void **out_state, char *err, size_t err_cap) {
   uint32_t threads = 0;
   for (size_t i = 0; i < option_count; ++i) {
     const char *key = options[i].key ? options[i].key : "";
@@ -70,10 +95,10 @@ static onyx_status cpu_open(const onyx_host_table *host, const onyx_option *opti
   p->host = host;
   /* A host table from an older core may be shorter than ours: read parallel_for
    * only when the struct is large enough to hold it. */
-  bool has_pool = host != NULL &&
-                  host->struct_size >= offsetof(onyx_host_table, num_threads) +
-                                           sizeof host->num_threads &&
-                  host->parallel_for != NULL && host->num_threads > 1;
+  bool has_pool =
+      host != NULL &&
+      host->struct_size >= offsetof(onyx_host_table, num_threads) + sizeof host->num_threads &&
+      host->parallel_for != NULL && host->num_threads > 1;
   p->parallel = has_pool && threads != 1;
   p->num_threads = p->parallel ? host->num_threads : 1;
   if (p->parallel && threads > 1 && threads < p->num_threads) p->num_threads = threads;
@@ -83,8 +108,8 @@ static onyx_status cpu_open(const onyx_host_table *host, const onyx_option *opti
 
 static void cpu_close(void *state) { free(state); }
 
-void onyx__cpu_parallel_for(const onyx__cpu_provider *p, size_t n,
-                            void (*fn)(void *arg, size_t i), void *arg) {
+void onyx__cpu_parallel_for(const onyx__cpu_provider *p, size_t n, void (*fn)(void *arg, size_t i),
+                            void *arg) {
   if (p != NULL && p->parallel && n > 1) {
     p->host->parallel_for(p->host->host_data, n, fn, arg);
     return;
@@ -129,5 +154,5 @@ onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,
 }
 
 /* The entry point must match the published typedef exactly. */
-_Static_assert(_Generic(&onyx_provider_entry, onyx_provider_entry_fn: 1, default: 0),
+_Static_assert(_Generic(&onyx_provider_entry, onyx_provider_entry_fn : 1, default : 0),
                "onyx_provider_entry must have the onyx_provider_entry_fn type");

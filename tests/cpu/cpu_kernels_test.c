@@ -83,8 +83,7 @@ static void expect_fail(const kh_result *r, onyx_status st, const char *fragment
   assert_false(r->allocated_on_error);
 }
 
-static void expect_shape(const onyx_tensor *t, uint32_t dtype, uint32_t rank,
-                         const int64_t *dims) {
+static void expect_shape(const onyx_tensor *t, uint32_t dtype, uint32_t rank, const int64_t *dims) {
   assert_int_equal(t->dtype, dtype);
   assert_int_equal(t->rank, rank);
   for (uint32_t i = 0; i < rank; ++i)
@@ -122,8 +121,8 @@ static void expect_u16(const uint16_t *got, const uint16_t *want, int64_t n) {
 }
 
 /* Offset of output element `i` in an input broadcast to the output shape. */
-static int64_t bcast_offset(int64_t i, uint32_t out_rank, const int64_t *out_dims,
-                            uint32_t rank, const int64_t *dims) {
+static int64_t bcast_offset(int64_t i, uint32_t out_rank, const int64_t *out_dims, uint32_t rank,
+                            const int64_t *dims) {
   int64_t off = 0, stride = 1;
   for (uint32_t d = out_rank; d-- > 0;) {
     int64_t c = i % out_dims[d];
@@ -191,8 +190,7 @@ static void test_open_options(void **st) {
   assert_int_equal(kh_load(&p, g_so_path, ok, 2, 4, err, sizeof err), ONYX_STATUS_OK);
   kh_unload(&p);
   onyx_option bad[] = {{"threads", "many"}};
-  assert_int_equal(kh_load(&p, g_so_path, bad, 1, 1, err, sizeof err),
-                   ONYX_STATUS_INVALID_CONFIG);
+  assert_int_equal(kh_load(&p, g_so_path, bad, 1, 1, err, sizeof err), ONYX_STATUS_INVALID_CONFIG);
   assert_non_null(strstr(err, "threads"));
 }
 
@@ -213,11 +211,11 @@ static void test_binary_broadcast_f32(void **st) {
       {3, {2, 3, 4}, 3, {2, 3, 4}, 3, {2, 3, 4}},
       {3, {2, 3, 4}, 1, {4}, 3, {2, 3, 4}},
       {3, {2, 1, 4}, 2, {3, 1}, 3, {2, 3, 4}},
-      {0, {0}, 2, {2, 3}, 2, {2, 3}},       /* scalar + matrix */
+      {0, {0}, 2, {2, 3}, 2, {2, 3}}, /* scalar + matrix */
       {2, {2, 3}, 0, {0}, 2, {2, 3}},
       {4, {1, 3, 1, 5}, 4, {2, 1, 4, 1}, 4, {2, 3, 4, 5}},
       {2, {5, 1}, 1, {1}, 2, {5, 1}},
-      {2, {0, 3}, 1, {3}, 2, {0, 3}},       /* zero-size */
+      {2, {0, 3}, 1, {3}, 2, {0, 3}}, /* zero-size */
       {2, {3, 0}, 2, {1, 1}, 2, {3, 0}},
       {1, {1}, 0, {0}, 1, {1}},
   };
@@ -313,7 +311,8 @@ static void test_binary_int(void **st) {
   /* Smaller and unsigned types (the ONNX tests use them). */
   uint8_t ua[] = {200, 3, 255}, ub[] = {100, 4, 2};
   int64_t d3[] = {3};
-  onyx_tensor tua = kh_tensor(ONYX_DTYPE_UINT8, 1, d3, ua), tub = kh_tensor(ONYX_DTYPE_UINT8, 1, d3, ub);
+  onyx_tensor tua = kh_tensor(ONYX_DTYPE_UINT8, 1, d3, ua),
+              tub = kh_tensor(ONYX_DTYPE_UINT8, 1, d3, ub);
   const onyx_tensor *inu[] = {&tua, &tub};
   kh_node mul = {.op = "Mul", .opset = 14};
   run(&mul, inu, 2, &r);
@@ -324,7 +323,8 @@ static void test_binary_int(void **st) {
 
   int64_t la[] = {INT64_MAX, -9}, lb[] = {1, 4};
   int64_t d2[] = {2};
-  onyx_tensor tla = kh_tensor(ONYX_DTYPE_INT64, 1, d2, la), tlb = kh_tensor(ONYX_DTYPE_INT64, 1, d2, lb);
+  onyx_tensor tla = kh_tensor(ONYX_DTYPE_INT64, 1, d2, la),
+              tlb = kh_tensor(ONYX_DTYPE_INT64, 1, d2, lb);
   const onyx_tensor *inl[] = {&tla, &tlb};
   kh_node sub = {.op = "Sub", .opset = 14};
   run(&sub, inl, 2, &r);
@@ -340,7 +340,8 @@ static void test_binary_half(void **st) {
   uint16_t a[] = {0x3C00, 0x3C00, 0x7BFF, 0x3555}; /* 1, 1, 65504, ~0.333 */
   uint16_t b[] = {0x1000, 0x1600, 0x7BFF, 0x3C00}; /* 2^-11, 3·2^-11, 65504, 1 */
   int64_t d[] = {4};
-  onyx_tensor ta = kh_tensor(ONYX_DTYPE_FLOAT16, 1, d, a), tb = kh_tensor(ONYX_DTYPE_FLOAT16, 1, d, b);
+  onyx_tensor ta = kh_tensor(ONYX_DTYPE_FLOAT16, 1, d, a),
+              tb = kh_tensor(ONYX_DTYPE_FLOAT16, 1, d, b);
   const onyx_tensor *in[] = {&ta, &tb};
   kh_node add = {.op = "Add", .opset = 14};
   kh_result r;
@@ -353,7 +354,8 @@ static void test_binary_half(void **st) {
   /* bfloat16: 1.5 * 3 = 4.5 exactly; 1/3 rounds to nearest. */
   uint16_t ba[] = {0x3FC0, 0x3F80}, bb[] = {0x4040, 0x4040};
   int64_t d2[] = {2};
-  onyx_tensor tba = kh_tensor(ONYX_DTYPE_BFLOAT16, 1, d2, ba), tbb = kh_tensor(ONYX_DTYPE_BFLOAT16, 1, d2, bb);
+  onyx_tensor tba = kh_tensor(ONYX_DTYPE_BFLOAT16, 1, d2, ba),
+              tbb = kh_tensor(ONYX_DTYPE_BFLOAT16, 1, d2, bb);
   const onyx_tensor *inb[] = {&tba, &tbb};
   kh_node mul = {.op = "Mul", .opset = 14}, div = {.op = "Div", .opset = 14};
   run(&mul, inb, 2, &r);
@@ -371,7 +373,8 @@ static void test_binary_legacy_broadcast(void **st) {
   rng_seed(11);
   int64_t da[] = {2, 3, 4, 5}, db[] = {3, 4};
   float *a = rand_floats(120, -1, 1), *b = rand_floats(12, -1, 1);
-  onyx_tensor ta = kh_tensor(ONYX_DTYPE_FLOAT32, 4, da, a), tb = kh_tensor(ONYX_DTYPE_FLOAT32, 2, db, b);
+  onyx_tensor ta = kh_tensor(ONYX_DTYPE_FLOAT32, 4, da, a),
+              tb = kh_tensor(ONYX_DTYPE_FLOAT32, 2, db, b);
   const onyx_tensor *in[] = {&ta, &tb};
   onyx_attr attrs[] = {kh_attr_int("broadcast", 1), kh_attr_int("axis", 1)};
   kh_node node = {.op = "Add", .opset = 6, .attrs = attrs, .attr_count = 2};
@@ -460,15 +463,23 @@ static void test_softmax_axes(void **st) {
     bool has_axis;
     int64_t outer, len, inner;
   } cases[] = {
-      {13, 0, true, 1, 3, 20},  {13, 1, true, 3, 4, 5},  {13, 2, true, 12, 5, 1},
-      {13, -1, true, 12, 5, 1}, {13, 0, false, 12, 5, 1}, {13, -3, true, 1, 3, 20},
+      {13, 0, true, 1, 3, 20},
+      {13, 1, true, 3, 4, 5},
+      {13, 2, true, 12, 5, 1},
+      {13, -1, true, 12, 5, 1},
+      {13, 0, false, 12, 5, 1},
+      {13, -3, true, 1, 3, 20},
       /* Before 13: coerced to 2-D at axis (default 1). */
-      {11, 0, false, 3, 20, 1}, {11, 0, true, 1, 60, 1}, {1, 2, true, 12, 5, 1},
+      {11, 0, false, 3, 20, 1},
+      {11, 0, true, 1, 60, 1},
+      {1, 2, true, 12, 5, 1},
       {11, -2, true, 3, 20, 1},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
     onyx_attr axis = kh_attr_int("axis", cases[c].axis);
-    kh_node node = {.op = "Softmax", .opset = cases[c].opset, .attrs = &axis,
+    kh_node node = {.op = "Softmax",
+                    .opset = cases[c].opset,
+                    .attrs = &axis,
                     .attr_count = cases[c].has_axis ? 1 : 0};
     kh_result r;
     run(&node, in, 1, &r);
@@ -507,9 +518,8 @@ static void test_softmax_half(void **st) {
 /* ------------------------------------------------------------------ MatMul */
 
 /* Reference: out[b] = A[ba] · B[bb] with numpy broadcasting of batch dims. */
-static void ref_matmul(const float *a, uint32_t ra, const int64_t *da, const float *b,
-                       uint32_t rb, const int64_t *db, double *y, uint32_t ry,
-                       const int64_t *dy) {
+static void ref_matmul(const float *a, uint32_t ra, const int64_t *da, const float *b, uint32_t rb,
+                       const int64_t *db, double *y, uint32_t ry, const int64_t *dy) {
   int64_t m = ra >= 2 ? da[ra - 2] : 1, k = da[ra - 1];
   int64_t n = rb >= 2 ? db[rb - 1] : 1;
   uint32_t bra = ra > 2 ? ra - 2 : 0, brb = rb > 2 ? rb - 2 : 0;
@@ -565,18 +575,18 @@ static void test_matmul_shapes(void **st) {
   (void)st;
   static const mm_case cases[] = {
       {2, {3, 4}, 2, {4, 5}, 2, {3, 5}},
-      {3, {2, 3, 4}, 2, {4, 5}, 3, {2, 3, 5}},        /* folded into one GEMM */
+      {3, {2, 3, 4}, 2, {4, 5}, 3, {2, 3, 5}},          /* folded into one GEMM */
       {4, {2, 1, 3, 4}, 3, {3, 4, 5}, 4, {2, 3, 3, 5}}, /* batch broadcast */
       {2, {3, 4}, 3, {2, 4, 5}, 3, {2, 3, 5}},
-      {1, {4}, 3, {2, 4, 5}, 2, {2, 5}},              /* 1-D first operand */
-      {3, {2, 3, 4}, 1, {4}, 2, {2, 3}},              /* 1-D second operand */
+      {1, {4}, 3, {2, 4, 5}, 2, {2, 5}}, /* 1-D first operand */
+      {3, {2, 3, 4}, 1, {4}, 2, {2, 3}}, /* 1-D second operand */
       {4, {1, 2, 3, 4}, 1, {4}, 3, {1, 2, 3}},
-      {1, {4}, 1, {4}, 0, {0}},                       /* dot product → scalar */
+      {1, {4}, 1, {4}, 0, {0}}, /* dot product → scalar */
       {1, {4}, 2, {4, 3}, 1, {3}},
-      {2, {67, 300}, 2, {300, 129}, 2, {67, 129}},     /* crosses MC, KC, NR edges */
-      {2, {1, 70}, 2, {70, 1100}, 2, {1, 1100}},       /* crosses NC */
-      {3, {3, 0, 4}, 2, {4, 5}, 3, {3, 0, 5}},         /* zero rows */
-      {2, {3, 0}, 2, {0, 5}, 2, {3, 5}},               /* K = 0: zeros */
+      {2, {67, 300}, 2, {300, 129}, 2, {67, 129}}, /* crosses MC, KC, NR edges */
+      {2, {1, 70}, 2, {70, 1100}, 2, {1, 1100}},   /* crosses NC */
+      {3, {3, 0, 4}, 2, {4, 5}, 3, {3, 0, 5}},     /* zero rows */
+      {2, {3, 0}, 2, {0, 5}, 2, {3, 5}},           /* K = 0: zeros */
   };
   check_matmul_cases(&g_cpu, cases, sizeof cases / sizeof cases[0]);
 }
@@ -598,7 +608,8 @@ static void test_matmul_types(void **st) {
   kh_result r;
 
   double a64[] = {1, 2, 3, 4, 5, 6}, b64[] = {0.5, -1, 2, 0.25, -3, 1};
-  onyx_tensor ta = kh_tensor(ONYX_DTYPE_FLOAT64, 2, da, a64), tb = kh_tensor(ONYX_DTYPE_FLOAT64, 2, db, b64);
+  onyx_tensor ta = kh_tensor(ONYX_DTYPE_FLOAT64, 2, da, a64),
+              tb = kh_tensor(ONYX_DTYPE_FLOAT64, 2, db, b64);
   const onyx_tensor *in[] = {&ta, &tb};
   run(&node, in, 2, &r);
   expect_ok(&r);
@@ -607,7 +618,8 @@ static void test_matmul_types(void **st) {
   kh_result_free(&r);
 
   int32_t a32[] = {1, -2, 3, 4, 5, -6}, b32[] = {7, 8, 9, 10, 11, 12};
-  onyx_tensor ti = kh_tensor(ONYX_DTYPE_INT32, 2, da, a32), tj = kh_tensor(ONYX_DTYPE_INT32, 2, db, b32);
+  onyx_tensor ti = kh_tensor(ONYX_DTYPE_INT32, 2, da, a32),
+              tj = kh_tensor(ONYX_DTYPE_INT32, 2, db, b32);
   const onyx_tensor *ini[] = {&ti, &tj};
   run(&node, ini, 2, &r);
   expect_ok(&r);
@@ -619,7 +631,8 @@ static void test_matmul_types(void **st) {
   /* float16: accumulated in float32, rounded once. */
   uint16_t ah[] = {0x3C00, 0x4000, 0x4200, 0x4400, 0x4500, 0x4600}; /* 1..6 */
   uint16_t bh[] = {0x3800, 0xBC00, 0x4000, 0x3400, 0xC200, 0x3C00}; /* .5 -1 2 .25 -3 1 */
-  onyx_tensor th = kh_tensor(ONYX_DTYPE_FLOAT16, 2, da, ah), tk = kh_tensor(ONYX_DTYPE_FLOAT16, 2, db, bh);
+  onyx_tensor th = kh_tensor(ONYX_DTYPE_FLOAT16, 2, da, ah),
+              tk = kh_tensor(ONYX_DTYPE_FLOAT16, 2, db, bh);
   const onyx_tensor *inh[] = {&th, &tk};
   run(&node, inh, 2, &r);
   expect_ok(&r);
@@ -630,7 +643,8 @@ static void test_matmul_types(void **st) {
 
   uint16_t abf[] = {0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0};
   uint16_t bbf[] = {0x3F00, 0xBF80, 0x4000, 0x3E80, 0xC040, 0x3F80};
-  onyx_tensor tbf = kh_tensor(ONYX_DTYPE_BFLOAT16, 2, da, abf), tcf = kh_tensor(ONYX_DTYPE_BFLOAT16, 2, db, bbf);
+  onyx_tensor tbf = kh_tensor(ONYX_DTYPE_BFLOAT16, 2, da, abf),
+              tcf = kh_tensor(ONYX_DTYPE_BFLOAT16, 2, db, bbf);
   const onyx_tensor *inbf[] = {&tbf, &tcf};
   run(&node, inbf, 2, &r);
   expect_ok(&r);
@@ -643,7 +657,8 @@ static void test_matmul_errors(void **st) {
   (void)st;
   float a[12] = {0}, b[12] = {0};
   int64_t da[] = {3, 4}, db[] = {3, 4};
-  onyx_tensor ta = kh_tensor(ONYX_DTYPE_FLOAT32, 2, da, a), tb = kh_tensor(ONYX_DTYPE_FLOAT32, 2, db, b);
+  onyx_tensor ta = kh_tensor(ONYX_DTYPE_FLOAT32, 2, da, a),
+              tb = kh_tensor(ONYX_DTYPE_FLOAT32, 2, db, b);
   const onyx_tensor *in[] = {&ta, &tb};
   kh_node node = {.op = "MatMul", .opset = 13};
   kh_result r;
@@ -653,7 +668,8 @@ static void test_matmul_errors(void **st) {
 
   int64_t d3a[] = {2, 3, 4}, d3b[] = {3, 4, 5};
   float big[60] = {0};
-  onyx_tensor t3a = kh_tensor(ONYX_DTYPE_FLOAT32, 3, d3a, big), t3b = kh_tensor(ONYX_DTYPE_FLOAT32, 3, d3b, big);
+  onyx_tensor t3a = kh_tensor(ONYX_DTYPE_FLOAT32, 3, d3a, big),
+              t3b = kh_tensor(ONYX_DTYPE_FLOAT32, 3, d3b, big);
   const onyx_tensor *in3[] = {&t3a, &t3b};
   run(&node, in3, 2, &r);
   expect_fail(&r, ONYX_STATUS_INVALID_ARGUMENT, "expected 1 or 2");
@@ -684,10 +700,10 @@ static void check_gemm(int64_t M, int64_t N, int64_t K) {
     int64_t c[2];
     bool has_c;
   } cases[] = {
-      {0, 0, 1.0f, 1.0f, 0, {0, 0}, false},  {1, 0, 0.5f, 2.0f, 2, {M, N}, true},
-      {0, 1, 1.5f, -1.0f, 1, {N, 0}, true},  {1, 1, 1.0f, 0.5f, 2, {M, 1}, true},
-      {0, 0, 2.0f, 1.0f, 2, {1, N}, true},   {1, 1, -1.0f, 3.0f, 0, {0, 0}, true},
-      {0, 1, 1.0f, 0.0f, 2, {M, N}, true},   {0, 0, 1.0f, 1.0f, 1, {1, 0}, true},
+      {0, 0, 1.0f, 1.0f, 0, {0, 0}, false}, {1, 0, 0.5f, 2.0f, 2, {M, N}, true},
+      {0, 1, 1.5f, -1.0f, 1, {N, 0}, true}, {1, 1, 1.0f, 0.5f, 2, {M, 1}, true},
+      {0, 0, 2.0f, 1.0f, 2, {1, N}, true},  {1, 1, -1.0f, 3.0f, 0, {0, 0}, true},
+      {0, 1, 1.0f, 0.0f, 2, {M, N}, true},  {0, 0, 1.0f, 1.0f, 1, {1, 0}, true},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
     for (int mt = 0; mt < 2; ++mt) {
@@ -697,11 +713,13 @@ static void check_gemm(int64_t M, int64_t N, int64_t K) {
       float *cv = rand_floats(nc, -1, 1);
       int64_t da[2] = {cases[c].ta ? K : M, cases[c].ta ? M : K};
       int64_t db[2] = {cases[c].tb ? N : K, cases[c].tb ? K : N};
-      onyx_tensor ta = kh_tensor(ONYX_DTYPE_FLOAT32, 2, da, a), tb = kh_tensor(ONYX_DTYPE_FLOAT32, 2, db, b);
+      onyx_tensor ta = kh_tensor(ONYX_DTYPE_FLOAT32, 2, da, a),
+                  tb = kh_tensor(ONYX_DTYPE_FLOAT32, 2, db, b);
       onyx_tensor tc = kh_tensor(ONYX_DTYPE_FLOAT32, cases[c].rc, cases[c].c, cv);
       const onyx_tensor *in[] = {&ta, &tb, cases[c].has_c ? &tc : NULL};
       onyx_attr attrs[] = {kh_attr_int("transA", cases[c].ta), kh_attr_int("transB", cases[c].tb),
-                           kh_attr_float("alpha", cases[c].alpha), kh_attr_float("beta", cases[c].beta)};
+                           kh_attr_float("alpha", cases[c].alpha),
+                           kh_attr_float("beta", cases[c].beta)};
       kh_node node = {.op = "Gemm", .opset = 13, .attrs = attrs, .attr_count = 4};
       kh_result r;
       kh_run(mt ? &g_cpu_mt : &g_cpu, &node, in, 3, &r);
@@ -741,7 +759,8 @@ static void test_gemm_types_and_errors(void **st) {
   (void)st;
   int64_t da[] = {2, 2}, dc[] = {2};
   double a[] = {1, 2, 3, 4}, b[] = {5, 6, 7, 8}, c[] = {10, 20};
-  onyx_tensor ta = kh_tensor(ONYX_DTYPE_FLOAT64, 2, da, a), tb = kh_tensor(ONYX_DTYPE_FLOAT64, 2, da, b);
+  onyx_tensor ta = kh_tensor(ONYX_DTYPE_FLOAT64, 2, da, a),
+              tb = kh_tensor(ONYX_DTYPE_FLOAT64, 2, da, b);
   onyx_tensor tc = kh_tensor(ONYX_DTYPE_FLOAT64, 1, dc, c);
   const onyx_tensor *in[] = {&ta, &tb, &tc};
   onyx_attr attrs[] = {kh_attr_int("transB", 1), kh_attr_float("alpha", 2.0f)};
@@ -756,7 +775,8 @@ static void test_gemm_types_and_errors(void **st) {
 
   uint16_t ah[] = {0x3C00, 0x4000, 0x4200, 0x4400}, bh[] = {0x4500, 0x4600, 0x4700, 0x4800};
   uint16_t ch[] = {0x4900, 0x4D00};
-  onyx_tensor tah = kh_tensor(ONYX_DTYPE_FLOAT16, 2, da, ah), tbh = kh_tensor(ONYX_DTYPE_FLOAT16, 2, da, bh);
+  onyx_tensor tah = kh_tensor(ONYX_DTYPE_FLOAT16, 2, da, ah),
+              tbh = kh_tensor(ONYX_DTYPE_FLOAT16, 2, da, bh);
   onyx_tensor tch = kh_tensor(ONYX_DTYPE_FLOAT16, 1, dc, ch);
   const onyx_tensor *inh[] = {&tah, &tbh, &tch};
   run(&node, inh, 3, &r);
@@ -826,20 +846,20 @@ static void test_cast_f16_rounding(void **st) {
       {1.0f, 0x3C00},
       {-2.0f, 0xC000},
       {65504.0f, 0x7BFF},
-      {65519.0f, 0x7BFF},   /* below the halfway point to infinity */
-      {65520.0f, 0x7C00},   /* halfway: ties to even = infinity */
+      {65519.0f, 0x7BFF}, /* below the halfway point to infinity */
+      {65520.0f, 0x7C00}, /* halfway: ties to even = infinity */
       {1e9f, 0x7C00},
       {-INFINITY, 0xFC00},
-      {1.0f + 0x1p-11f, 0x3C00},        /* tie → even */
-      {1.0f + 3 * 0x1p-11f, 0x3C02},    /* tie → even (up) */
+      {1.0f + 0x1p-11f, 0x3C00},     /* tie → even */
+      {1.0f + 3 * 0x1p-11f, 0x3C02}, /* tie → even (up) */
       {1.0f + 0x1p-11f + 0x1p-20f, 0x3C01},
-      {0x1p-14f, 0x0400},               /* smallest normal */
-      {0x1p-24f, 0x0001},               /* smallest subnormal */
-      {0x1p-25f, 0x0000},               /* tie with zero → even */
+      {0x1p-14f, 0x0400}, /* smallest normal */
+      {0x1p-24f, 0x0001}, /* smallest subnormal */
+      {0x1p-25f, 0x0000}, /* tie with zero → even */
       {0x1.8p-25f, 0x0001},
-      {3 * 0x1p-25f, 0x0002},           /* 1.5 ulp subnormal tie → even (2) */
-      {0x1.ff8p-15f, 0x03FF},           /* largest subnormal, exact */
-      {0x1.ffcp-15f, 0x0400},           /* tie → even: up into the normals */
+      {3 * 0x1p-25f, 0x0002}, /* 1.5 ulp subnormal tie → even (2) */
+      {0x1.ff8p-15f, 0x03FF}, /* largest subnormal, exact */
+      {0x1.ffcp-15f, 0x0400}, /* tie → even: up into the normals */
       {-0.0f, 0x8000},
       {0.333333343f, 0x3555},
   };
@@ -898,13 +918,12 @@ static void test_cast_bf16_rounding(void **st) {
     uint32_t in;
     uint16_t want;
   } cases[] = {
-      {0x3F800000u, 0x3F80}, /* 1.0 */
-      {0x3F808000u, 0x3F80}, /* tie → even (down) */
-      {0x3F818000u, 0x3F82}, /* tie → even (up) */
-      {0x3F808001u, 0x3F81}, /* just above the tie */
-      {0x7F7FFFFFu, 0x7F80}, /* FLT_MAX rounds to infinity */
-      {0xFF800000u, 0xFF80},
-      {0x00000001u, 0x0000}, /* denormal flushes by rounding */
+      {0x3F800000u, 0x3F80},                                  /* 1.0 */
+      {0x3F808000u, 0x3F80},                                  /* tie → even (down) */
+      {0x3F818000u, 0x3F82},                                  /* tie → even (up) */
+      {0x3F808001u, 0x3F81},                                  /* just above the tie */
+      {0x7F7FFFFFu, 0x7F80},                                  /* FLT_MAX rounds to infinity */
+      {0xFF800000u, 0xFF80},           {0x00000001u, 0x0000}, /* denormal flushes by rounding */
       {f32_bits(0.81910545f), 0x3F52}, /* test_cast_FLOAT_to_BFLOAT16: 0.8203125 */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
@@ -920,7 +939,7 @@ static void test_cast_bf16_rounding(void **st) {
   /* bfloat16 → float16 and back go through an exact intermediate. */
   uint16_t bf = 0x3F52;
   uint16_t f16 = run_cast_to_16(ONYX_DTYPE_BFLOAT16, &bf, ONYX_DTYPE_FLOAT16);
-  assert_int_equal(f16, 0x3A90); /* 0.8203125 is exact in float16 */
+  assert_int_equal(f16, 0x3A90);     /* 0.8203125 is exact in float16 */
   double d = 1.0 + 0x1p-8 + 0x1p-40; /* above the bf16 tie: rounds up once */
   assert_int_equal(run_cast_to_16(ONYX_DTYPE_FLOAT64, &d, ONYX_DTYPE_BFLOAT16), 0x3F81);
 }
@@ -973,6 +992,15 @@ static void test_cast_ints_and_bool(void **st) {
   run(&nf, in64, 1, &r);
   expect_ok(&r);
   assert_true(((float *)r.out[0].data)[3] == 16777216.0f);
+  kh_result_free(&r);
+
+  /* Zero-size tensors cast to zero-size tensors (and NULL data is fine). */
+  int64_t dz[] = {0, 3};
+  onyx_tensor tz = kh_tensor(ONYX_DTYPE_FLOAT32, 2, dz, NULL);
+  const onyx_tensor *inz[] = {&tz};
+  run(&n8, inz, 1, &r);
+  expect_ok(&r);
+  expect_shape(&r.out[0], ONYX_DTYPE_INT8, 2, dz);
   kh_result_free(&r);
 
   /* Opset 1 names the target type as a string. */
@@ -1101,8 +1129,8 @@ static void test_reshape(void **st) {
     uint32_t ry;
     int64_t y[4];
   } cases[] = {
-      {13, 0, 2, {4, -1}, 2, {4, 6}},     {13, 0, 3, {0, -1, 2}, 3, {2, 6, 2}},
-      {14, 0, 1, {-1}, 1, {24}},          {14, 0, 4, {2, 0, 2, 2}, 4, {2, 3, 2, 2}},
+      {13, 0, 2, {4, -1}, 2, {4, 6}},      {13, 0, 3, {0, -1, 2}, 3, {2, 6, 2}},
+      {14, 0, 1, {-1}, 1, {24}},           {14, 0, 4, {2, 0, 2, 2}, 4, {2, 3, 2, 2}},
       {14, 0, 3, {0, 0, 4}, 3, {2, 3, 4}},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
@@ -1233,8 +1261,10 @@ static void test_concat(void **st) {
   (void)st;
   int32_t a[] = {1, 2, 3, 4, 5, 6}, b[] = {7, 8}, c[] = {9, 10, 11, 12};
   int64_t da[] = {2, 3}, db[] = {2, 1}, dc[] = {2, 2}, dz[] = {2, 0};
-  onyx_tensor ta = kh_tensor(ONYX_DTYPE_INT32, 2, da, a), tb = kh_tensor(ONYX_DTYPE_INT32, 2, db, b);
-  onyx_tensor tc = kh_tensor(ONYX_DTYPE_INT32, 2, dc, c), tz = kh_tensor(ONYX_DTYPE_INT32, 2, dz, NULL);
+  onyx_tensor ta = kh_tensor(ONYX_DTYPE_INT32, 2, da, a),
+              tb = kh_tensor(ONYX_DTYPE_INT32, 2, db, b);
+  onyx_tensor tc = kh_tensor(ONYX_DTYPE_INT32, 2, dc, c),
+              tz = kh_tensor(ONYX_DTYPE_INT32, 2, dz, NULL);
   const onyx_tensor *in[] = {&ta, &tz, &tb, &tc};
   onyx_attr axis = kh_attr_int("axis", -1);
   kh_node n = {.op = "Concat", .opset = 13, .attrs = &axis, .attr_count = 1};
@@ -1251,7 +1281,8 @@ static void test_concat(void **st) {
   kh_node n0 = {.op = "Concat", .opset = 13, .attrs = &axis0, .attr_count = 1};
   const onyx_tensor *in0[] = {&ta, &tb};
   run(&n0, in0, 2, &r);
-  expect_fail(&r, ONYX_STATUS_INVALID_ARGUMENT, "input 1 has shape [2,1], expected [2,3] except along axis 0");
+  expect_fail(&r, ONYX_STATUS_INVALID_ARGUMENT,
+              "input 1 has shape [2,1], expected [2,3] except along axis 0");
   kh_result_free(&r);
 
   /* Axis is required from opset 4. */
@@ -1323,6 +1354,14 @@ static void test_unsqueeze_squeeze(void **st) {
   const onyx_tensor *inbad[] = {&tq, &tbad};
   run(&sq, inbad, 2, &r);
   expect_fail(&r, ONYX_STATUS_INVALID_ARGUMENT, "is 2, expected 1");
+  kh_result_free(&r);
+  /* An empty axes list squeezes every size-1 dim, as ONNX Runtime does. */
+  int64_t d0[] = {0};
+  onyx_tensor tempty = kh_tensor(ONYX_DTYPE_INT64, 1, d0, NULL);
+  const onyx_tensor *inqe[] = {&tq, &tempty};
+  run(&sq, inqe, 2, &r);
+  expect_ok(&r);
+  expect_shape(&r.out[0], ONYX_DTYPE_FLOAT32, 2, dx);
   kh_result_free(&r);
   /* Opset 11 attribute form. */
   int64_t s11[] = {2};
@@ -1469,19 +1508,20 @@ static void test_unnamed_output(void **st) {
   kh_result_free(&r);
 }
 
-/* Every kernel table is well-formed and its opset ranges per op do not overlap. */
+/* Every kernel table is well-formed and its opset ranges per (domain, op) do not
+ * overlap. */
 static void test_kernel_tables(void **st) {
   (void)st;
   const onyx_provider_table *t = g_cpu.table;
   for (size_t i = 0; i < t->kernel_count; ++i) {
     const onyx_kernel_table *a = t->kernels[i];
-    assert_string_equal(a->domain, "");
+    assert_non_null(a->domain);
     assert_true(a->since_opset >= 1);
     assert_true(a->until_opset == 0 || a->until_opset >= a->since_opset);
     assert_true(a->destroy != NULL || a->create == NULL);
     for (size_t j = i + 1; j < t->kernel_count; ++j) {
       const onyx_kernel_table *b = t->kernels[j];
-      if (strcmp(a->op_type, b->op_type) != 0) continue;
+      if (strcmp(a->domain, b->domain) != 0 || strcmp(a->op_type, b->op_type) != 0) continue;
       int64_t a_end = a->until_opset ? a->until_opset : INT64_MAX;
       int64_t b_end = b->until_opset ? b->until_opset : INT64_MAX;
       if (a->since_opset <= b_end && b->since_opset <= a_end)

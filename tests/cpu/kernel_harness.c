@@ -26,8 +26,7 @@ static void *kh_pool_thread(void *p) {
 }
 
 /* A real parallel_for: one fresh thread per slot, so races show under TSan. */
-static void kh_parallel_for(void *host_data, size_t n, void (*fn)(void *arg, size_t i),
-                            void *arg) {
+static void kh_parallel_for(void *host_data, size_t n, void (*fn)(void *arg, size_t i), void *arg) {
   size_t threads = (size_t)(uintptr_t)host_data;
   if (threads > n) threads = n;
   pthread_t tid[64];
@@ -239,8 +238,10 @@ void kh_run(kh_provider *p, const kh_node *node, const onyx_tensor *const *input
     for (uint32_t i = 0; i < req.count; ++i) {
       uint64_t bytes = req.regions[i].bytes;
       r->workspace_bytes += bytes;
-      if (bytes > node->workspace_shortfall) bytes -= node->workspace_shortfall;
-      else if (bytes > 0) bytes = 0;
+      if (bytes > node->workspace_shortfall)
+        bytes -= node->workspace_shortfall;
+      else if (bytes > 0)
+        bytes = 0;
       views[i].name = req.regions[i].name;
       views[i].bytes = bytes;
       if (bytes > 0) {

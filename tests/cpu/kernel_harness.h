@@ -49,7 +49,7 @@ typedef struct kh_result {
   onyx_tensor out[KH_MAX_OUTPUTS];
   bool allocated[KH_MAX_OUTPUTS];
   int alloc_calls;
-  bool allocated_on_error; /* a failed compute allocated outputs: an ABI violation */
+  bool allocated_on_error;  /* a failed compute allocated outputs: an ABI violation */
   uint64_t workspace_bytes; /* total the kernel asked for */
 } kh_result;
 
@@ -59,7 +59,7 @@ typedef struct kh_node {
   int64_t opset;
   const onyx_attr *attrs;
   size_t attr_count;
-  size_t output_count;       /* 0 means 1 */
+  size_t output_count;        /* 0 means 1 */
   const bool *output_present; /* NULL means all present */
   /* Test hook: hand the kernel workspace views this many bytes short (0: exact). */
   uint64_t workspace_shortfall;
