@@ -236,7 +236,7 @@ def build_model(cfg, get_weight, *, norm="skip", packed_qkv=False, opset=17, ir_
                     f"present.{i}.value"],
                    f"{pa}/GroupQueryAttention", domain="com.microsoft",
                    num_heads=nq, kv_num_heads=nkv, do_rotary=1, rotary_interleaved=0,
-                   local_window_size=-1, softcap=0.0)
+                   local_window_size=-1, softcap=0.0)[0]
         pending = node("MatMul", [att, init(n["o"], W(n["o"]))],
                        [f"{pa}/o_proj/MatMul/output_0"], f"{pa}/o_proj/MatMul")
 
