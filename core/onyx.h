@@ -108,6 +108,10 @@ ONYX_API const char *onyx_session_node_provider(const onyx_session *session, siz
 ONYX_API const char *onyx_session_node_op(const onyx_session *session, size_t index);
 ONYX_API const char *onyx_session_node_name(const onyx_session *session, size_t index);
 
+/* Integer attribute `name` of node `index`, or `fallback` when it has none. */
+ONYX_API int64_t onyx_session_node_attr_int(const onyx_session *session, size_t index,
+                                            const char *name, int64_t fallback);
+
 /* Options for one run. */
 typedef struct onyx_run_options {
   uint32_t struct_size;  /* sizeof(onyx_run_options) */

@@ -167,3 +167,12 @@ const char *onyx_session_node_op(const onyx_session *s, size_t i) {
 const char *onyx_session_node_name(const onyx_session *s, size_t i) {
   return s && i < s->graph->node_count ? s->graph->nodes[i].name : NULL;
 }
+
+int64_t onyx_session_node_attr_int(const onyx_session *s, size_t i, const char *name,
+                                   int64_t fallback) {
+  if (s == NULL || name == NULL || i >= s->graph->node_count) return fallback;
+  const onyx__node *n = &s->graph->nodes[i];
+  for (size_t a = 0; a < n->attr_count; ++a)
+    if (n->attrs[a].type == ONYX_ATTR_INT && !strcmp(n->attrs[a].name, name)) return n->attrs[a].i;
+  return fallback;
+}

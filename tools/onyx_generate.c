@@ -3,12 +3,13 @@
  *
  *   onyx-generate MODEL [--config plugins.ini] (--prompt TEXT | --prompt-ids 3,14,15)
  *                 [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]
- *                 [--seed S] [--eos ID] [--kv-layout bnsh|bsnh] [--kv-growth in-place|copy]
- *                 [--quiet]
+ *                 [--seed S] [--eos ID] [--kv-growth in-place|copy] [--quiet]
  *
  * MODEL is a model file or a folder holding model.onnx. The KV cache is owned by
  * this loop and governed (requester kv_cache): past and present share its buffers,
- * which grow in place (mapped zones) or by copy into capacity buckets. Before the
+ * which grow in place (mapped zones) or by copy into capacity buckets. Their layout
+ * (BNSH or BSNH) is the one the model's GroupQueryAttention nodes declare in their
+ * kv_layout attribute. Before the
  * request starts, its worst case (prompt + max new tokens) is admitted or refused.
  * Byte-level vocabularies stream text; others stream ids. The last lines give the
  * ids, the speeds, the peak bytes per requester and the KV growth.
@@ -61,7 +62,7 @@ static void usage(void) {
           "usage: onyx-generate MODEL [--config plugins.ini] (--prompt TEXT | --prompt-ids "
           "1,2,3)\n"
           "       [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
-          "       [--eos ID] [--kv-layout bnsh|bsnh] [--kv-growth in-place|copy] [--quiet]\n");
+          "       [--eos ID] [--kv-growth in-place|copy] [--quiet]\n");
 }
 
 /* Parses "k.v" style indices out of names like "past_key_values.3.key". */
@@ -185,8 +186,6 @@ static int parse_args(int argc, char **argv, options *o) {
     else if (!strcmp(a, "--top-p")) o->top_p = (float)atof(v);
     else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
     else if (!strcmp(a, "--eos")) o->eos = atoll(v);
-    else if (!strcmp(a, "--kv-layout") && (!strcmp(v, "bnsh") || !strcmp(v, "bsnh")))
-      o->kv_layout = !strcmp(v, "bsnh");
     else if (!strcmp(a, "--kv-growth") && (!strcmp(v, "in-place") || !strcmp(v, "copy")))
       o->kv_growth = !strcmp(v, "copy") ? ONYX_KV_GROWTH_REALLOC : ONYX_KV_GROWTH_IN_PLACE;
     else { fprintf(stderr, "onyx-generate: bad option %s %s\n", a, v); return -1; }
@@ -262,13 +261,20 @@ int main(int argc, char **argv) {
   decoder_io io;
   if (find_io(s, &io) != 0) return 1;
 
-  /* The KV cache lives where attention runs. */
+  /* The KV cache lives where attention runs, in the layout attention declares. */
   const char *kv_provider = NULL;
-  for (size_t n = 0; n < onyx_session_node_count(s); ++n)
-    if (!strcmp(onyx_session_node_op(s, n), "GroupQueryAttention")) {
-      kv_provider = onyx_session_node_provider(s, n);
-      break;
+  bool first = true;
+  for (size_t n = 0; n < onyx_session_node_count(s); ++n) {
+    if (strcmp(onyx_session_node_op(s, n), "GroupQueryAttention") != 0) continue;
+    uint32_t layout = (uint32_t)onyx_session_node_attr_int(s, n, "kv_layout", 0);
+    if (!first && layout != o.kv_layout) {
+      fprintf(stderr, "onyx-generate: GroupQueryAttention nodes disagree on kv_layout\n");
+      return 1;
     }
+    if (first) kv_provider = onyx_session_node_provider(s, n);
+    o.kv_layout = layout;
+    first = false;
+  }
   int64_t max_total = (int64_t)prompt_len + o.max_new;
   onyx_kv_cache_options ko = {.struct_size = sizeof ko, .layers = (uint32_t)io.layers,
                               .batch = 1, .kv_heads = io.kv_heads, .head_size = io.head_size,

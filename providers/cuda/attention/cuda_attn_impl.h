@@ -1,0 +1,194 @@
+/*
+ * Private to the CUDA attention kernels (providers/cuda/attention/). Nothing here
+ * crosses the ABI or leaves libonyx_cuda.so. Included from C11 (the op files) and from
+ * CUDA C++ (the device files), so it is plain C with sized integers.
+ *
+ * Files, one concern each:
+ *   cuda_attn_util.c   attributes, kernel state, messages, workspace lookup, host reads
+ *   cuda_attn_plan.c   routes and workspace bytes: a pure function of geometry shared by
+ *                      workspace() and compute()
+ *   cuda_attn_flash.cu the tensor-core route (float16, bfloat16): FlashAttention-2 style
+ *                      online softmax, mma.sync m16n8k16, Q heads of a KV group packed
+ *                      into one CTA's rows, split-K (flash-decoding) with a merge pass
+ *   cuda_attn_ref.cu   the reference route (float32, and any head size): a scores
+ *                      region, a row softmax and P·V on CUDA cores
+ *   cuda_attn_kv.cu    present/staging fill: past rows, new rows (rotated keys), zeros
+ *   cuda_attn_gqa.c    com.microsoft GroupQueryAttention
+ *   cuda_attn_onnx.c   ONNX Attention (opsets 23, 24)
+ */
+#ifndef ONYX_CUDA_ATTN_IMPL_H
+#define ONYX_CUDA_ATTN_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ attention problem */
+
+/* Where a problem's per-batch geometry comes from. */
+typedef enum onyx__cuda_attn_mode {
+  ONYX__CUDA_ATTN_GQA = 0,  /* total_b = seqlens[b] + 1, past_b = first ? 0 : total_b − sq */
+  ONYX__CUDA_ATTN_ONNX = 1  /* keys [0, min(nonpad[b] or total, mask_len)), q_pos0 = past or
+                               nonpad[b] − sq */
+} onyx__cuda_attn_mode;
+
+/*
+ * One attention problem as the device kernels see it. Element (not byte) strides.
+ * Query row (b, s, h) at q[b·q_bs + s·q_ss + h·q_hs], output likewise; key row j of
+ * (b, kv head g) at k[b·k_bs + g·k_gs + j·k_rs]; value likewise. Query head h reads kv
+ * head h / group.
+ */
+typedef struct onyx__cuda_attn_params {
+  uint32_t dtype; /* onyx_dtype of q, k, v, y (and cos/sin/sink) */
+  int32_t batch, nq, nkv, group, sq, hk, hv;
+  float scale;   /* applied to q·k */
+  float softcap; /* 0: off */
+
+  const void *q;
+  int64_t q_bs, q_ss, q_hs;
+  void *y;
+  int64_t y_bs, y_ss, y_hs;
+  const void *k;
+  int64_t k_bs, k_gs, k_rs;
+  const void *v;
+  int64_t v_bs, v_gs, v_rs;
+  int64_t kv_rows; /* rows of k/v per (b, g): no key at or past it is read */
+
+  uint32_t mode; /* onyx__cuda_attn_mode */
+  const int32_t *seqlens; /* GQA, device */
+  int32_t first;          /* GQA: first prompt (every past_b is 0) */
+  int64_t total, past;    /* ONNX: keys in k/v, past rows among them */
+  const int64_t *nonpad;  /* ONNX opset 24, device, or NULL */
+  int64_t mask_len;       /* keys >= mask_len are masked (INT64_MAX: none) */
+  int32_t causal;
+  int64_t window;         /* > 0: row at p sees keys >= p − window + 1 */
+
+  /* Rotary of query rows (keys were rotated when written): cos/sin (rot_rows, rot_half)
+   * of dtype. Position of (b, s): pos_ids[b·pos_bs + s·pos_ss] + s·pos_add_s, else
+   * past_b + s. Positions outside the table are clamped (the host validated them). */
+  const void *cos, *sin;
+  int32_t rot_half;
+  int64_t rot_rows;
+  int32_t interleaved;
+  const int64_t *pos_ids;
+  int64_t pos_bs, pos_ss, pos_add_s;
+
+  /* Additive bias (float32/float16/bfloat16) or boolean mask (true keeps), element
+   * (b, h, s, j) at mask[b·m_bs + h·m_hs + s·m_ss + j·m_js]; NULL: none. */
+  const void *mask;
+  uint32_t mask_dtype;
+  int64_t m_bs, m_hs, m_ss, m_js;
+
+  /* Softmax sink: head_sink[h] (dtype), or 0 with smooth softmax. */
+  const void *sink;
+  int32_t smooth;
+
+  /* Split-K partials (flash route, n_split > 1): see onyx__cuda_attn_plan. */
+  float *partials;
+  int32_t n_split;
+} onyx__cuda_attn_params;
+
+/* ------------------------------------------------------------------ routes and plans */
+
+typedef enum onyx__cuda_attn_route {
+  ONYX__CUDA_ROUTE_FLASH = 0, /* tensor cores: float16/bfloat16, hk == hv in the set below */
+  ONYX__CUDA_ROUTE_REF = 1    /* CUDA cores with a scores region: float32, other heads */
+} onyx__cuda_attn_route;
+
+/* Tile shapes of the flash route. */
+typedef enum onyx__cuda_attn_tile {
+  ONYX__CUDA_TILE_PREFILL = 0, /* 4 warps × 16 rows, each warp all 64 keys of a tile */
+  ONYX__CUDA_TILE_DECODE = 1,  /* 1 × 16 rows, 4 warps split the 64 keys of a tile */
+  ONYX__CUDA_TILE_PREFILL128 = 2 /* 8 warps × 16 rows (bench variant) */
+} onyx__cuda_attn_tile;
+
+/* Rows of one CTA per tile shape. */
+int32_t onyx__cuda_attn_tile_rows(uint32_t tile);
+
+/* CTAs the split-K heuristic aims for (about two per SM of an H200). A constant, so
+ * the plan stays a pure function of geometry. */
+#define ONYX__CUDA_ATTN_SPLIT_TARGET 264
+/* A key split covers at least this many keys. */
+#define ONYX__CUDA_ATTN_SPLIT_MIN_KEYS 256
+/* Most splits. */
+#define ONYX__CUDA_ATTN_MAX_SPLITS 128
+/* Largest head the reference route takes (its query row lives in shared memory). */
+#define ONYX__CUDA_ATTN_REF_MAX_HEAD 1024
+
+typedef struct onyx__cuda_attn_plan {
+  uint32_t route;       /* onyx__cuda_attn_route */
+  uint32_t tile;        /* onyx__cuda_attn_tile (flash route) */
+  int32_t row_tiles;    /* CTAs along the (query row × group head) rows of a kv head */
+  int32_t n_split;      /* key splits (1: none) */
+  uint64_t partials_bytes; /* split-K partials (0 without a split) */
+  uint64_t scores_bytes;   /* reference route scores (0 on the flash route) */
+  int64_t key_cols;        /* columns of the scores region (reference route) */
+} onyx__cuda_attn_plan;
+
+/* Whether the flash route takes this dtype and head geometry. */
+bool onyx__cuda_attn_flash_ok(uint32_t dtype, int64_t hk, int64_t hv);
+
+/* The plan for a problem; max_keys bounds the keys of any row (the scores columns). */
+void onyx__cuda_attn_plan_make(uint32_t dtype, int64_t batch, int64_t nq, int64_t nkv,
+                               int64_t sq, int64_t hk, int64_t hv, int64_t max_keys,
+                               onyx__cuda_attn_plan *out);
+
+/* Partials layout inside the split-K region: O floats (rows·n_split·hv) then (m, l)
+ * pairs (rows·n_split·2), rows = batch·nq·sq in (b, h, s) order. */
+uint64_t onyx__cuda_attn_partials_floats(int64_t batch, int64_t nq, int64_t sq, int64_t hv,
+                                         int64_t n_split);
+
+/* ------------------------------------------------------------------ launches (.cu) */
+
+/* Each returns a cudaError_t value (0 = success) from the launch; stream is a
+ * cudaStream_t (NULL: the legacy default stream). */
+
+/* Flash route: p->partials and p->n_split set from the plan. */
+int onyx__cuda_attn_flash(const onyx__cuda_attn_params *p, uint32_t tile, int32_t row_tiles,
+                          void *stream);
+
+/* Reference route: scores is a (batch·nq·sq, key_cols) float region. */
+int onyx__cuda_attn_reference(const onyx__cuda_attn_params *p, float *scores, int64_t key_cols,
+                              void *stream);
+
+/* Fills a KV buffer of one (b, g) row space: rows [0, past_b) from past (when copy_past),
+ * rows [past_b, past_b + seq) from the new rows (keys rotated when cos is set), zeros in
+ * rows [past_b + seq, rows) (when copy_past). past_b as in onyx__cuda_attn_params. */
+typedef struct onyx__cuda_kv_fill {
+  uint32_t dtype;
+  int32_t batch, nkv, head, seq;
+  int64_t rows; /* rows of dst per (b, g) */
+  void *dst;
+  int64_t d_bs, d_gs, d_rs;
+  const void *past; /* may be NULL (no past rows to copy) */
+  int64_t p_bs, p_gs, p_rs;
+  const void *src; /* new rows: (b, g, s) at src[b·s_bs + g·s_gs + s·s_rs] */
+  int64_t s_bs, s_gs, s_rs;
+  int32_t copy_past; /* 0: only the new rows are written (shared buffer) */
+  uint32_t mode;     /* onyx__cuda_attn_mode: how past_b is found */
+  const int32_t *seqlens;
+  int32_t first;
+  int64_t past_rows; /* ONNX: the constant past length */
+  /* Rotary (keys): as in onyx__cuda_attn_params; cos NULL: none. */
+  const void *cos, *sin;
+  int32_t rot_half;
+  int64_t rot_rows;
+  int32_t interleaved;
+  const int64_t *pos_ids;
+  int64_t pos_bs, pos_ss, pos_add_s;
+} onyx__cuda_kv_fill;
+
+int onyx__cuda_attn_kv_fill(const onyx__cuda_kv_fill *f, void *stream);
+
+/* cudaGetErrorString of a cudaError_t value. */
+const char *onyx__cuda_attn_error_text(int err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ONYX_CUDA_ATTN_IMPL_H */

@@ -1,0 +1,335 @@
+/*
+ * Private to the CUDA provider (libonyx_cuda.so). Nothing here crosses the ABI: the
+ * only published symbol of the library is onyx_provider_entry.
+ *
+ * The provider is built against abi/ plus the CUDA toolkit (cudart, cuBLASLt) and
+ * nothing else; the driver API (virtual memory) is reached through
+ * cudaGetDriverEntryPointByVersion so the library links cudart alone.
+ *
+ * Files, one concern each. Host logic (attributes, shapes, validation, infer) is C in
+ * the .c files; device code sits beside it in a .cu of the same name and is reached
+ * through the plain-C launchers declared at the end of this header.
+ *   provider.c          entry point, negotiation, options, probe, the kernel list
+ *   cuda_memory.c       device_alloc/free, copy, sync, stream, memory_capacity
+ *   cuda_vmm.c          the onyx_vmm_table over the driver's cuMem* calls
+ *   cuda_util.c         attributes, messages, kernel state, input checks, reading
+ *                       small integer tensors back from the device
+ *   cuda_broadcast.c    numpy broadcasting and strided-copy plans (host side)
+ *   cuda_elementwise.*  Add Sub Mul Div Pow Neg Sqrt Sigmoid Tanh Relu Erf Equal Where
+ *   cuda_matmul.c       MatMul and Gemm through cuBLASLt (host only)
+ *   cuda_softmax.*      Softmax
+ *   cuda_norm.*         LayerNormalization, SimplifiedLayerNormalization,
+ *                       RMSNormalization, com.microsoft SkipSimplifiedLayerNormalization
+ *   cuda_rotary.*       RotaryEmbedding (ONNX 23 and com.microsoft)
+ *   cuda_shape_ops.c    Reshape Squeeze Unsqueeze Identity Transpose Concat Slice Expand
+ *                       Gather Cast CastLike (host side)
+ *   cuda_layout.cu      strided copy, gather and cast kernels
+ *   attention/          GroupQueryAttention and Attention (kept by its own owner; see
+ *                       provider.c for how its tables are listed)
+ *
+ * Which dtypes the provider claims: float32, float16 and bfloat16 data. Integer
+ * tensors in a decoder are shape arithmetic (Shape -> Gather -> Concat -> Reshape,
+ * attention-mask sums), which is cheapest where it already is, on the host: claiming
+ * it would bounce every value to the device and back. Integer *index* inputs (Gather
+ * indices, Reshape's shape, Slice's starts, position ids) are accepted.
+ */
+#ifndef ONYX_CUDA_IMPL_H
+#define ONYX_CUDA_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "onyx_abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define ONYX__CUDA_PRINTF(fmt_index, first_arg) \
+  __attribute__((format(printf, fmt_index, first_arg)))
+#else
+#define ONYX__CUDA_PRINTF(fmt_index, first_arg)
+#endif
+
+/* ------------------------------------------------------------------ provider */
+
+/* One open instance of the provider (what open() returns as its state). */
+typedef struct onyx__cuda_provider {
+  const onyx_host_table *host; /* owned by the core, valid until close */
+  int device;                  /* the CUDA ordinal from option.device */
+  bool ready;                  /* the device is usable; otherwise `why` says why */
+  char why[256];
+  cudaStream_t stream;         /* created non-blocking at open, destroyed at close */
+  cublasLtHandle_t lt;         /* cuBLASLt handle; it allocates no device memory */
+  bool allow_tf32;             /* option.allow_tf32: float32 GEMMs on TF32 tensor cores */
+  uint64_t total_bytes;        /* cudaMemGetInfo's total at open */
+  int sm_count;
+  int cc_major, cc_minor;
+  char device_name[128];
+  const struct onyx__cuda_vmm_fns *vmm; /* driver entry points, NULL until first use */
+} onyx__cuda_provider;
+
+/* Makes the provider's device current on the calling thread (cheap when it already
+ * is); the core may call from any thread. */
+cudaError_t onyx__cuda_use_device(const onyx__cuda_provider *p);
+
+/* Memory and stream callbacks of the provider table (cuda_memory.c). */
+onyx_status onyx__cuda_device_alloc(void *state, uint64_t bytes, void **out_ptr);
+void onyx__cuda_device_free(void *state, void *ptr);
+onyx_status onyx__cuda_copy(void *state, onyx_tensor *dst, const onyx_tensor *src);
+onyx_status onyx__cuda_sync(void *state);
+onyx_status onyx__cuda_memory_capacity(void *state, uint64_t *out_bytes);
+void *onyx__cuda_stream(void *state);
+
+/* The VMM table (cuda_vmm.c); its functions fail cleanly when the driver lacks the
+ * entry points. Entry points are resolved on first use and kept for the process. */
+extern const onyx_vmm_table onyx__cuda_vmm_table;
+
+/* Every dtype the provider computes on. */
+#define ONYX__CUDA_FLOAT_TYPES                                                      \
+  (ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT16) |        \
+   ONYX_DTYPE_BIT(ONYX_DTYPE_BFLOAT16))
+
+/* Integer types accepted as index / shape inputs. */
+#define ONYX__CUDA_INDEX_TYPES                                                      \
+  (ONYX_DTYPE_BIT(ONYX_DTYPE_INT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT64))
+
+/* Whether `dtype` is in a mask built from ONYX_DTYPE_BIT. */
+static inline bool onyx__cuda_dtype_in(uint32_t dtype, uint64_t mask) {
+  return dtype < 64 && (mask & ONYX_DTYPE_BIT(dtype)) != 0;
+}
+
+/* ------------------------------------------------------------------ kernel state */
+
+#define ONYX__CUDA_MAX_OUTPUTS 4
+
+/* What every kernel's state starts with. Op states embed it first. */
+typedef struct onyx__cuda_node {
+  onyx__cuda_provider *provider;
+  int64_t opset;
+  char op_type[40]; /* for messages (the node's strings may not outlive create) */
+  size_t input_count;
+  size_t output_count;
+  bool output_present[ONYX__CUDA_MAX_OUTPUTS]; /* unnamed outputs are not produced */
+} onyx__cuda_node;
+
+/* Allocates a zeroed state of `size` bytes (>= sizeof(onyx__cuda_node)) with its
+ * head filled from `node`. NULL with a message in err when memory runs out. */
+void *onyx__cuda_state_new(size_t size, void *provider_state, const onyx_node_info *node,
+                           char *err, size_t err_cap);
+/* create() for ops whose only state is the head. */
+onyx_status onyx__cuda_create_plain(void *provider_state, const onyx_node_info *node,
+                                    void **out_state, char *err, size_t err_cap);
+void onyx__cuda_destroy(void *state); /* NULL-safe */
+
+/* Allocates output `index` when the node names it; otherwise *out_view = NULL and
+ * OK, so the kernel skips writing it. */
+onyx_status onyx__cuda_alloc_output(const onyx__cuda_node *node, onyx_compute_ctx *ctx,
+                                    size_t index, uint32_t dtype, uint32_t rank,
+                                    const int64_t *dims, onyx_tensor **out_view);
+
+/* ------------------------------------------------------------------ messages */
+
+onyx_status onyx__cuda_fail(char *err, size_t err_cap, onyx_status status, const char *fmt,
+                            ...) ONYX__CUDA_PRINTF(4, 5);
+/* ctx->set_error, then returns status (compute-time errors). */
+onyx_status onyx__cuda_error(onyx_compute_ctx *ctx, onyx_status status, const char *fmt, ...)
+    ONYX__CUDA_PRINTF(3, 4);
+/* OK, or PROVIDER_ERROR naming `what` and the CUDA error text. */
+onyx_status onyx__cuda_check(onyx_compute_ctx *ctx, cudaError_t e, const char *what);
+/* The same after a kernel launch (cudaGetLastError). */
+onyx_status onyx__cuda_check_launch(onyx_compute_ctx *ctx, const char *what);
+
+typedef struct onyx__cuda_shape_text {
+  char s[8 * 22 + 4];
+} onyx__cuda_shape_text;
+onyx__cuda_shape_text onyx__cuda_shape_str(uint32_t rank, const int64_t *dims);
+onyx__cuda_shape_text onyx__cuda_tensor_shape(const onyx_tensor *t);
+const char *onyx__cuda_dtype_name(uint32_t dtype);
+
+/* ------------------------------------------------------------------ shapes */
+
+bool onyx__cuda_normalize_axis(int64_t axis, int64_t rank, int64_t *out_axis);
+int64_t onyx__cuda_dims_product(const int64_t *dims, uint32_t begin, uint32_t end);
+
+/* Checks compute inputs: each index below `required` present, every present one a
+ * device view (data may be NULL only when it has no elements). */
+onyx_status onyx__cuda_check_inputs(onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
+                                    size_t input_count, size_t required);
+
+/* The input at `i`, or NULL when absent or past the end. */
+static inline const onyx_tensor *onyx__cuda_input(const onyx_tensor *const *inputs,
+                                                  size_t count, size_t i) {
+  return i < count ? inputs[i] : NULL;
+}
+
+/*
+ * Reads a scalar or 1-D int32/int64 tensor's values into out[cap]. A device tensor
+ * is copied back with a small synchronous copy on the provider stream (the ABI has
+ * no way yet to ask the core for a host input; shape inputs are a few dozen bytes).
+ * A host tensor (the planner's known values) is read directly.
+ */
+onyx_status onyx__cuda_read_ints(onyx_compute_ctx *ctx, const onyx__cuda_provider *p,
+                                 const onyx_tensor *t, size_t input_index, const char *what,
+                                 int64_t *out, size_t cap, size_t *out_count);
+/* The same for infer(): only host values (the planner's) can be read; a tensor
+ * without data answers UNSUPPORTED. */
+onyx_status onyx__cuda_known_ints(const onyx_tensor *t, int64_t *out, size_t cap,
+                                  size_t *out_count);
+
+/* ------------------------------------------------------------------ attributes */
+
+const onyx_attr *onyx__cuda_attr_find(const onyx_node_info *node, const char *name);
+onyx_status onyx__cuda_attr_int(const onyx_node_info *node, const char *name, int64_t dflt,
+                                int64_t *out, char *err, size_t err_cap);
+onyx_status onyx__cuda_attr_float(const onyx_node_info *node, const char *name, float dflt,
+                                  float *out, char *err, size_t err_cap);
+/* INTS copied into out[cap]; *out_present false (count 0) when absent. */
+onyx_status onyx__cuda_attr_ints(const onyx_node_info *node, const char *name, int64_t *out,
+                                 size_t cap, size_t *out_count, bool *out_present, char *err,
+                                 size_t err_cap);
+
+/* ------------------------------------------------------------------ launch plans */
+
+#define ONYX__CUDA_BCAST_MAX_INPUTS 3
+
+/*
+ * A strided walk of a dense row-major output: output element e, decomposed over
+ * dims[0..rank), reads input k at offset[k] + sum(i_d * strides[k][d]) (elements).
+ * Strides may be 0 (broadcast) or negative (Slice with negative steps). Plans are
+ * collapsed on the host so the walk has as few axes as possible.
+ */
+typedef struct onyx__cuda_walk {
+  uint32_t rank;  /* >= 1 */
+  uint32_t count; /* inputs walked */
+  int64_t numel;  /* output elements */
+  int64_t dims[ONYX_MAX_RANK];
+  int64_t offset[ONYX__CUDA_BCAST_MAX_INPUTS];
+  int64_t strides[ONYX__CUDA_BCAST_MAX_INPUTS][ONYX_MAX_RANK];
+} onyx__cuda_walk;
+
+/* The numpy broadcast of shapes[0..count) as a collapsed walk; the output shape in
+ * out_dims/out_rank. On mismatch writes a message into err and returns
+ * INVALID_ARGUMENT. */
+onyx_status onyx__cuda_broadcast(onyx__cuda_walk *w, uint32_t *out_rank, int64_t *out_dims,
+                                 size_t count, const onyx_tensor *const *shapes, char *err,
+                                 size_t err_cap);
+/* Only the broadcast output shape (infer). */
+onyx_status onyx__cuda_broadcast_shape(size_t count, const onyx_tensor *const *shapes,
+                                       uint32_t *out_rank, int64_t *out_dims, char *err,
+                                       size_t err_cap);
+/* Merges neighbouring axes that every input walks as one, and drops size-1 axes. */
+void onyx__cuda_walk_collapse(onyx__cuda_walk *w);
+
+/* ------------------------------------------------------------------ launchers (.cu) */
+
+typedef enum onyx__cuda_binary_op {
+  ONYX__CUDA_ADD,
+  ONYX__CUDA_SUB,
+  ONYX__CUDA_MUL,
+  ONYX__CUDA_DIV,
+  ONYX__CUDA_POW,
+  ONYX__CUDA_EQUAL
+} onyx__cuda_binary_op;
+
+typedef enum onyx__cuda_unary_op {
+  ONYX__CUDA_NEG,
+  ONYX__CUDA_SQRT,
+  ONYX__CUDA_SIGMOID,
+  ONYX__CUDA_TANH,
+  ONYX__CUDA_RELU,
+  ONYX__CUDA_ERF
+} onyx__cuda_unary_op;
+
+/* y = a OP b over a two-input walk. a and y share the float dtype `dtype` (y is
+ * bool for EQUAL); b has `b_dtype` (Pow's exponent may differ). */
+cudaError_t onyx__cuda_launch_binary(onyx__cuda_binary_op op, uint32_t dtype, uint32_t b_dtype,
+                                     const void *a, const void *b, void *y,
+                                     const onyx__cuda_walk *w, cudaStream_t stream);
+/* y = OP x over n contiguous elements of a float dtype. */
+cudaError_t onyx__cuda_launch_unary(onyx__cuda_unary_op op, uint32_t dtype, const void *x,
+                                    void *y, int64_t n, cudaStream_t stream);
+/* out = cond ? x : y over a three-input walk (cond bool, x/y elements of elem_size). */
+cudaError_t onyx__cuda_launch_where(size_t elem_size, const void *cond, const void *x,
+                                    const void *y, void *out, const onyx__cuda_walk *w,
+                                    cudaStream_t stream);
+/* dst[e] = src[walk offset of input 0] for every output element (Transpose, Slice,
+ * Expand, Gemm's C). */
+cudaError_t onyx__cuda_launch_strided_copy(size_t elem_size, const void *src, void *dst,
+                                           const onyx__cuda_walk *w, cudaStream_t stream);
+/* Gather along one axis: out[o, j, i] = data[o, indices[j], i]; indices int32/int64,
+ * negative ones count from the end, out-of-range ones give zeros. */
+cudaError_t onyx__cuda_launch_gather(size_t elem_size, const void *data, const void *indices,
+                                     uint32_t index_dtype, void *out, int64_t outer,
+                                     int64_t axis_dim, int64_t index_count, int64_t inner,
+                                     cudaStream_t stream);
+/* Converts n elements between fixed-size dtypes (ONNX Cast semantics). */
+cudaError_t onyx__cuda_launch_cast(uint32_t from, uint32_t to, const void *src, void *dst,
+                                   int64_t n, cudaStream_t stream);
+/* Softmax (or LogSoftmax) over the middle axis of an (outer, axis, inner) view. */
+cudaError_t onyx__cuda_launch_softmax(uint32_t dtype, const void *x, void *y, int64_t outer,
+                                      int64_t axis, int64_t inner, cudaStream_t stream);
+
+/* One normalisation over rows of `cols` elements. */
+typedef struct onyx__cuda_norm_args {
+  bool simplified;        /* RMS: no mean subtraction */
+  uint32_t x_dtype, scale_dtype, y_dtype, sum_dtype;
+  const void *x;
+  const void *skip;       /* NULL, or added to x; its index is e % skip_numel */
+  int64_t skip_numel;
+  const void *bias;       /* NULL, or (cols) added after skip */
+  const void *scale;      /* (cols), or one element when scale_numel == 1 */
+  int64_t scale_numel;
+  const void *shift;      /* LayerNormalization's B: NULL, or like scale */
+  int64_t shift_numel;
+  void *y;
+  float *mean;            /* NULL, or (rows) float32 */
+  float *inv_std;         /* NULL, or (rows) float32 */
+  void *sum;              /* NULL, or x + skip + bias written back (sum_dtype) */
+  int64_t rows, cols;
+  float epsilon;
+} onyx__cuda_norm_args;
+cudaError_t onyx__cuda_launch_norm(const onyx__cuda_norm_args *a, cudaStream_t stream);
+
+/* One rotary embedding application. */
+typedef struct onyx__cuda_rotary_args {
+  uint32_t dtype;
+  const void *x;
+  void *y;
+  const void *cos, *sin; /* (rows, half) of dtype */
+  const int64_t *pos;    /* NULL: row b*S + s; else (B, S), or one offset when pos_scalar */
+  bool pos_scalar;
+  int64_t rows;          /* table rows; positions are clamped into [0, rows) */
+  int64_t batch, heads, seq, head_size, rot;
+  bool bnsh;             /* x is (B, N, S, H); else (B, S, N*H) */
+  bool interleaved;
+} onyx__cuda_rotary_args;
+cudaError_t onyx__cuda_launch_rotary(const onyx__cuda_rotary_args *a, cudaStream_t stream);
+
+/* ------------------------------------------------------------------ kernel tables */
+
+extern const onyx_kernel_table onyx__cuda_k_add, onyx__cuda_k_sub, onyx__cuda_k_mul,
+    onyx__cuda_k_div, onyx__cuda_k_pow, onyx__cuda_k_equal, onyx__cuda_k_where;
+extern const onyx_kernel_table onyx__cuda_k_neg, onyx__cuda_k_sqrt, onyx__cuda_k_sigmoid,
+    onyx__cuda_k_tanh, onyx__cuda_k_relu, onyx__cuda_k_erf;
+extern const onyx_kernel_table onyx__cuda_k_matmul, onyx__cuda_k_gemm;
+extern const onyx_kernel_table onyx__cuda_k_softmax_1, onyx__cuda_k_softmax_13;
+extern const onyx_kernel_table onyx__cuda_k_layernorm, onyx__cuda_k_simplified_layernorm,
+    onyx__cuda_k_rmsnorm, onyx__cuda_k_skip_simplified_layernorm;
+extern const onyx_kernel_table onyx__cuda_k_rotary, onyx__cuda_k_ms_rotary;
+extern const onyx_kernel_table onyx__cuda_k_reshape, onyx__cuda_k_squeeze_1,
+    onyx__cuda_k_squeeze_13, onyx__cuda_k_unsqueeze_1, onyx__cuda_k_unsqueeze_13,
+    onyx__cuda_k_identity, onyx__cuda_k_transpose, onyx__cuda_k_concat, onyx__cuda_k_slice_1,
+    onyx__cuda_k_slice_10, onyx__cuda_k_expand, onyx__cuda_k_gather, onyx__cuda_k_cast,
+    onyx__cuda_k_castlike;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ONYX_CUDA_IMPL_H */
