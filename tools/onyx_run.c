@@ -2,7 +2,9 @@
  * onyx-run: run a model, an ONNX backend test directory, or a folder of them.
  *
  *   onyx-run [--config plugins.ini] [--placement] [--plan] [--memory] [--rtol R]
- *            [--atol A] [--conformance] [--skip FILE] [-q] PATH...
+ *            [--atol A] [--bench N] [--conformance] [--skip FILE] [-q] PATH...
+ *
+ * --bench N times N runs of each data set after checking it (median and best).
  *
  * PATH is a test directory (model.onnx + test_data_set_N/), a model file (run on
  * random inputs), or with --conformance a folder of test directories: every test
@@ -27,6 +29,7 @@ typedef struct options {
   const char *config;
   bool placement, memory, conformance, quiet, plan;
   double rtol, atol; /* < 0: the dtype's default */
+  int bench;         /* > 0: time this many runs of each data set after checking it */
   const char *skip_file;
 } options;
 
@@ -108,6 +111,42 @@ static void print_plan(onyx_session *s, const onyx_tensor *inputs, size_t n) {
   onyx_plan_destroy(plan);
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Times `runs` runs (after two warm-up runs) and prints the median and the best. */
+static void bench_runs(onyx_session *s, const onyx_tensor *inputs, size_t nin, size_t nout,
+                       int runs) {
+  double *ms = calloc((size_t)runs, sizeof *ms);
+  onyx_tensor *outs = calloc(nout + 1, sizeof *outs);
+  if (ms == NULL || outs == NULL) {
+    free(ms);
+    free(outs);
+    return;
+  }
+  int done = 0;
+  for (int r = -2; r < runs; ++r) {
+    onyx_error *e = NULL;
+    double t0 = now_s();
+    if (onyx_session_run(s, NULL, inputs, nin, outs, &e) != ONYX_STATUS_OK) {
+      fprintf(stderr, "bench: %s\n", onyx_error_message(e));
+      onyx_error_free(e);
+      break;
+    }
+    double t = (now_s() - t0) * 1e3;
+    for (size_t i = 0; i < nout; ++i) onyx_tensor_data_free(outs[i].data);
+    if (r >= 0) ms[done++] = t;
+  }
+  if (done > 0) {
+    qsort(ms, (size_t)done, sizeof *ms, cmp_double);
+    printf("bench: median %.4f ms, best %.4f ms over %d runs\n", ms[done / 2], ms[0], done);
+  }
+  free(ms);
+  free(outs);
+}
+
 /* Runs one test_data_set_N folder; prints per-output errors; true when all match. */
 static bool run_data_set(onyx_session *s, const char *set_dir, const options *o) {
   size_t nin = onyx_session_input_count(s), nout = onyx_session_output_count(s);
@@ -165,6 +204,7 @@ static bool run_data_set(onyx_session *s, const char *set_dir, const options *o)
       }
     }
   }
+  if (ran && o->bench > 0) bench_runs(s, inputs, nin, nout, o->bench);
   for (size_t i = 0; i < nin; ++i) free(inputs[i].data);
   for (size_t i = 0; i < nout; ++i) {
     free(wants[i].data);
@@ -327,7 +367,7 @@ static const char *default_config(void) {
 static void usage(void) {
   fprintf(stderr,
           "usage: onyx-run [--config plugins.ini] [--placement] [--plan] [--memory] [--rtol R]\n"
-          "                [--atol A] [--conformance] [--skip FILE] [-q] PATH...\n");
+          "                [--atol A] [--bench N] [--conformance] [--skip FILE] [-q] PATH...\n");
 }
 
 int main(int argc, char **argv) {
@@ -340,6 +380,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--placement")) o.placement = true;
     else if (!strcmp(a, "--memory")) o.memory = true;
     else if (!strcmp(a, "--plan")) o.plan = true;
+    else if (!strcmp(a, "--bench") && has_val) o.bench = atoi(argv[++i]);
     else if (!strcmp(a, "--conformance")) o.conformance = true;
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o.quiet = true;
     else if (!strcmp(a, "--skip") && has_val) o.skip_file = argv[++i];

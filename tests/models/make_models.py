@@ -33,3 +33,46 @@ save(helper.make_graph([helper.make_node("Twice", ["x"], ["t"], domain="onyx.tes
 save(helper.make_graph([helper.make_node("Twice", ["x"], ["t"], domain="onyx.test"),
                         helper.make_node("Relu", ["t"], ["y"], name="relu")],
                        "mixed", [x], [y]), "mixed.onnx", [("", 17), ("onyx.test", 1)])
+
+
+# Workspace tests (tests/workspace): onyx.ws::Scratch nodes (y = x + 1) whose
+# workspace requirement the attributes spell out, per region: name, lifetime (0 STEP,
+# 1 SESSION), alignment, fixed bytes, bytes per element of x, bytes per S*S
+# (S = dims[1]) and the least S whose route uses the region.
+def scratch(name, regions, op="Scratch", inp="x", out=None, **extra):
+    names = [r[0] for r in regions]
+    cols = ["lifetime", "align", "fixed", "per_elem", "per_s2", "min_s"]
+    attrs = {c: [r[1 + k] for r in regions] for k, c in enumerate(cols)}
+    return helper.make_node(op, [inp], [out or name], domain="onyx.ws", name=name,
+                            regions=names, **attrs, **extra)
+
+
+#                 region      life align fixed elem s2 min_s
+ATTN = [("q_bnsh",   0,   64,  0,    4,   0, 2),   # BNSH transpose: prefill only
+        ("out_bnsh", 0,   64,  0,    4,   0, 2),
+        ("scores",   0,  256,  0,    0,   8, 2),   # S*S scores, prefill only
+        ("kv_stage", 1,  256,  0,    4,   0, 0)]   # persists, grows with S
+PROJ = [("acc",      0, 4096,  0,    8,   0, 0),
+        ("packed",   1,  128, 1000,  0,   0, 0)]
+ATTN1 = [("q_bnsh",  0,   64,  0,    4,   0, 2),
+         ("out_bnsh", 0,  64,  0,    4,   0, 2),
+         ("kv_stage", 1,  64,  0,    8,   0, 0)]
+NORM = [("tiny",     0,   16, 16,    0,   0, 0),
+        ("unused",   0,   64,  0,    0,   0, 0)]  # never used: 0 bytes, NULL view
+
+
+def ws_chain(name, seq, op1="Scratch", short=False):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq, 8])
+    extra = {"compute_extra": 8} if short else {}
+    nodes = [scratch("attn_0", ATTN, inp="x", out="a0", **extra),
+             scratch("proj", PROJ, op=op1, inp="a0", out="p"),
+             scratch("attn_1", ATTN1, inp="p", out="a1"),
+             scratch("norm", NORM, inp="a1", out="y")]
+    save(helper.make_graph(nodes, name, [x], [y]), f"{name}.onnx", [("", 17), ("onyx.ws", 1)])
+
+
+ws_chain("ws_chain", "S")                        # S symbolic: plans per geometry
+ws_chain("ws_chain_s4", 4)                       # fixed S = 4, for onyx-run --plan
+ws_chain("ws_noinfer", "S", op1="ScratchNoInfer")  # proj cannot infer: runs unplanned
+ws_chain("ws_short", "S", short=True)            # attn_0 computes with more than it declared
