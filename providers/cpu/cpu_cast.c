@@ -260,7 +260,7 @@ static onyx_status cpu_cast_target(const onyx_node_info *node, uint32_t *out_to,
 /* Placement asks first, so an unsupported target can go to another provider or
  * fail early. A malformed node is left for create() to report. */
 static bool cpu_cast_supports(const onyx_node_info *node, char *reason, size_t reason_cap) {
-  uint32_t to;
+  uint32_t to = ONYX_DTYPE_UNDEFINED;
   return cpu_cast_target(node, &to, reason, reason_cap) != ONYX_STATUS_UNSUPPORTED;
 }
 
@@ -268,7 +268,7 @@ static bool cpu_cast_supports(const onyx_node_info *node, char *reason, size_t r
  * targets, which ABI v1 has no dtype for; they are accepted and have no effect. */
 static onyx_status cpu_cast_create(void *provider_state, const onyx_node_info *node,
                                    void **out_state, char *err, size_t err_cap) {
-  uint32_t to;
+  uint32_t to = ONYX_DTYPE_UNDEFINED;
   onyx_status st = cpu_cast_target(node, &to, err, err_cap);
   if (st != ONYX_STATUS_OK) return st;
   cpu_cast_state *s = onyx__cpu_state_new(sizeof *s, provider_state, node, err, err_cap);
