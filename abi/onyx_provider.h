@@ -182,8 +182,15 @@ typedef struct onyx_kernel_table {
   /* Optional: output geometry from input geometry, so the core can plan memory
    * without running. `inputs[i].data` is non-NULL only for host integer tensors
    * whose values the planner knows (shape arithmetic); absent inputs have rank 0 and
-   * dtype UNDEFINED. Fill dtype, rank and dims of each named output (data stays
-   * NULL); return UNSUPPORTED when a shape depends on values the planner lacks. */
+   * dtype UNDEFINED. Fill dtype, rank and dims of each named output; return
+   * UNSUPPORTED when a shape depends on values the planner lacks.
+   * Output values: on entry `outputs[k].data` may point at a host buffer of 512
+   * bytes (64 int64) owned by the core, valid during the call. A kernel that knows
+   * the values of an int64 or int32 output that fits there (Shape knows its output
+   * from geometry alone) may write them, densely in the output's dtype, and leave
+   * data pointing at that buffer; the core then treats them as known values. In
+   * every other case the kernel sets data to NULL (assigning a whole zeroed struct
+   * does), which the core reads as "geometry only". */
   onyx_status (*infer)(void *state, const onyx_tensor *inputs, size_t input_count,
                        onyx_tensor *outputs, size_t output_count);
   /* fields above: v1 */

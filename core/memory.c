@@ -226,8 +226,15 @@ onyx_status onyx__memory_alloc_parts(onyx__memory *m, onyx__provider *provider,
   onyx_status st = onyx_gov_check(m->gov, tier, (onyx_requester)requester, total, &refusal);
   if (st != ONYX_STATUS_OK) {
     onyx_gov_refusal_format(&refusal, numbers, sizeof numbers);
-    onyx__errf(err, err_cap, "%s (for %s and %u more parts)", numbers,
-               parts[0].label ? parts[0].label : "?", live - 1);
+    const char *first = "?";
+    for (size_t i = 0; i < part_count; ++i)
+      if (parts[i].bytes) {
+        first = parts[i].label ? parts[i].label : "?";
+        break;
+      }
+    if (live == 1) onyx__errf(err, err_cap, "%s (for %s)", numbers, first);
+    else onyx__errf(err, err_cap, "%s (for %s and %u more parts of the block)", numbers, first,
+                    live - 1);
     return st;
   }
   onyx_gov_grant_id *ids = calloc(live, sizeof *ids);

@@ -7,7 +7,6 @@
 #ifndef ONYX_CORE_PLAN_IMPL_H
 #define ONYX_CORE_PLAN_IMPL_H
 
-#include "memory_impl.h"
 #include "session_impl.h"
 
 /* The largest alignment a region may ask for (one 2 MiB granule). */
@@ -46,15 +45,14 @@ struct onyx_plan {
 };
 
 /* Computes the plan for these inputs (geometry; data read for integer inputs). */
-onyx_status onyx__plan_build(onyx_session *session, const onyx_tensor *inputs,
-                             size_t input_count, onyx_plan **out_plan, char *err,
-                             size_t err_cap);
+onyx_status onyx__plan_build(onyx_session *session, const onyx_tensor *inputs, size_t input_count,
+                             onyx_plan **out_plan, char *err, size_t err_cap);
 
 /* Checks a requirement (count, lifetimes, power-of-two alignments up to
  * ONYX__WS_MAX_ALIGN, no overflow) and lays it out. On failure `err` names the
  * region and PROVIDER_ERROR is returned. */
-onyx_status onyx__ws_layout_make(const onyx_workspace_requirement *req,
-                                 onyx__ws_layout *out_layout, char *err, size_t err_cap);
+onyx_status onyx__ws_layout_make(const onyx_workspace_requirement *req, onyx__ws_layout *out_layout,
+                                 char *err, size_t err_cap);
 
 /*
  * Allocates one workspace block of `lifetime` for node `node` from `req` laid out as
@@ -66,8 +64,8 @@ onyx_status onyx__ws_layout_make(const onyx_workspace_requirement *req,
  */
 onyx_status onyx__ws_block_alloc(onyx_session *session, size_t node,
                                  const onyx_workspace_requirement *req,
-                                 const onyx__ws_layout *layout, uint32_t lifetime,
-                                 uint64_t bytes, uint32_t align, const char *what,
-                                 void **out_block, char *err, size_t err_cap);
+                                 const onyx__ws_layout *layout, uint32_t lifetime, uint64_t bytes,
+                                 uint32_t align, const char *what, void **out_block, char *err,
+                                 size_t err_cap);
 
 #endif /* ONYX_CORE_PLAN_IMPL_H */

@@ -18,6 +18,9 @@
 /* Integer tensors up to this many elements carry values through the pass. */
 #define PLAN_MAX_KNOWN_ELEMENTS 4096
 
+/* Values an infer callback may hand back per output (the ABI's 64 int64). */
+#define PLAN_INFER_VALUES 64
+
 typedef struct geo {
   onyx_tensor t;
   bool set;
@@ -141,8 +144,11 @@ onyx_status onyx__ws_block_alloc(onyx_session *s, size_t node,
     ws_label(labels[n], sizeof labels[n], s, node, rg->name, what);
     idx[n++] = i;
   }
-  if (n == 0 || lifetime > ONYX_LIFETIME_SESSION || bytes < layout->bytes[lifetime])
-    return ONYX_STATUS_INVALID_ARGUMENT;
+  if (n == 0 || lifetime > ONYX_LIFETIME_SESSION || bytes < layout->bytes[lifetime]) {
+    onyx__errf(err, err_cap, "node %zu: no %s block of %llu bytes to book", node, what,
+               (unsigned long long)bytes);
+    return ONYX_STATUS_INTERNAL;
+  }
   /* Each part runs from its region's offset to the next region's (offsets never
    * decrease), so alignment padding is charged to the region before it and the last
    * part runs to the end of the block: the parts sum to the block, nothing twice. */
@@ -216,14 +222,30 @@ static onyx_status node_outputs(onyx_session *s, size_t i, geo *g, const onyx_te
   if (st == ONYX_STATUS_OK && all_known && host) {
     st = evaluate(pn, in_ptrs, in_geo, n->input_count, outs, n->output_count, err, err_cap);
   } else if (st == ONYX_STATUS_OK && pn->kernel->infer != NULL) {
+    /* Each output offers a values buffer; a kernel that knows the values (Shape of
+     * a tensor whose values are not known) writes them and leaves data there. */
     onyx_tensor *out_t = calloc(n->output_count + 1, sizeof *out_t);
-    st = out_t ? pn->kernel->infer(pn->state, in_geo, n->input_count, out_t, n->output_count)
-               : ONYX_STATUS_OUT_OF_MEMORY;
+    int64_t(*buf)[PLAN_INFER_VALUES] = calloc(n->output_count + 1, sizeof *buf);
+    for (size_t o = 0; out_t && buf && o < n->output_count; ++o) out_t[o].data = buf[o];
+    st = out_t && buf
+             ? pn->kernel->infer(pn->state, in_geo, n->input_count, out_t, n->output_count)
+             : ONYX_STATUS_OUT_OF_MEMORY;
     for (size_t o = 0; out_t && st == ONYX_STATUS_OK && o < n->output_count; ++o) {
       outs[o].t = out_t[o];
       outs[o].t.data = NULL;
       outs[o].set = true;
+      if (out_t[o].data != buf[o] || out_t[o].rank > ONYX_MAX_RANK || !small_int(&out_t[o]))
+        continue;
+      size_t bytes = (size_t)onyx_tensor_numel(&out_t[o]) * onyx_dtype_size(out_t[o].dtype);
+      if (onyx_tensor_numel(&out_t[o]) < 0 || bytes > sizeof buf[o]) continue;
+      if ((outs[o].owned = malloc(bytes ? bytes : 1)) == NULL) {
+        st = ONYX_STATUS_OUT_OF_MEMORY;
+        break;
+      }
+      memcpy(outs[o].owned, buf[o], bytes);
+      outs[o].t.data = outs[o].owned;
     }
+    free(buf);
     free(out_t);
     if (st != ONYX_STATUS_OK)
       onyx__errf(err, err_cap, "its kernel cannot infer output shapes for this geometry (%s)",

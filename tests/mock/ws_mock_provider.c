@@ -186,9 +186,9 @@ static onyx_status ws_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
     rec->count = ctx->workspace_count < MAX_REGIONS ? ctx->workspace_count : MAX_REGIONS;
     for (size_t i = 0; i < rec->count; ++i) {
       const onyx_workspace_region *rg = &req.regions[i < req.count ? i : 0];
-      rec->views[i] = (ws_mock_view){ctx->workspace[i].name, ctx->workspace[i].data,
-                                     ctx->workspace[i].bytes, rg->alignment ? rg->alignment : 64,
-                                     rg->lifetime};
+      rec->views[i] =
+          (ws_mock_view){ctx->workspace[i].name, ctx->workspace[i].data, ctx->workspace[i].bytes,
+                         rg->alignment ? rg->alignment : 64, rg->lifetime};
     }
   }
   /* Check everything before writing anything. */
