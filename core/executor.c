@@ -141,10 +141,11 @@ static onyx_status ctx_alias_output(onyx_compute_ctx *ctx, size_t index, size_t 
   const slot *in = &r->slots[n->inputs[input_index]];
   if (out->set || (in->buf == NULL && !in->writable)) {
     /* Borrowed memory is read-only to the run unless the caller said otherwise. */
+    /* A refusal, not an error: the kernel may allocate the output and copy. */
     snprintf(r->kernel_err, sizeof r->kernel_err,
              "alias_output: output %zu cannot alias input %zu (%s)", index, input_index,
              out->set ? "output already set" : "input memory is borrowed, not owned by the run");
-    return r->alloc_status = ONYX_STATUS_INVALID_ARGUMENT;
+    return ONYX_STATUS_INVALID_ARGUMENT;
   }
   *out = *in;
   out->view = *r->node_inputs[input_index];

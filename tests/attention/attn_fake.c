@@ -93,55 +93,78 @@ void fake_ctx_free(fake_ctx *f) {
 
 /* ------------------------------------------------------------------ thread pool */
 
-/* A deliberately simple pool: parallel_for starts `threads` workers that take indices
- * from a shared counter, and joins them. Good enough to exercise the kernels' split. */
+/* A small persistent pool: `threads - 1` workers wait for a job generation, take
+ * indices from a shared counter and report when the last index is done; the caller
+ * works too. Good enough to exercise (and time) the kernels' parallel paths. */
+#define FAKE_MAX_THREADS 64
+
 struct fake_provider {
   onyx_host_table host;
   onyx__cpu_provider cpu;
   uint32_t threads;
-};
-
-typedef struct fake_job {
+  pthread_t tids[FAKE_MAX_THREADS];
+  uint32_t started;
   pthread_mutex_t lock;
-  size_t next, n;
+  pthread_cond_t wake, done;
+  uint64_t generation;
+  bool stop;
+  size_t next, n, finished;
   void (*fn)(void *arg, size_t i);
   void *arg;
-} fake_job;
+};
 
-static void *fake_worker(void *p) {
-  fake_job *j = p;
-  for (;;) {
-    pthread_mutex_lock(&j->lock);
-    size_t i = j->next++;
-    pthread_mutex_unlock(&j->lock);
-    if (i >= j->n) break;
-    j->fn(j->arg, i);
+/* Takes and runs indices of the current job; called with the lock held. */
+static void fake_drain(fake_provider *p) {
+  while (p->next < p->n) {
+    size_t i = p->next++;
+    pthread_mutex_unlock(&p->lock);
+    p->fn(p->arg, i);
+    pthread_mutex_lock(&p->lock);
+    if (++p->finished == p->n) pthread_cond_broadcast(&p->done);
   }
+}
+
+static void *fake_worker(void *arg) {
+  fake_provider *p = arg;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&p->lock);
+  for (;;) {
+    while (!p->stop && p->generation == seen) pthread_cond_wait(&p->wake, &p->lock);
+    if (p->stop) break;
+    seen = p->generation;
+    fake_drain(p);
+  }
+  pthread_mutex_unlock(&p->lock);
   return NULL;
 }
 
 static void fake_parallel_for(void *host_data, size_t n, void (*fn)(void *arg, size_t i),
                               void *arg) {
-  fake_provider *fp = host_data;
-  fake_job job;
-  pthread_mutex_init(&job.lock, NULL);
-  job.next = 0;
-  job.n = n;
-  job.fn = fn;
-  job.arg = arg;
-  pthread_t tids[64];
-  uint32_t started = 0;
-  for (uint32_t t = 1; t < fp->threads && t < 64; ++t)
-    if (pthread_create(&tids[started], NULL, fake_worker, &job) == 0) started++;
-  fake_worker(&job);
-  for (uint32_t t = 0; t < started; ++t) pthread_join(tids[t], NULL);
-  pthread_mutex_destroy(&job.lock);
+  fake_provider *p = host_data;
+  if (n == 0) return;
+  pthread_mutex_lock(&p->lock);
+  p->fn = fn;
+  p->arg = arg;
+  p->n = n;
+  p->next = 0;
+  p->finished = 0;
+  p->generation++;
+  pthread_cond_broadcast(&p->wake);
+  fake_drain(p);
+  while (p->finished < p->n) pthread_cond_wait(&p->done, &p->lock);
+  p->n = 0;
+  pthread_mutex_unlock(&p->lock);
 }
 
 fake_provider *fake_provider_new(uint32_t threads) {
   fake_provider *p = calloc(1, sizeof *p);
   if (p == NULL) return NULL;
-  p->threads = threads < 1 ? 1 : threads;
+  p->threads = threads < 1 ? 1 : threads > FAKE_MAX_THREADS ? FAKE_MAX_THREADS : threads;
+  pthread_mutex_init(&p->lock, NULL);
+  pthread_cond_init(&p->wake, NULL);
+  pthread_cond_init(&p->done, NULL);
+  for (uint32_t t = 1; t < p->threads; ++t)
+    if (pthread_create(&p->tids[p->started], NULL, fake_worker, p) == 0) p->started++;
   p->host.struct_size = sizeof p->host;
   p->host.version = ONYX_ABI_VERSION;
   p->host.host_data = p;
@@ -155,12 +178,23 @@ fake_provider *fake_provider_new(uint32_t threads) {
 
 void *fake_provider_state(fake_provider *p) { return &p->cpu; }
 
-void fake_provider_free(fake_provider *p) { free(p); }
+void fake_provider_free(fake_provider *p) {
+  if (p == NULL) return;
+  pthread_mutex_lock(&p->lock);
+  p->stop = true;
+  pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->lock);
+  for (uint32_t t = 0; t < p->started; ++t) pthread_join(p->tids[t], NULL);
+  pthread_mutex_destroy(&p->lock);
+  pthread_cond_destroy(&p->wake);
+  pthread_cond_destroy(&p->done);
+  free(p);
+}
 
 /* ------------------------------------------------------------------ nodes, tensors */
 
-void fake_node_init(fake_node *n, const char *domain, const char *op, int64_t opset,
-                    size_t inputs, size_t outputs) {
+void fake_node_init(fake_node *n, const char *domain, const char *op, int64_t opset, size_t inputs,
+                    size_t outputs) {
   memset(n, 0, sizeof *n);
   n->info.struct_size = sizeof n->info;
   n->info.version = ONYX_ABI_VERSION;

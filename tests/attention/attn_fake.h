@@ -55,8 +55,8 @@ typedef struct fake_node {
   uint32_t input_dtypes[16];
 } fake_node;
 
-void fake_node_init(fake_node *n, const char *domain, const char *op, int64_t opset,
-                    size_t inputs, size_t outputs);
+void fake_node_init(fake_node *n, const char *domain, const char *op, int64_t opset, size_t inputs,
+                    size_t outputs);
 void fake_node_int(fake_node *n, const char *name, int64_t v);
 void fake_node_float(fake_node *n, const char *name, float v);
 void fake_node_string(fake_node *n, const char *name, const char *v);

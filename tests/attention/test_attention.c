@@ -51,15 +51,15 @@ typedef struct run {
 } run;
 
 /* create → workspace (geometry only) → compute with exact views (or one short). */
-static void run_node(run *r, const onyx_kernel_table *kt, fake_node *node,
-                     const onyx_tensor **in, size_t n, uint32_t threads, bool allow_alias,
-                     int short_region, uint64_t shrink) {
+static void run_node(run *r, const onyx_kernel_table *kt, fake_node *node, const onyx_tensor **in,
+                     size_t n, uint32_t threads, bool allow_alias, int short_region,
+                     uint64_t shrink) {
   memset(r, 0, sizeof *r);
   for (size_t i = 0; i < n; ++i) node->input_present[i] = in[i] != NULL;
   fake_provider *prov = fake_provider_new(threads);
   void *state = NULL;
-  r->create_status = kt->create(fake_provider_state(prov), &node->info, &state, r->err,
-                                sizeof r->err);
+  r->create_status =
+      kt->create(fake_provider_state(prov), &node->info, &state, r->err, sizeof r->err);
   if (r->create_status != ONYX_STATUS_OK) {
     fake_provider_free(prov);
     r->status = r->create_status;
@@ -74,7 +74,8 @@ static void run_node(run *r, const onyx_kernel_table *kt, fake_node *node,
       geo[i] = *in[i];
       geo[i].data = NULL;
     }
-  if (kt->workspace != NULL) assert_int_equal(kt->workspace(state, geo, n, &r->req), ONYX_STATUS_OK);
+  if (kt->workspace != NULL)
+    assert_int_equal(kt->workspace(state, geo, n, &r->req), ONYX_STATUS_OK);
   fake_ctx_init(&r->f, (const onyx_tensor *const *)in, n, allow_alias);
   fake_ctx_workspace(&r->f, &r->req, short_region, shrink);
   r->status = kt->compute(state, &r->f.ctx, (const onyx_tensor *const *)in, n);
@@ -136,8 +137,8 @@ static void gqa_node(fake_node *n, int64_t nq, int64_t nkv, size_t inputs) {
 }
 
 /* Geometry of a GQA call: query/key/value (B, S, ·), past (B, Nkv, L, H), scalars. */
-static size_t gqa_geo(onyx_tensor *geo, uint32_t dt, int64_t B, int64_t S, int64_t nq,
-                      int64_t nkv, int64_t H, int64_t L, bool packed) {
+static size_t gqa_geo(onyx_tensor *geo, uint32_t dt, int64_t B, int64_t S, int64_t nq, int64_t nkv,
+                      int64_t H, int64_t L, bool packed) {
   memset(geo, 0, sizeof(onyx_tensor) * 12);
   int64_t q[3] = {B, S, (packed ? nq + 2 * nkv : nq) * H}, kv[3] = {B, S, nkv * H};
   int64_t past[4] = {B, nkv, L, H}, bd[1] = {B};
@@ -355,7 +356,8 @@ static void test_gqa_shared_buffer_in_place(void **unused) {
       for (int64_t r = 0; r < fx.L; ++r) {
         const float *row = fx.pk + ((b * fx.nkv + g) * fx.L + r) * fx.H;
         const float *old = pk0 + ((b * fx.nkv + g) * fx.L + r) * fx.H;
-        const float *copied = (const float *)copy.f.outputs[1].data + ((b * fx.nkv + g) * 16 + r) * fx.H;
+        const float *copied =
+            (const float *)copy.f.outputs[1].data + ((b * fx.nkv + g) * 16 + r) * fx.H;
         if (r == totals[b] - 1) {
           assert_memory_equal(row, fx.k + (b * fx.nkv + g) * fx.H, (size_t)fx.H * sizeof(float));
         } else {
@@ -401,15 +403,12 @@ static void check_layouts(int64_t B, int64_t S, int64_t L, int64_t T, const int3
   for (int64_t b = 0; b < B; ++b) seqlens[b] = totals[b] - 1;
   int64_t qd[3] = {B, S, nq * H}, kd[3] = {B, S, nkv * H}, pd[4] = {B, nkv, L, H}, bd[1] = {B};
   int64_t cd[2] = {64, 16};
-  onyx_tensor t[9] = {fake_tensor(ONYX_DTYPE_FLOAT32, 3, qd, q),
-                      fake_tensor(ONYX_DTYPE_FLOAT32, 3, kd, k),
-                      fake_tensor(ONYX_DTYPE_FLOAT32, 3, kd, v),
-                      fake_tensor(ONYX_DTYPE_FLOAT32, 4, pd, pk),
-                      fake_tensor(ONYX_DTYPE_FLOAT32, 4, pd, pv),
-                      fake_tensor(ONYX_DTYPE_INT32, 1, bd, seqlens),
-                      fake_tensor(ONYX_DTYPE_INT32, 0, NULL, &total),
-                      fake_tensor(ONYX_DTYPE_FLOAT32, 2, cd, cos),
-                      fake_tensor(ONYX_DTYPE_FLOAT32, 2, cd, sin)};
+  onyx_tensor t[9] = {
+      fake_tensor(ONYX_DTYPE_FLOAT32, 3, qd, q),      fake_tensor(ONYX_DTYPE_FLOAT32, 3, kd, k),
+      fake_tensor(ONYX_DTYPE_FLOAT32, 3, kd, v),      fake_tensor(ONYX_DTYPE_FLOAT32, 4, pd, pk),
+      fake_tensor(ONYX_DTYPE_FLOAT32, 4, pd, pv),     fake_tensor(ONYX_DTYPE_INT32, 1, bd, seqlens),
+      fake_tensor(ONYX_DTYPE_INT32, 0, NULL, &total), fake_tensor(ONYX_DTYPE_FLOAT32, 2, cd, cos),
+      fake_tensor(ONYX_DTYPE_FLOAT32, 2, cd, sin)};
   const onyx_tensor *in[9];
   for (int i = 0; i < 9; ++i) in[i] = &t[i];
   size_t n_in = rotary ? 9 : 7;
@@ -456,7 +455,8 @@ static void test_gqa_bsnh_equals_bnsh(void **unused) {
 static onyx_tensor golden_tensor(uint32_t dt, const int64_t *dims, size_t rank, const void *data) {
   return fake_tensor(dt, (uint32_t)rank, dims, (void *)(uintptr_t)data);
 }
-#define GT(dt, name) golden_tensor(dt, name##_dims, sizeof name##_dims / sizeof name##_dims[0], name)
+#define GT(dt, name)                                                                               \
+  golden_tensor(dt, name##_dims, sizeof name##_dims / sizeof name##_dims[0], name)
 #define NUMEL(a) (sizeof(a) / sizeof((a)[0]))
 
 static void test_golden_gqa_decode(void **unused) {
@@ -464,16 +464,16 @@ static void test_golden_gqa_decode(void **unused) {
   float pk[NUMEL(g_gqa_decode_past_key)], pv[NUMEL(g_gqa_decode_past_value)];
   memcpy(pk, g_gqa_decode_past_key, sizeof pk);
   memcpy(pv, g_gqa_decode_past_value, sizeof pv);
-  onyx_tensor t[9] = {GT(ONYX_DTYPE_FLOAT32, g_gqa_decode_query),
-                      GT(ONYX_DTYPE_FLOAT32, g_gqa_decode_key),
-                      GT(ONYX_DTYPE_FLOAT32, g_gqa_decode_value),
-                      fake_tensor(ONYX_DTYPE_FLOAT32, 4, g_gqa_decode_past_key_dims, pk),
-                      fake_tensor(ONYX_DTYPE_FLOAT32, 4, g_gqa_decode_past_value_dims, pv),
-                      GT(ONYX_DTYPE_INT32, g_gqa_decode_seqlens_k),
-                      fake_tensor(ONYX_DTYPE_INT32, 0, NULL,
-                                  (void *)(uintptr_t)g_gqa_decode_total_sequence_length),
-                      GT(ONYX_DTYPE_FLOAT32, g_gqa_decode_cos_cache),
-                      GT(ONYX_DTYPE_FLOAT32, g_gqa_decode_sin_cache)};
+  onyx_tensor t[9] = {
+      GT(ONYX_DTYPE_FLOAT32, g_gqa_decode_query),
+      GT(ONYX_DTYPE_FLOAT32, g_gqa_decode_key),
+      GT(ONYX_DTYPE_FLOAT32, g_gqa_decode_value),
+      fake_tensor(ONYX_DTYPE_FLOAT32, 4, g_gqa_decode_past_key_dims, pk),
+      fake_tensor(ONYX_DTYPE_FLOAT32, 4, g_gqa_decode_past_value_dims, pv),
+      GT(ONYX_DTYPE_INT32, g_gqa_decode_seqlens_k),
+      fake_tensor(ONYX_DTYPE_INT32, 0, NULL, (void *)(uintptr_t)g_gqa_decode_total_sequence_length),
+      GT(ONYX_DTYPE_FLOAT32, g_gqa_decode_cos_cache),
+      GT(ONYX_DTYPE_FLOAT32, g_gqa_decode_sin_cache)};
   const onyx_tensor *in[9];
   for (int i = 0; i < 9; ++i) in[i] = &t[i];
   fake_node n;
@@ -545,10 +545,9 @@ static void test_golden_attention(void **unused) {
 
 static void test_golden_ms_rotary(void **unused) {
   (void)unused;
-  onyx_tensor t[4] = {GT(ONYX_DTYPE_FLOAT32, g_msrope_input),
-                      GT(ONYX_DTYPE_INT64, g_msrope_position_ids),
-                      GT(ONYX_DTYPE_FLOAT32, g_msrope_cos_cache),
-                      GT(ONYX_DTYPE_FLOAT32, g_msrope_sin_cache)};
+  onyx_tensor t[4] = {
+      GT(ONYX_DTYPE_FLOAT32, g_msrope_input), GT(ONYX_DTYPE_INT64, g_msrope_position_ids),
+      GT(ONYX_DTYPE_FLOAT32, g_msrope_cos_cache), GT(ONYX_DTYPE_FLOAT32, g_msrope_sin_cache)};
   const onyx_tensor *in[4] = {&t[0], &t[1], &t[2], &t[3]};
   fake_node n;
   fake_node_init(&n, "com.microsoft", "RotaryEmbedding", 1, 4, 1);
@@ -557,8 +556,8 @@ static void test_golden_ms_rotary(void **unused) {
   run r;
   run_node(&r, &onyx_cpu_ms_rotary_kernel, &n, in, 4, 1, false, -1, 0);
   if (r.status != ONYX_STATUS_OK) fail_msg("%s", r.f.err);
-  expect_close(r.f.outputs[0].data, g_msrope_want_output, NUMEL(g_msrope_want_output), 1e-6f,
-               1e-5f, "output");
+  expect_close(r.f.outputs[0].data, g_msrope_want_output, NUMEL(g_msrope_want_output), 1e-6f, 1e-5f,
+               "output");
   fake_ctx_free(&r.f);
 }
 
@@ -642,20 +641,27 @@ static void test_gqa_half_types_match_f32(void **unused) {
     } conv[3] = {{q, qh, qr, nqe}, {k, kh, kr, nke}, {v, vh, vr, nke}};
     for (int c = 0; c < 3; ++c)
       for (size_t i = 0; i < conv[c].n; ++i) {
-        conv[c].h[i] = type ? onyx__attn_f32_to_bf16(conv[c].src[i])
-                            : onyx__attn_f32_to_f16(conv[c].src[i]);
-        conv[c].r[i] = type ? onyx__attn_bf16_to_f32(conv[c].h[i])
-                            : onyx__attn_f16_to_f32(conv[c].h[i]);
+        conv[c].h[i] =
+            type ? onyx__attn_f32_to_bf16(conv[c].src[i]) : onyx__attn_f32_to_f16(conv[c].src[i]);
+        conv[c].r[i] =
+            type ? onyx__attn_bf16_to_f32(conv[c].h[i]) : onyx__attn_f16_to_f32(conv[c].h[i]);
       }
     int32_t seqlens[1] = {(int32_t)S - 1}, total = (int32_t)S;
     int64_t qd[3] = {B, S, nq * H}, kd[3] = {B, S, nkv * H}, bd[1] = {B};
-    onyx_tensor th[7] = {fake_tensor(dt, 3, qd, qh), fake_tensor(dt, 3, kd, kh),
-                         fake_tensor(dt, 3, kd, vh), {0}, {0},
+    onyx_tensor th[7] = {fake_tensor(dt, 3, qd, qh),
+                         fake_tensor(dt, 3, kd, kh),
+                         fake_tensor(dt, 3, kd, vh),
+                         {0},
+                         {0},
                          fake_tensor(ONYX_DTYPE_INT32, 1, bd, seqlens),
                          fake_tensor(ONYX_DTYPE_INT32, 0, NULL, &total)};
     onyx_tensor tf[7] = {fake_tensor(ONYX_DTYPE_FLOAT32, 3, qd, qr),
                          fake_tensor(ONYX_DTYPE_FLOAT32, 3, kd, kr),
-                         fake_tensor(ONYX_DTYPE_FLOAT32, 3, kd, vr), {0}, {0}, th[5], th[6]};
+                         fake_tensor(ONYX_DTYPE_FLOAT32, 3, kd, vr),
+                         {0},
+                         {0},
+                         th[5],
+                         th[6]};
     const onyx_tensor *inh[7] = {&th[0], &th[1], &th[2], NULL, NULL, &th[5], &th[6]};
     const onyx_tensor *inf[7] = {&tf[0], &tf[1], &tf[2], NULL, NULL, &tf[5], &tf[6]};
     fake_node n;
@@ -697,6 +703,57 @@ static void test_half_conversions(void **unused) {
   assert_true(onyx__attn_bf16_to_f32(0x4049) == 3.140625f);
 }
 
+/* ------------------------------------------------------------------ infer */
+
+static void test_infer(void **unused) {
+  (void)unused;
+  fake_node n;
+  gqa_node(&n, 8, 2, 7);
+  void *state = NULL;
+  char err[128];
+  assert_int_equal(onyx_cpu_gqa_kernel.create(NULL, &n.info, &state, err, sizeof err),
+                   ONYX_STATUS_OK);
+  onyx_tensor geo[12], out[4];
+  gqa_geo(geo, ONYX_DTYPE_FLOAT16, 2, 1, 8, 2, 64, 40, false);
+  memset(out, 0, sizeof out);
+  /* total_sequence_length unknown: present's length is unknown too. */
+  assert_int_equal(onyx_cpu_gqa_kernel.infer(state, geo, 7, out, 3), ONYX_STATUS_UNSUPPORTED);
+  int32_t total = 30; /* a shared buffer of 40 rows: present keeps 40 */
+  geo[6].data = &total;
+  assert_int_equal(onyx_cpu_gqa_kernel.infer(state, geo, 7, out, 3), ONYX_STATUS_OK);
+  assert_int_equal(out[0].dtype, ONYX_DTYPE_FLOAT16);
+  assert_int_equal(out[0].rank, 3);
+  assert_int_equal(out[0].dims[2], 8 * 64);
+  assert_int_equal(out[1].dims[2], 40);
+  assert_null(out[1].data);
+  total = 41; /* a growing cache: 40 + 1 */
+  assert_int_equal(onyx_cpu_gqa_kernel.infer(state, geo, 7, out, 3), ONYX_STATUS_OK);
+  assert_int_equal(out[2].dims[2], 41);
+  onyx_cpu_gqa_kernel.destroy(state);
+
+  fake_node_init(&n, "", "Attention", 23, 6, 4);
+  fake_node_int(&n, "q_num_heads", 6);
+  fake_node_int(&n, "kv_num_heads", 2);
+  assert_int_equal(onyx_cpu_attention_kernel.create(NULL, &n.info, &state, err, sizeof err),
+                   ONYX_STATUS_OK);
+  memset(geo, 0, sizeof geo);
+  int64_t q[3] = {2, 3, 6 * 16}, k[3] = {2, 5, 2 * 16}, v[3] = {2, 5, 2 * 24};
+  int64_t pk[4] = {2, 2, 7, 16}, pv[4] = {2, 2, 7, 24};
+  geo[0] = fake_tensor(ONYX_DTYPE_FLOAT32, 3, q, NULL);
+  geo[1] = fake_tensor(ONYX_DTYPE_FLOAT32, 3, k, NULL);
+  geo[2] = fake_tensor(ONYX_DTYPE_FLOAT32, 3, v, NULL);
+  geo[4] = fake_tensor(ONYX_DTYPE_FLOAT32, 4, pk, NULL);
+  geo[5] = fake_tensor(ONYX_DTYPE_FLOAT32, 4, pv, NULL);
+  assert_int_equal(onyx_cpu_attention_kernel.infer(state, geo, 6, out, 4), ONYX_STATUS_OK);
+  assert_int_equal(out[0].rank, 3);
+  assert_int_equal(out[0].dims[2], 6 * 24);
+  assert_int_equal(out[1].dims[2], 12);
+  assert_int_equal(out[2].dims[3], 24);
+  assert_int_equal(out[3].dims[1], 6);
+  assert_int_equal(out[3].dims[3], 12);
+  onyx_cpu_attention_kernel.destroy(state);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_half_conversions),
@@ -711,6 +768,7 @@ int main(void) {
       cmocka_unit_test(test_golden_attention),
       cmocka_unit_test(test_golden_ms_rotary),
       cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_infer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,12 +108,12 @@ def write_case(case, out_dir):
     for n, a in case.inputs:
         if a is None:
             continue
-        t = numpy_helper.from_array(np.ascontiguousarray(a), n)
+        t = numpy_helper.from_array(np.array(a, order="C", copy=True), n)
         with open(os.path.join(d, "test_data_set_0", f"input_{i}.pb"), "wb") as f:
             f.write(t.SerializeToString())
         i += 1
     for i, (n, r) in enumerate(zip(names, results)):
-        t = numpy_helper.from_array(np.ascontiguousarray(r), n)
+        t = numpy_helper.from_array(np.array(r, order="C", copy=True), n)
         with open(os.path.join(d, "test_data_set_0", f"output_{i}.pb"), "wb") as f:
             f.write(t.SerializeToString())
     return d

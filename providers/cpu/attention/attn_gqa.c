@@ -127,11 +127,10 @@ static onyx_status gqa_create(void *provider_state, const onyx_node_info *node, 
   for (size_t i = GQA_INPUTS; i < node->input_count; ++i) {
     if (node->input_present != NULL && !node->input_present[i]) continue;
     size_t k = i - GQA_INPUTS;
-    return onyx__attn_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
-                           "%s: input %zu (%s) is not supported by the CPU provider", op, i,
-                           k < sizeof gqa_later_inputs / sizeof gqa_later_inputs[0]
-                               ? gqa_later_inputs[k]
-                               : "unknown");
+    return onyx__attn_fail(
+        err, err_cap, ONYX_STATUS_UNSUPPORTED,
+        "%s: input %zu (%s) is not supported by the CPU provider", op, i,
+        k < sizeof gqa_later_inputs / sizeof gqa_later_inputs[0] ? gqa_later_inputs[k] : "unknown");
   }
   if (node->output_count < 1 || (node->output_present != NULL && !node->output_present[0]))
     return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
@@ -188,13 +187,14 @@ static onyx_status gqa_geometry(const gqa_state *st, const onyx_tensor *const *i
   int64_t heads = g->packed ? st->nq + 2 * st->nkv : st->nq;
   if (g->hidden % heads != 0 || g->hidden == 0)
     return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                           "query width %lld is not a multiple of %lld heads%s", (long long)g->hidden,
-                           (long long)heads, g->packed ? " (packed: num_heads + 2*kv_num_heads)" : "");
+                           "query width %lld is not a multiple of %lld heads%s",
+                           (long long)g->hidden, (long long)heads,
+                           g->packed ? " (packed: num_heads + 2*kv_num_heads)" : "");
   g->head = g->hidden / heads;
   if (g->head > ONYX__ATTN_MAX_HEAD)
     return onyx__attn_fail(msg, cap, ONYX_STATUS_UNSUPPORTED,
-                           "head size %lld exceeds the CPU kernel's limit of %d", (long long)g->head,
-                           ONYX__ATTN_MAX_HEAD);
+                           "head size %lld exceeds the CPU kernel's limit of %d",
+                           (long long)g->head, ONYX__ATTN_MAX_HEAD);
   if (!g->packed) {
     const onyx_tensor *kv[2] = {k, v};
     for (int i = 0; i < 2; ++i)
@@ -241,7 +241,8 @@ static onyx_status gqa_workspace(void *state, const onyx_tensor *inputs, size_t 
   gqa_geom g;
   char msg[8];
   /* Invalid geometry needs no workspace; compute() reports it with a message. */
-  if (gqa_geometry(st, in, GQA_INPUTS, &g, msg, sizeof msg) != ONYX_STATUS_OK) return ONYX_STATUS_OK;
+  if (gqa_geometry(st, in, GQA_INPUTS, &g, msg, sizeof msg) != ONYX_STATUS_OK)
+    return ONYX_STATUS_OK;
   onyx__attn_plan plan;
   gqa_plan(st, &g, &plan);
   uint64_t bytes = onyx__attn_partials_bytes(&plan, g.batch, st->nq, g.seq, g.head);
@@ -251,6 +252,43 @@ static onyx_status gqa_workspace(void *state, const onyx_tensor *inputs, size_t 
     out_req->regions[0].alignment = 64;
     out_req->regions[0].lifetime = ONYX_LIFETIME_STEP;
     out_req->count = 1;
+  }
+  return ONYX_STATUS_OK;
+}
+
+/* Output geometry for the planner: output from shapes alone; present and output_qk
+ * need the value of total_sequence_length (known when it is shape arithmetic, as in
+ * ONNX Runtime GenAI's graphs), else UNSUPPORTED. */
+static onyx_status gqa_infer(void *state, const onyx_tensor *inputs, size_t input_count,
+                             onyx_tensor *outputs, size_t output_count) {
+  const gqa_state *st = state;
+  const onyx_tensor *in[GQA_INPUTS] = {NULL};
+  for (size_t i = 0; i < input_count && i < GQA_INPUTS; ++i)
+    in[i] = inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+  gqa_geom g;
+  char msg[8];
+  onyx_status status = gqa_geometry(st, in, GQA_INPUTS, &g, msg, sizeof msg);
+  if (status != ONYX_STATUS_OK) return status;
+  uint32_t dt = in[GQA_QUERY]->dtype;
+  bool want_present = (st->head.output_count > 1 && st->head.output_present[1]) ||
+                      (st->head.output_count > 2 && st->head.output_present[2]);
+  int64_t total = 0;
+  if (want_present || gqa_wants_qk(st)) {
+    const onyx_tensor *t = in[GQA_TOTAL];
+    if (t == NULL || t->data == NULL || t->dtype != ONYX_DTYPE_INT32 || onyx_tensor_numel(t) != 1)
+      return ONYX_STATUS_UNSUPPORTED;
+    total = ((const int32_t *)t->data)[0];
+    if (total < 1) return ONYX_STATUS_INVALID_ARGUMENT;
+  }
+  int64_t ydims[3] = {g.batch, g.seq, st->nq * g.head};
+  onyx__attn_infer_out(outputs, output_count, 0, dt, 3, ydims);
+  int64_t pdims[4] = {g.batch, st->nkv, total > g.past_len ? total : g.past_len, g.head};
+  for (size_t k = 1; k < 3; ++k)
+    if (st->head.output_count > k && st->head.output_present[k])
+      onyx__attn_infer_out(outputs, output_count, k, dt, 4, pdims);
+  if (gqa_wants_qk(st)) {
+    int64_t qdims[4] = {g.batch, st->nq, g.seq, total};
+    onyx__attn_infer_out(outputs, output_count, 3, dt, 4, qdims);
   }
   return ONYX_STATUS_OK;
 }
@@ -373,8 +411,8 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
     const onyx_tensor *t = in[same_type[i]];
     if (t != NULL && t->dtype != dt)
       return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "%s (input %d) has type %s; the query's type %s expected", same_name[i],
-                              same_type[i], onyx__attn_dtype_name(t->dtype),
+                              "%s (input %d) has type %s; the query's type %s expected",
+                              same_name[i], same_type[i], onyx__attn_dtype_name(t->dtype),
                               onyx__attn_dtype_name(dt));
   }
   const onyx_tensor *seqlens_t = in[GQA_SEQLENS], *total_t = in[GQA_TOTAL];
@@ -437,10 +475,9 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
     if (pos != NULL) {
       if (pos->dtype != ONYX_DTYPE_INT64 || pos->rank != 2 || pos->dims[0] != B ||
           pos->dims[1] != S)
-        return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                "position_ids must be int64 (%lld, %lld), got %s %s", (long long)B,
-                                (long long)S, onyx__attn_dtype_name(pos->dtype),
-                                onyx__attn_shape(pos).s);
+        return onyx__attn_error(
+            ctx, ONYX_STATUS_INVALID_ARGUMENT, "position_ids must be int64 (%lld, %lld), got %s %s",
+            (long long)B, (long long)S, onyx__attn_dtype_name(pos->dtype), onyx__attn_shape(pos).s);
       pos_ids = pos->data;
       if (first) { /* ONNX Runtime reads only position_ids[0, 0] in the first prompt */
         pos_add_s = 1;
@@ -462,9 +499,9 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
     }
   }
   const onyx_tensor *bias = in[GQA_BIAS], *sink = in[GQA_SINK];
-  if (bias != NULL && (bias->rank != 4 || (bias->dims[0] != 1 && bias->dims[0] != B) ||
-                       (bias->dims[1] != 1 && bias->dims[1] != st->nq) || bias->dims[2] != S ||
-                       bias->dims[3] != T))
+  if (bias != NULL &&
+      (bias->rank != 4 || (bias->dims[0] != 1 && bias->dims[0] != B) ||
+       (bias->dims[1] != 1 && bias->dims[1] != st->nq) || bias->dims[2] != S || bias->dims[3] != T))
     return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                             "attention_bias must be (%lld or 1, %lld or 1, %lld, %lld), got %s",
                             (long long)B, (long long)st->nq, (long long)S, (long long)T,
@@ -481,12 +518,13 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   if (need > 0) {
     if (ctx->workspace == NULL || ctx->workspace_count < 1 || ctx->workspace[0].bytes < need ||
         ctx->workspace[0].data == NULL)
-      return onyx__attn_error(ctx, ONYX_STATUS_WORKSPACE_TOO_SMALL,
-                              "workspace region gqa_splitk_partials has %llu bytes, %llu needed",
-                              (unsigned long long)(ctx->workspace != NULL && ctx->workspace_count > 0
-                                                       ? ctx->workspace[0].bytes
-                                                       : 0),
-                              (unsigned long long)need);
+      return onyx__attn_error(
+          ctx, ONYX_STATUS_WORKSPACE_TOO_SMALL,
+          "workspace region gqa_splitk_partials has %llu bytes, %llu needed",
+          (unsigned long long)(ctx->workspace != NULL && ctx->workspace_count > 0
+                                   ? ctx->workspace[0].bytes
+                                   : 0),
+          (unsigned long long)need);
     partials = ctx->workspace[0].data;
   }
 
@@ -637,4 +675,5 @@ const onyx_kernel_table onyx_cpu_gqa_kernel = {
     .destroy = onyx__attn_state_free,
     .workspace = gqa_workspace,
     .compute = gqa_compute,
+    .infer = gqa_infer,
 };

@@ -31,7 +31,7 @@
 #include "onyx_abi.h"
 
 #if defined(__GNUC__)
-#define ONYX__ATTN_PRINTF(fmt_index, first_arg) \
+#define ONYX__ATTN_PRINTF(fmt_index, first_arg)                                                    \
   __attribute__((format(printf, fmt_index, first_arg)))
 #else
 #define ONYX__ATTN_PRINTF(fmt_index, first_arg)
@@ -42,8 +42,8 @@
 #define ONYX__ATTN_MAX_HEAD 1024
 
 /* Float types the attention kernels compute (16-bit ones accumulate in float32). */
-#define ONYX__ATTN_FLOAT_TYPES                                                       \
-  (ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT16) |          \
+#define ONYX__ATTN_FLOAT_TYPES                                                                     \
+  (ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT16) |                       \
    ONYX_DTYPE_BIT(ONYX_DTYPE_BFLOAT16))
 
 /* ------------------------------------------------------------------ threads */
@@ -60,8 +60,8 @@ typedef struct onyx__attn_threads {
 void onyx__attn_threads_from_provider(const void *provider_state, onyx__attn_threads *out);
 
 /* Runs fn(arg, i) for i in [0, n) on the pool when there is one, else in order. */
-void onyx__attn_parallel_for(const onyx__attn_threads *t, size_t n,
-                             void (*fn)(void *arg, size_t i), void *arg);
+void onyx__attn_parallel_for(const onyx__attn_threads *t, size_t n, void (*fn)(void *arg, size_t i),
+                             void *arg);
 
 /* ------------------------------------------------------------------ kernel state */
 
@@ -76,8 +76,8 @@ typedef struct onyx__attn_node {
 
 /* Allocates a zeroed state of `size` bytes and fills its head; NULL (message in err)
  * when memory runs out or the node names more than four outputs. */
-void *onyx__attn_state_new(size_t size, void *provider_state, const onyx_node_info *node,
-                           char *err, size_t err_cap);
+void *onyx__attn_state_new(size_t size, void *provider_state, const onyx_node_info *node, char *err,
+                           size_t err_cap);
 void onyx__attn_state_free(void *state); /* NULL-safe */
 
 /* ------------------------------------------------------------------ messages, attributes */
@@ -121,6 +121,11 @@ static inline const onyx_tensor *onyx__attn_input(const onyx_tensor *const *inpu
 /* Checks that every present input is a host tensor with data and sane dims. */
 onyx_status onyx__attn_check_host(onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
                                   size_t input_count);
+
+/* infer(): output k of the given geometry (data NULL: geometry only); nothing when
+ * k >= count. */
+void onyx__attn_infer_out(onyx_tensor *outputs, size_t count, size_t k, uint32_t dtype,
+                          uint32_t rank, const int64_t *dims);
 
 /* Whether `dtype` is float32, float16 or bfloat16. */
 static inline bool onyx__attn_is_float(uint32_t dtype) {
@@ -209,8 +214,37 @@ static inline void onyx__attn_store(uint32_t dtype, void *p, int64_t i, float v)
   }
 }
 
+/* Branch-free float16 → float32 (exact, inf/nan kept) that vectorises in loops:
+ * the half's bits shifted into a float and rescaled by 2^112 handle normals and
+ * subnormals alike. */
+static inline float onyx__attn_f16_to_f32_fast(uint16_t h) {
+  uint32_t bits = (uint32_t)(h & 0x7fffu) << 13;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  f *= 5.192296858534828e+33f; /* 2^112 */
+  memcpy(&bits, &f, sizeof bits);
+  bits |= (h & 0x7c00u) == 0x7c00u ? 0x7f800000u : 0u; /* inf, nan */
+  bits |= (uint32_t)(h & 0x8000u) << 16;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
 /* n contiguous elements at src (dtype) → float32 dst. */
-void onyx__attn_load_row(uint32_t dtype, const void *src, int64_t n, float *dst);
+static inline void onyx__attn_load_row(uint32_t dtype, const void *src, int64_t n,
+                                       float *restrict dst) {
+  if (dtype == ONYX_DTYPE_FLOAT16) {
+    const uint16_t *restrict s = src;
+    for (int64_t i = 0; i < n; ++i) dst[i] = onyx__attn_f16_to_f32_fast(s[i]);
+  } else if (dtype == ONYX_DTYPE_BFLOAT16) {
+    const uint16_t *restrict s = src;
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t bits = (uint32_t)s[i] << 16;
+      memcpy(&dst[i], &bits, sizeof bits);
+    }
+  } else {
+    memcpy(dst, src, (size_t)n * sizeof(float));
+  }
+}
 /* n float32 values → contiguous elements of dtype at dst. */
 void onyx__attn_store_row(uint32_t dtype, void *dst, int64_t n, const float *src);
 
@@ -264,8 +298,8 @@ typedef struct onyx__attn_kv_seg {
 typedef struct onyx__attn_batch_geom {
   int64_t kv_len;    /* keys [0, kv_len) exist */
   int64_t key_limit; /* keys >= key_limit are masked (padding); <= kv_len */
-  int64_t seg0_len; /* keys [0, seg0_len) come from seg[0], the rest from seg[1] */
-  int64_t q_pos0;   /* absolute position of query row 0; row s sits at q_pos0 + s */
+  int64_t seg0_len;  /* keys [0, seg0_len) come from seg[0], the rest from seg[1] */
+  int64_t q_pos0;    /* absolute position of query row 0; row s sits at q_pos0 + s */
   int64_t rope_pos0; /* rotary position of new token 0 when no position ids are given */
 } onyx__attn_batch_geom;
 
@@ -326,9 +360,9 @@ typedef struct onyx__attn_plan {
 } onyx__attn_plan;
 
 /* Plans a problem of this geometry; max_keys bounds the keys of any row. */
-void onyx__attn_plan_make(const onyx__attn_threads *threads, int64_t batch, int64_t nq,
-                          int64_t nkv, int64_t sq, int64_t hk, int64_t hv, int64_t max_keys,
-                          bool allow_split, onyx__attn_plan *out);
+void onyx__attn_plan_make(const onyx__attn_threads *threads, int64_t batch, int64_t nq, int64_t nkv,
+                          int64_t sq, int64_t hk, int64_t hv, int64_t max_keys, bool allow_split,
+                          onyx__attn_plan *out);
 
 /* Bytes of split-K partials a plan needs (0 without a split). */
 uint64_t onyx__attn_partials_bytes(const onyx__attn_plan *plan, int64_t batch, int64_t nq,

@@ -145,9 +145,9 @@ static onyx_status at_geometry(const at_state *st, const onyx_tensor *const *in,
     return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                            "past_key and past_value must both be given or both be absent");
   if (pk != NULL) {
-    if (pk->rank != 4 || pk->dims[0] != g->batch || pk->dims[1] != g->nkv ||
-        pk->dims[3] != g->hk || pv->rank != 4 || pv->dims[0] != g->batch ||
-        pv->dims[1] != g->nkv || pv->dims[2] != pk->dims[2] || pv->dims[3] != g->hv)
+    if (pk->rank != 4 || pk->dims[0] != g->batch || pk->dims[1] != g->nkv || pk->dims[3] != g->hk ||
+        pv->rank != 4 || pv->dims[0] != g->batch || pv->dims[1] != g->nkv ||
+        pv->dims[2] != pk->dims[2] || pv->dims[3] != g->hv)
       return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                              "past_key %s must be (%lld, %lld, P, %lld) and past_value %s "
                              "(%lld, %lld, P, %lld)",
@@ -193,6 +193,29 @@ static onyx_status at_workspace(void *state, const onyx_tensor *inputs, size_t i
     out_req->regions[0].lifetime = ONYX_LIFETIME_STEP;
     out_req->count = 1;
   }
+  return ONYX_STATUS_OK;
+}
+
+/* Output geometry for the planner: every output follows from the input shapes. */
+static onyx_status at_infer(void *state, const onyx_tensor *inputs, size_t input_count,
+                            onyx_tensor *outputs, size_t output_count) {
+  const at_state *st = state;
+  const onyx_tensor *in[AT_INPUTS] = {NULL};
+  for (size_t i = 0; i < input_count && i < AT_INPUTS; ++i)
+    in[i] = inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+  at_geom g;
+  char msg[8];
+  onyx_status status = at_geometry(st, in, &g, msg, sizeof msg);
+  if (status != ONYX_STATUS_OK) return status;
+  uint32_t dt = in[AT_Q]->dtype;
+  int64_t y4[4] = {g.batch, g.nq, g.sq, g.hv}, y3[3] = {g.batch, g.sq, g.nq * g.hv};
+  onyx__attn_infer_out(outputs, output_count, 0, dt, g.four_d ? 4 : 3, g.four_d ? y4 : y3);
+  for (size_t k = 1; k < 3; ++k) {
+    int64_t pd[4] = {g.batch, g.nkv, g.total, k == 1 ? g.hk : g.hv};
+    if (at_wants(st, k)) onyx__attn_infer_out(outputs, output_count, k, dt, 4, pd);
+  }
+  int64_t qd[4] = {g.batch, g.nq, g.sq, g.total};
+  if (at_wants(st, 3)) onyx__attn_infer_out(outputs, output_count, 3, dt, 4, qd);
   return ONYX_STATUS_OK;
 }
 
@@ -329,7 +352,8 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   uint64_t need = onyx__attn_partials_bytes(&plan, B, g.nq, g.sq, g.hv);
   float *partials = NULL;
   if (need > 0) {
-    uint64_t have = ctx->workspace != NULL && ctx->workspace_count > 0 ? ctx->workspace[0].bytes : 0;
+    uint64_t have =
+        ctx->workspace != NULL && ctx->workspace_count > 0 ? ctx->workspace[0].bytes : 0;
     if (have < need || ctx->workspace[0].data == NULL)
       return onyx__attn_error(ctx, ONYX_STATUS_WORKSPACE_TOO_SMALL,
                               "workspace region attention_splitk_partials has %llu bytes, %llu "
@@ -405,7 +429,8 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   if (in[AT_PAST_K] != NULL)
     p.seg[0] = (onyx__attn_kv_seg){in[AT_PAST_K]->data, g.nkv * g.past * g.hk, g.past * g.hk, g.hk,
                                    in[AT_PAST_V]->data, g.nkv * g.past * g.hv, g.past * g.hv, g.hv};
-  p.seg[1] = (onyx__attn_kv_seg){in[AT_K]->data, k_bs, k_gs, k_rs, in[AT_V]->data, v_bs, v_gs, v_rs};
+  p.seg[1] =
+      (onyx__attn_kv_seg){in[AT_K]->data, k_bs, k_gs, k_rs, in[AT_V]->data, v_bs, v_gs, v_rs};
   p.geom = at_batch_geom;
   p.geom_arg = &garg;
   p.causal = st->causal;
@@ -444,6 +469,7 @@ const onyx_kernel_table onyx_cpu_attention_kernel = {
     .destroy = onyx__attn_state_free,
     .workspace = at_workspace,
     .compute = at_compute,
+    .infer = at_infer,
 };
 
 const onyx_kernel_table *const onyx_cpu_attention_kernels[] = {

