@@ -340,11 +340,12 @@ static bool skipped(const char *skip_file, const char *name, char *reason, size_
 
 static void run_conformance(onyx_runtime *rt, const char *root, const options *o, counts *c) {
   size_t n = 0;
-  char **tests = list_dir(root, "test_", &n);
+  char **tests = list_dir(root, "", &n);
   for (size_t i = 0; i < n; ++i) {
-    char dir[4096], reason[512];
+    char dir[4096], model[4200], reason[512];
     snprintf(dir, sizeof dir, "%s/%s", root, tests[i]);
-    if (!is_dir(dir)) continue;
+    snprintf(model, sizeof model, "%s/model.onnx", dir);
+    if (!is_dir(dir) || !is_file(model)) continue;
     if (skipped(o->skip_file, tests[i], reason, sizeof reason)) {
       printf("%s: SKIP (%s)\n", dir, reason);
       c->skipped++;
@@ -441,5 +442,9 @@ int main(int argc, char **argv) {
     printf("conformance: %d not claimed by the loaded providers, %d skipped by list\n",
            c.unclaimed, c.skipped);
   printf("%d passed, %d failed\n", c.passed, c.failed);
+  if (o.conformance && c.passed + c.failed == 0) {
+    fprintf(stderr, "onyx-run: no test ran\n");
+    return 1;
+  }
   return c.failed ? 1 : 0;
 }
