@@ -36,8 +36,10 @@ typedef struct eval_ctx {
   char err[512];
 } eval_ctx;
 
+/* Values worth carrying: small integer or bool tensors (shapes, masks of shapes). */
 static bool small_int(const onyx_tensor *t) {
-  return (t->dtype == ONYX_DTYPE_INT64 || t->dtype == ONYX_DTYPE_INT32) &&
+  return (t->dtype == ONYX_DTYPE_INT64 || t->dtype == ONYX_DTYPE_INT32 ||
+          t->dtype == ONYX_DTYPE_BOOL) &&
          onyx_tensor_numel(t) <= PLAN_MAX_KNOWN_ELEMENTS;
 }
 
@@ -205,6 +207,46 @@ static onyx_status evaluate(const onyx__placed_node *pn, const onyx_tensor *cons
 }
 
 /* Output geometry of node i: evaluated or inferred. */
+/* Output geometry (and any values the kernel knows) from the kernel's infer. */
+static onyx_status infer_outputs(const onyx__placed_node *pn, const onyx__node *n,
+                                 const onyx_tensor *in_geo, geo *outs) {
+  /* Each output offers a values buffer; a kernel that knows the values (Shape of
+   * a tensor whose values are not known) writes them and leaves data there. */
+  onyx_tensor *out_t = calloc(n->output_count + 1, sizeof *out_t);
+  int64_t(*buf)[PLAN_INFER_VALUES] = calloc(n->output_count + 1, sizeof *buf);
+  for (size_t o = 0; out_t && buf && o < n->output_count; ++o) out_t[o].data = buf[o];
+  onyx_status st = out_t && buf
+                       ? pn->kernel->infer(pn->state, in_geo, n->input_count, out_t,
+                                           n->output_count)
+                       : ONYX_STATUS_OUT_OF_MEMORY;
+  for (size_t o = 0; out_t && st == ONYX_STATUS_OK && o < n->output_count; ++o) {
+    outs[o].t = out_t[o];
+    outs[o].t.data = NULL;
+    outs[o].set = true;
+    if (out_t[o].data != buf[o] || out_t[o].rank > ONYX_MAX_RANK || !small_int(&out_t[o]))
+      continue;
+    size_t bytes = (size_t)onyx_tensor_numel(&out_t[o]) * onyx_dtype_size(out_t[o].dtype);
+    if (onyx_tensor_numel(&out_t[o]) < 0 || bytes > sizeof buf[o]) continue;
+    if ((outs[o].owned = malloc(bytes ? bytes : 1)) == NULL) {
+      st = ONYX_STATUS_OUT_OF_MEMORY;
+      break;
+    }
+    memcpy(outs[o].owned, buf[o], bytes);
+    outs[o].t.data = outs[o].owned;
+  }
+  free(buf);
+  free(out_t);
+  return st;
+}
+
+static void reset_outputs(geo *outs, size_t count) {
+  for (size_t o = 0; o < count; ++o) free(outs[o].owned);
+  memset(outs, 0, count * sizeof *outs);
+}
+
+/* Output geometry of node i: evaluated or inferred. Nodes whose inputs are all
+ * known values are run on those values — unless infer says an output is large
+ * (ConstantOfShape of a big mask), where running would cost real memory. */
 static onyx_status node_outputs(onyx_session *s, size_t i, geo *g, const onyx_tensor *in_geo,
                                 char *err, size_t err_cap) {
   const onyx__node *n = &s->graph->nodes[i];
@@ -219,38 +261,25 @@ static onyx_status node_outputs(onyx_session *s, size_t i, geo *g, const onyx_te
     in_ptrs[k] = &g[n->inputs[k]].t;
   }
   bool host = pn->provider->table->device == ONYX_DEVICE_HOST;
-  if (st == ONYX_STATUS_OK && all_known && host) {
-    st = evaluate(pn, in_ptrs, in_geo, n->input_count, outs, n->output_count, err, err_cap);
-  } else if (st == ONYX_STATUS_OK && pn->kernel->infer != NULL) {
-    /* Each output offers a values buffer; a kernel that knows the values (Shape of
-     * a tensor whose values are not known) writes them and leaves data there. */
-    onyx_tensor *out_t = calloc(n->output_count + 1, sizeof *out_t);
-    int64_t(*buf)[PLAN_INFER_VALUES] = calloc(n->output_count + 1, sizeof *buf);
-    for (size_t o = 0; out_t && buf && o < n->output_count; ++o) out_t[o].data = buf[o];
-    st = out_t && buf
-             ? pn->kernel->infer(pn->state, in_geo, n->input_count, out_t, n->output_count)
-             : ONYX_STATUS_OUT_OF_MEMORY;
-    for (size_t o = 0; out_t && st == ONYX_STATUS_OK && o < n->output_count; ++o) {
-      outs[o].t = out_t[o];
-      outs[o].t.data = NULL;
-      outs[o].set = true;
-      if (out_t[o].data != buf[o] || out_t[o].rank > ONYX_MAX_RANK || !small_int(&out_t[o]))
-        continue;
-      size_t bytes = (size_t)onyx_tensor_numel(&out_t[o]) * onyx_dtype_size(out_t[o].dtype);
-      if (onyx_tensor_numel(&out_t[o]) < 0 || bytes > sizeof buf[o]) continue;
-      if ((outs[o].owned = malloc(bytes ? bytes : 1)) == NULL) {
-        st = ONYX_STATUS_OUT_OF_MEMORY;
-        break;
-      }
-      memcpy(outs[o].owned, buf[o], bytes);
-      outs[o].t.data = outs[o].owned;
-    }
-    free(buf);
-    free(out_t);
-    if (st != ONYX_STATUS_OK)
+  bool inferred = false;
+  if (st == ONYX_STATUS_OK && pn->kernel->infer != NULL) {
+    onyx_status ist = infer_outputs(pn, n, in_geo, outs);
+    inferred = ist == ONYX_STATUS_OK;
+    if (!inferred) reset_outputs(outs, n->output_count);
+    if (ist == ONYX_STATUS_OUT_OF_MEMORY) st = ist;
+    else if (!inferred && !(all_known && host)) {
       onyx__errf(err, err_cap, "its kernel cannot infer output shapes for this geometry (%s)",
-                 onyx_status_str(st));
-  } else if (st == ONYX_STATUS_OK) {
+                 onyx_status_str(ist));
+      st = ist;
+    }
+  }
+  bool evaluate_it = st == ONYX_STATUS_OK && all_known && host;
+  for (size_t o = 0; evaluate_it && inferred && o < n->output_count; ++o)
+    if (onyx_tensor_numel(&outs[o].t) > PLAN_MAX_KNOWN_ELEMENTS) evaluate_it = false;
+  if (evaluate_it) {
+    reset_outputs(outs, n->output_count);
+    st = evaluate(pn, in_ptrs, in_geo, n->input_count, outs, n->output_count, err, err_cap);
+  } else if (st == ONYX_STATUS_OK && !inferred) {
     onyx__errf(err, err_cap, "its kernel has no infer callback and its inputs are not known "
                "values, so its output shapes cannot be planned");
     st = ONYX_STATUS_UNSUPPORTED;

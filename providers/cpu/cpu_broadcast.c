@@ -94,17 +94,35 @@ onyx_status onyx__cpu_bcast_init(onyx__cpu_bcast *b, size_t count, const uint32_
 }
 
 void onyx__cpu_bcast_walk(const onyx__cpu_bcast *b, onyx__cpu_bcast_run_fn fn, void *arg) {
-  if (b->out_numel == 0) return;
+  onyx__cpu_bcast_walk_range(b, 0, b->out_numel, fn, arg);
+}
+
+void onyx__cpu_bcast_walk_range(const onyx__cpu_bcast *b, int64_t begin, int64_t end,
+                                onyx__cpu_bcast_run_fn fn, void *arg) {
+  if (end > b->out_numel) end = b->out_numel;
+  if (begin >= end) return;
   const uint32_t last = b->loop_rank - 1;
   const int64_t n = b->loop_dims[last];
   int64_t inner[ONYX__CPU_BCAST_MAX_INPUTS];
   int64_t off[ONYX__CPU_BCAST_MAX_INPUTS] = {0};
   int64_t idx[ONYX_MAX_RANK] = {0};
+  int64_t here[ONYX__CPU_BCAST_MAX_INPUTS];
   for (size_t k = 0; k < b->count; ++k) inner[k] = b->strides[k][last];
 
-  /* An odometer over the outer axes; each tick is one inner run. */
-  for (int64_t out = 0; out < b->out_numel; out += n) {
-    fn(arg, off, out, n, inner);
+  /* Start the odometer at the run holding `begin`. */
+  int64_t run = begin / n, pos = begin % n;
+  for (uint32_t d = last; d-- > 0;) {
+    idx[d] = run % b->loop_dims[d];
+    run /= b->loop_dims[d];
+    for (size_t k = 0; k < b->count; ++k) off[k] += idx[d] * b->strides[k][d];
+  }
+  /* Each tick is one inner run, cut to [begin, end). */
+  for (int64_t out = begin; out < end;) {
+    int64_t len = n - pos < end - out ? n - pos : end - out;
+    for (size_t k = 0; k < b->count; ++k) here[k] = off[k] + pos * inner[k];
+    fn(arg, here, out, len, inner);
+    out += len;
+    pos = 0;
     for (uint32_t d = last; d-- > 0;) {
       for (size_t k = 0; k < b->count; ++k) off[k] += b->strides[k][d];
       if (++idx[d] < b->loop_dims[d]) break;
@@ -112,4 +130,36 @@ void onyx__cpu_bcast_walk(const onyx__cpu_bcast *b, onyx__cpu_bcast_run_fn fn, v
       idx[d] = 0;
     }
   }
+}
+
+onyx_status onyx__cpu_bcast_shape(size_t count, const onyx_tensor *const *inputs,
+                                  uint32_t *out_rank, int64_t *out_dims, char *err,
+                                  size_t err_cap) {
+  uint32_t r = 0;
+  for (size_t k = 0; k < count; ++k) {
+    if (inputs[k] == NULL) continue;
+    if (inputs[k]->rank > ONYX_MAX_RANK)
+      return onyx__cpu_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
+                            "input %zu has rank %u, more than %d", k, inputs[k]->rank,
+                            ONYX_MAX_RANK);
+    if (inputs[k]->rank > r) r = inputs[k]->rank;
+  }
+  for (uint32_t d = 0; d < r; ++d) out_dims[d] = 1;
+  for (size_t k = 0; k < count; ++k) {
+    const onyx_tensor *t = inputs[k];
+    if (t == NULL) continue;
+    uint32_t lead = r - t->rank;
+    for (uint32_t d = 0; d < t->rank; ++d) {
+      int64_t v = t->dims[d], *o = &out_dims[lead + d];
+      if (v == 1 || v == *o) continue;
+      if (*o != 1)
+        return onyx__cpu_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
+                              "input %zu: dim %u is %lld, expected 1 or %lld to broadcast "
+                              "(shape %s)",
+                              k, d, (long long)v, (long long)*o, onyx__cpu_tensor_shape(t).s);
+      *o = v;
+    }
+  }
+  *out_rank = r;
+  return ONYX_STATUS_OK;
 }

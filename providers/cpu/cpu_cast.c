@@ -324,6 +324,22 @@ static bool cpu_castlike_supports(const onyx_node_info *node, char *reason, size
   return false;
 }
 
+static onyx_status cpu_cast_infer(void *state, const onyx_tensor *inputs, size_t input_count,
+                                  onyx_tensor *outputs, size_t output_count) {
+  const cpu_cast_state *s = state;
+  if (input_count < 1) return ONYX_STATUS_INVALID_ARGUMENT;
+  onyx__cpu_infer_out(outputs, output_count, 0, s->to, inputs[0].rank, inputs[0].dims);
+  return ONYX_STATUS_OK;
+}
+
+static onyx_status cpu_castlike_infer(void *state, const onyx_tensor *inputs, size_t input_count,
+                                      onyx_tensor *outputs, size_t output_count) {
+  (void)state;
+  if (input_count < 2) return ONYX_STATUS_INVALID_ARGUMENT;
+  onyx__cpu_infer_out(outputs, output_count, 0, inputs[1].dtype, inputs[0].rank, inputs[0].dims);
+  return ONYX_STATUS_OK;
+}
+
 const onyx_kernel_table onyx__cpu_k_cast = {
     .struct_size = sizeof(onyx_kernel_table),
     .version = ONYX_ABI_VERSION,
@@ -337,6 +353,7 @@ const onyx_kernel_table onyx__cpu_k_cast = {
     .create = cpu_cast_create,
     .destroy = onyx__cpu_destroy,
     .compute = cpu_cast_compute,
+    .infer = cpu_cast_infer,
 };
 
 const onyx_kernel_table onyx__cpu_k_castlike = {
@@ -352,4 +369,5 @@ const onyx_kernel_table onyx__cpu_k_castlike = {
     .create = onyx__cpu_create_plain,
     .destroy = onyx__cpu_destroy,
     .compute = cpu_castlike_compute,
+    .infer = cpu_castlike_infer,
 };

@@ -9,13 +9,22 @@
  *   cpu_shape.c       shape helpers: axes, element counts, messages, kernel state
  *   cpu_broadcast.c   numpy multidirectional broadcasting
  *   cpu_half.c        float16 / bfloat16 conversions
- *   cpu_elementwise.c Add Sub Mul Div Relu Sigmoid
+ *   cpu_infer.c       helpers for the kernels' infer callbacks, parallel ranges
+ *   cpu_elementwise.c Add Sub Mul Div Pow Mod (broadcasting arithmetic)
+ *   cpu_unary.c       Relu Sigmoid Sqrt Neg Exp Log Abs Reciprocal Tanh Erf Sin Cos
+ *                     Gelu, com.microsoft Gelu FastGelu
+ *   cpu_logic.c       Equal Greater Less GreaterOrEqual LessOrEqual And Or Xor Not
+ *                     Where Max Min Sum Clip
+ *   cpu_reduce.c      ReduceSum ReduceMean ReduceMax
+ *   cpu_norm.c        LayerNormalization RMSNormalization SimplifiedLayerNormalization,
+ *                     com.microsoft SkipLayerNormalization SkipSimplifiedLayerNormalization
+ *   cpu_slice.c       Slice Split Expand Trilu
  *   cpu_gemm.c        the blocked float32 GEMM core and the simple float64/int loops
  *   cpu_matmul.c      MatMul and Gemm kernels
  *   cpu_softmax.c     Softmax
  *   cpu_cast.c        Cast, CastLike
  *   cpu_shape_ops.c   Reshape Transpose Concat Gather Unsqueeze Squeeze Shape Identity
- *                     Constant
+ *                     Constant ConstantOfShape Range Size Flatten
  */
 #ifndef ONYX_CPU_IMPL_H
 #define ONYX_CPU_IMPL_H
@@ -47,6 +56,16 @@ typedef struct onyx__cpu_provider {
 /* Runs fn(arg, i) for i in [0, n): on the core's threads when allowed, else here. */
 void onyx__cpu_parallel_for(const onyx__cpu_provider *p, size_t n, void (*fn)(void *arg, size_t i),
                             void *arg);
+
+/* Splits [0, total) into contiguous pieces of at least `grain` items, at most one per
+ * thread, and runs fn(arg, begin, end) on each: in parallel when the provider may,
+ * on this thread when the work is small. fn must be safe to run concurrently. */
+void onyx__cpu_parallel_range(const onyx__cpu_provider *p, int64_t total, int64_t grain,
+                              void (*fn)(void *arg, int64_t begin, int64_t end), void *arg);
+
+/* Items below which elementwise work stays on one thread (thread hand-off costs a
+ * few microseconds; this many simple float ops take about as long). */
+#define ONYX__CPU_PARALLEL_GRAIN 32768
 
 /* Every type the CPU kernels can move as bytes (all fixed-size dtypes). */
 #define ONYX__CPU_FIXED_TYPES                                                                      \
@@ -84,9 +103,19 @@ typedef struct onyx__cpu_node {
   int64_t opset;
   char op_type[32]; /* for messages (the node's strings may not outlive create) */
   /* Output 0 is allocated only when the node names it (an unnamed output is
-   * optional and nobody reads it). All v1 CPU ops have one output. */
+   * optional and nobody reads it). */
   bool want_output;
+  /* Multi-output ops: how many output slots the node lists, and bit k set when
+   * output k (k < 64) is named; slots past 64 count as named. */
+  size_t output_count;
+  uint64_t outputs_named;
 } onyx__cpu_node;
+
+/* Whether the node names output k (see onyx__cpu_node). */
+static inline bool onyx__cpu_output_named(const onyx__cpu_node *n, size_t k) {
+  if (k >= n->output_count) return false;
+  return k >= 64 || (n->outputs_named >> k & 1u) != 0;
+}
 
 /* Allocates a zeroed state of `size` bytes (>= sizeof(onyx__cpu_node)) and fills
  * its onyx__cpu_node head from `node`. Returns NULL when memory runs out, with a
@@ -108,6 +137,59 @@ void onyx__cpu_destroy(void *state);
 onyx_status onyx__cpu_alloc_output(const onyx__cpu_node *node, onyx_compute_ctx *ctx,
                                    uint32_t dtype, uint32_t rank, const int64_t *dims,
                                    onyx_tensor **out_view);
+
+/* The same for output `index` of a multi-output op: allocated only when named. */
+onyx_status onyx__cpu_alloc_output_at(const onyx__cpu_node *node, onyx_compute_ctx *ctx,
+                                      size_t index, uint32_t dtype, uint32_t rank,
+                                      const int64_t *dims, onyx_tensor **out_view);
+
+/* ------------------------------------------------------------------ infer */
+
+/*
+ * Helpers for the kernels' infer callbacks (see onyx_kernel_table.infer). Every
+ * CPU kernel computes its output geometry in one function that both compute and
+ * infer call, so the planner's shapes and the executed shapes cannot disagree.
+ */
+
+/* Most inputs a CPU kernel's infer looks at (variadic ops past this decline). */
+#define ONYX__CPU_INFER_MAX_INPUTS 64
+
+/* Bytes of the values buffer the core offers in each infer output (the ABI's
+ * 64 int64 values). */
+#define ONYX__CPU_INFER_VALUE_BYTES 512
+
+/* infer's input array as compute sees its inputs: pointers, NULL where the input
+ * is absent (dtype UNDEFINED). Returns false when there are more than `cap`. */
+bool onyx__cpu_infer_inputs(const onyx_tensor *inputs, size_t count, const onyx_tensor **out,
+                            size_t cap);
+
+/* Fills output k's geometry (when k < count) and withdraws the values buffer the
+ * core may have offered (data = NULL). Returns that buffer when the geometry is an
+ * int64 or int32 tensor that fits it, so a kernel that knows the values can write
+ * them and hand the buffer back by pointing data at it again; else NULL. */
+void *onyx__cpu_infer_out(onyx_tensor *outputs, size_t count, size_t k, uint32_t dtype,
+                          uint32_t rank, const int64_t *dims);
+
+/* Whether a tensor seen by infer carries its values (the planner knows them). */
+static inline bool onyx__cpu_has_values(const onyx_tensor *t) {
+  return t != NULL && (t->data != NULL || onyx_tensor_numel(t) == 0);
+}
+
+/* The infer callback of every op whose one output has input 0's dtype and shape. */
+onyx_status onyx__cpu_infer_same(void *state, const onyx_tensor *inputs, size_t input_count,
+                                 onyx_tensor *outputs, size_t output_count);
+
+/* Reads a 1-D (or scalar) int64/int32 tensor for shape logic; like
+ * onyx__cpu_read_int_list but with the message in err (no ctx). */
+onyx_status onyx__cpu_int_list(const onyx_tensor *t, size_t input_index, const char *what,
+                               int64_t *out, size_t cap, size_t *out_count, char *err,
+                               size_t err_cap);
+
+/* Element i of an int32/int64 tensor as int64. */
+static inline int64_t onyx__cpu_int_at(const onyx_tensor *t, int64_t i) {
+  return t->dtype == ONYX_DTYPE_INT64 ? ((const int64_t *)t->data)[i]
+                                      : ((const int32_t *)t->data)[i];
+}
 
 /* ------------------------------------------------------------------ messages */
 
@@ -199,6 +281,16 @@ typedef void (*onyx__cpu_bcast_run_fn)(void *arg, const int64_t *in_offsets, int
                                        int64_t n, const int64_t *in_strides);
 void onyx__cpu_bcast_walk(const onyx__cpu_bcast *b, onyx__cpu_bcast_run_fn fn, void *arg);
 
+/* The same for output elements [begin, end) only (runs are cut at both ends), so
+ * that parallel tasks can each walk a slice of the output. */
+void onyx__cpu_bcast_walk_range(const onyx__cpu_bcast *b, int64_t begin, int64_t end,
+                                onyx__cpu_bcast_run_fn fn, void *arg);
+
+/* The broadcast output shape of `count` shapes (any count), or INVALID_ARGUMENT with
+ * a message. */
+onyx_status onyx__cpu_bcast_shape(size_t count, const onyx_tensor *const *inputs,
+                                  uint32_t *out_rank, int64_t *out_dims, char *err, size_t err_cap);
+
 /* ------------------------------------------------------------------ half floats */
 
 float onyx__cpu_f16_to_f32(uint16_t h);
@@ -231,6 +323,91 @@ static inline void onyx__cpu_store_f32(uint32_t dtype, void *p, int64_t i, float
     break;
   default:
     ((float *)p)[i] = v;
+    break;
+  }
+}
+
+/* Element i of any numeric or bool array as a double (int64 beyond 2^53 rounds). */
+static inline double onyx__cpu_load_f64(uint32_t dtype, const void *p, int64_t i) {
+  switch (dtype) {
+  case ONYX_DTYPE_FLOAT64:
+    return ((const double *)p)[i];
+  case ONYX_DTYPE_FLOAT32:
+  case ONYX_DTYPE_FLOAT16:
+  case ONYX_DTYPE_BFLOAT16:
+    return onyx__cpu_load_f32(dtype, p, i);
+  case ONYX_DTYPE_INT8:
+    return ((const int8_t *)p)[i];
+  case ONYX_DTYPE_INT16:
+    return ((const int16_t *)p)[i];
+  case ONYX_DTYPE_INT32:
+    return ((const int32_t *)p)[i];
+  case ONYX_DTYPE_INT64:
+    return (double)((const int64_t *)p)[i];
+  case ONYX_DTYPE_UINT8:
+  case ONYX_DTYPE_BOOL:
+    return ((const uint8_t *)p)[i];
+  case ONYX_DTYPE_UINT16:
+    return ((const uint16_t *)p)[i];
+  case ONYX_DTYPE_UINT32:
+    return ((const uint32_t *)p)[i];
+  case ONYX_DTYPE_UINT64:
+    return (double)((const uint64_t *)p)[i];
+  default:
+    return 0.0;
+  }
+}
+
+/* Double → integer of [lo, hi]: truncated toward zero, NaN → 0, saturated. */
+static inline int64_t onyx__cpu_f64_to_int(double v, double lo, double hi) {
+  if (v != v) return 0;
+  if (v <= lo) return (int64_t)lo;
+  if (v >= hi) return hi >= 9.2e18 ? INT64_MAX : (int64_t)hi;
+  return (int64_t)v;
+}
+
+/* Stores v as element i of any numeric or bool array (integers truncate and
+ * saturate; 16-bit floats round once from float32). */
+static inline void onyx__cpu_store_f64(uint32_t dtype, void *p, int64_t i, double v) {
+  switch (dtype) {
+  case ONYX_DTYPE_FLOAT64:
+    ((double *)p)[i] = v;
+    break;
+  case ONYX_DTYPE_FLOAT32:
+  case ONYX_DTYPE_FLOAT16:
+  case ONYX_DTYPE_BFLOAT16:
+    onyx__cpu_store_f32(dtype, p, i, (float)v);
+    break;
+  case ONYX_DTYPE_INT8:
+    ((int8_t *)p)[i] = (int8_t)onyx__cpu_f64_to_int(v, INT8_MIN, INT8_MAX);
+    break;
+  case ONYX_DTYPE_INT16:
+    ((int16_t *)p)[i] = (int16_t)onyx__cpu_f64_to_int(v, INT16_MIN, INT16_MAX);
+    break;
+  case ONYX_DTYPE_INT32:
+    ((int32_t *)p)[i] = (int32_t)onyx__cpu_f64_to_int(v, INT32_MIN, INT32_MAX);
+    break;
+  case ONYX_DTYPE_INT64:
+    ((int64_t *)p)[i] = onyx__cpu_f64_to_int(v, -9223372036854775808.0, 9223372036854775807.0);
+    break;
+  case ONYX_DTYPE_UINT8:
+    ((uint8_t *)p)[i] = (uint8_t)onyx__cpu_f64_to_int(v, 0, UINT8_MAX);
+    break;
+  case ONYX_DTYPE_BOOL:
+    ((uint8_t *)p)[i] = v != 0.0;
+    break;
+  case ONYX_DTYPE_UINT16:
+    ((uint16_t *)p)[i] = (uint16_t)onyx__cpu_f64_to_int(v, 0, UINT16_MAX);
+    break;
+  case ONYX_DTYPE_UINT32:
+    ((uint32_t *)p)[i] = (uint32_t)onyx__cpu_f64_to_int(v, 0, UINT32_MAX);
+    break;
+  case ONYX_DTYPE_UINT64:
+    ((uint64_t *)p)[i] = v <= 0 || v != v             ? 0
+                         : v >= 1.8446744073709552e19 ? UINT64_MAX
+                                                      : (uint64_t)v;
+    break;
+  default:
     break;
   }
 }
@@ -294,5 +471,26 @@ extern const onyx_kernel_table onyx__cpu_k_unsqueeze_1, onyx__cpu_k_unsqueeze_13
 extern const onyx_kernel_table onyx__cpu_k_squeeze_1, onyx__cpu_k_squeeze_13;
 extern const onyx_kernel_table onyx__cpu_k_shape_1, onyx__cpu_k_shape_15;
 extern const onyx_kernel_table onyx__cpu_k_identity, onyx__cpu_k_constant;
+extern const onyx_kernel_table onyx__cpu_k_constant_of_shape, onyx__cpu_k_range;
+extern const onyx_kernel_table onyx__cpu_k_pow;
+extern const onyx_kernel_table onyx__cpu_k_sqrt, onyx__cpu_k_neg, onyx__cpu_k_exp, onyx__cpu_k_log;
+extern const onyx_kernel_table onyx__cpu_k_abs, onyx__cpu_k_reciprocal, onyx__cpu_k_tanh;
+extern const onyx_kernel_table onyx__cpu_k_erf, onyx__cpu_k_sin, onyx__cpu_k_cos;
+extern const onyx_kernel_table onyx__cpu_k_gelu, onyx__cpu_k_ms_gelu, onyx__cpu_k_ms_fast_gelu;
+extern const onyx_kernel_table onyx__cpu_k_equal, onyx__cpu_k_greater, onyx__cpu_k_less;
+extern const onyx_kernel_table onyx__cpu_k_greater_equal, onyx__cpu_k_less_equal;
+extern const onyx_kernel_table onyx__cpu_k_and, onyx__cpu_k_or, onyx__cpu_k_xor, onyx__cpu_k_not;
+extern const onyx_kernel_table onyx__cpu_k_where, onyx__cpu_k_max, onyx__cpu_k_min, onyx__cpu_k_sum;
+extern const onyx_kernel_table onyx__cpu_k_size, onyx__cpu_k_flatten, onyx__cpu_k_mod;
+extern const onyx_kernel_table onyx__cpu_k_clip_1, onyx__cpu_k_clip_11;
+extern const onyx_kernel_table onyx__cpu_k_reduce_sum_1, onyx__cpu_k_reduce_sum_13;
+extern const onyx_kernel_table onyx__cpu_k_reduce_mean_1, onyx__cpu_k_reduce_mean_18;
+extern const onyx_kernel_table onyx__cpu_k_reduce_max_1, onyx__cpu_k_reduce_max_18;
+extern const onyx_kernel_table onyx__cpu_k_layer_norm, onyx__cpu_k_rms_norm;
+extern const onyx_kernel_table onyx__cpu_k_simplified_layer_norm;
+extern const onyx_kernel_table onyx__cpu_k_skip_layer_norm, onyx__cpu_k_skip_simplified_layer_norm;
+extern const onyx_kernel_table onyx__cpu_k_slice_1, onyx__cpu_k_slice_10;
+extern const onyx_kernel_table onyx__cpu_k_split_1, onyx__cpu_k_split_13;
+extern const onyx_kernel_table onyx__cpu_k_expand, onyx__cpu_k_trilu;
 
 #endif /* ONYX_CPU_IMPL_H */

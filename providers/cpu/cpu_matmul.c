@@ -247,6 +247,17 @@ static onyx_status cpu_matmul_compute(void *state, onyx_compute_ctx *ctx,
   return ONYX_STATUS_OK;
 }
 
+static onyx_status cpu_matmul_infer(void *state, const onyx_tensor *inputs, size_t input_count,
+                                    onyx_tensor *outputs, size_t output_count) {
+  (void)state;
+  if (input_count < 2) return ONYX_STATUS_INVALID_ARGUMENT;
+  cpu_mm_plan p;
+  onyx_status st = cpu_mm_plan_make(&inputs[0], &inputs[1], &p, NULL, 0);
+  if (st == ONYX_STATUS_OK)
+    onyx__cpu_infer_out(outputs, output_count, 0, inputs[0].dtype, p.out_rank, p.out_dims);
+  return st;
+}
+
 const onyx_kernel_table onyx__cpu_k_matmul = {
     .struct_size = sizeof(onyx_kernel_table),
     .version = ONYX_ABI_VERSION,
@@ -260,6 +271,7 @@ const onyx_kernel_table onyx__cpu_k_matmul = {
     .destroy = onyx__cpu_destroy,
     .workspace = cpu_matmul_workspace,
     .compute = cpu_matmul_compute,
+    .infer = cpu_matmul_infer,
 };
 
 /* ------------------------------------------------------------------ Gemm */
@@ -428,6 +440,15 @@ static onyx_status cpu_gemm_compute(void *state, onyx_compute_ctx *ctx,
   return ONYX_STATUS_OK;
 }
 
+static onyx_status cpu_gemm_infer(void *state, const onyx_tensor *inputs, size_t input_count,
+                                  onyx_tensor *outputs, size_t output_count) {
+  if (input_count < 2) return ONYX_STATUS_INVALID_ARGUMENT;
+  int64_t dims[2], k;
+  onyx_status st = cpu_gemm_dims(state, &inputs[0], &inputs[1], &dims[0], &dims[1], &k, NULL, 0);
+  if (st == ONYX_STATUS_OK) onyx__cpu_infer_out(outputs, output_count, 0, inputs[0].dtype, 2, dims);
+  return st;
+}
+
 /* Opset 11 made C optional, opset 7 made it broadcast unidirectionally; one kernel
  * covers every version because it accepts the most permissive form of each. */
 const onyx_kernel_table onyx__cpu_k_gemm = {
@@ -443,4 +464,5 @@ const onyx_kernel_table onyx__cpu_k_gemm = {
     .destroy = onyx__cpu_destroy,
     .workspace = cpu_gemm_workspace,
     .compute = cpu_gemm_compute,
+    .infer = cpu_gemm_infer,
 };

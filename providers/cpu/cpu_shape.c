@@ -109,33 +109,36 @@ bool onyx__cpu_checked_numel(uint32_t rank, const int64_t *dims, int64_t *out_nu
   return true;
 }
 
-onyx_status onyx__cpu_read_int_list(onyx_compute_ctx *ctx, const onyx_tensor *t, size_t input_index,
-                                    const char *what, int64_t *out, size_t cap, size_t *out_count) {
-  if (t->dtype != ONYX_DTYPE_INT64 && t->dtype != ONYX_DTYPE_INT32) {
-    ctx->set_error(ctx, "input %zu (%s) must be int64, got %s", input_index, what,
-                   onyx__cpu_dtype_name(t->dtype));
-    return ONYX_STATUS_INVALID_ARGUMENT;
-  }
-  if (t->rank > 1) {
-    ctx->set_error(ctx, "input %zu (%s) must be 1-D, got shape %s", input_index, what,
-                   onyx__cpu_tensor_shape(t).s);
-    return ONYX_STATUS_INVALID_ARGUMENT;
-  }
+onyx_status onyx__cpu_int_list(const onyx_tensor *t, size_t input_index, const char *what,
+                               int64_t *out, size_t cap, size_t *out_count, char *err,
+                               size_t err_cap) {
+  if (t->dtype != ONYX_DTYPE_INT64 && t->dtype != ONYX_DTYPE_INT32)
+    return onyx__cpu_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
+                          "input %zu (%s) must be int64, got %s", input_index, what,
+                          onyx__cpu_dtype_name(t->dtype));
+  if (t->rank > 1)
+    return onyx__cpu_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
+                          "input %zu (%s) must be 1-D, got shape %s", input_index, what,
+                          onyx__cpu_tensor_shape(t).s);
   int64_t n = onyx_tensor_numel(t);
-  if ((uint64_t)n > cap) {
-    ctx->set_error(ctx, "input %zu (%s) has %lld values, at most %zu are supported", input_index,
-                   what, (long long)n, cap);
-    return ONYX_STATUS_UNSUPPORTED;
-  }
-  if (n > 0 && t->data == NULL) {
-    ctx->set_error(ctx, "input %zu (%s) has no host data", input_index, what);
-    return ONYX_STATUS_INVALID_ARGUMENT;
-  }
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = t->dtype == ONYX_DTYPE_INT64 ? ((const int64_t *)t->data)[i]
-                                          : ((const int32_t *)t->data)[i];
+  if ((uint64_t)n > cap)
+    return onyx__cpu_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
+                          "input %zu (%s) has %lld values, at most %zu are supported", input_index,
+                          what, (long long)n, cap);
+  if (n > 0 && t->data == NULL)
+    return onyx__cpu_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
+                          "input %zu (%s) has no host data", input_index, what);
+  for (int64_t i = 0; i < n; ++i) out[i] = onyx__cpu_int_at(t, i);
   *out_count = (size_t)n;
   return ONYX_STATUS_OK;
+}
+
+onyx_status onyx__cpu_read_int_list(onyx_compute_ctx *ctx, const onyx_tensor *t, size_t input_index,
+                                    const char *what, int64_t *out, size_t cap, size_t *out_count) {
+  char why[256];
+  onyx_status st = onyx__cpu_int_list(t, input_index, what, out, cap, out_count, why, sizeof why);
+  if (st != ONYX_STATUS_OK) ctx->set_error(ctx, "%s", why);
+  return st;
 }
 
 onyx_status onyx__cpu_check_inputs(onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
@@ -184,6 +187,10 @@ void *onyx__cpu_state_new(size_t size, void *provider_state, const onyx_node_inf
    * outputs at all still gets output 0 computed, which is harmless. */
   s->want_output =
       node->output_count == 0 || node->output_present == NULL || node->output_present[0];
+  s->output_count = node->output_count ? node->output_count : 1;
+  for (size_t k = 0; k < s->output_count && k < 64; ++k)
+    if (node->output_count == 0 || node->output_present == NULL || node->output_present[k])
+      s->outputs_named |= UINT64_C(1) << k;
   return s;
 }
 
@@ -202,6 +209,14 @@ onyx_status onyx__cpu_alloc_output(const onyx__cpu_node *node, onyx_compute_ctx 
                                    onyx_tensor **out_view) {
   *out_view = NULL;
   if (!node->want_output) return ONYX_STATUS_OK;
+  return onyx__cpu_alloc_output_at(node, ctx, 0, dtype, rank, dims, out_view);
+}
+
+onyx_status onyx__cpu_alloc_output_at(const onyx__cpu_node *node, onyx_compute_ctx *ctx,
+                                      size_t index, uint32_t dtype, uint32_t rank,
+                                      const int64_t *dims, onyx_tensor **out_view) {
+  *out_view = NULL;
+  if (index > 0 && !onyx__cpu_output_named(node, index)) return ONYX_STATUS_OK;
   if (rank > ONYX_MAX_RANK) {
     ctx->set_error(ctx, "output rank %u exceeds the ABI limit of %d", rank, ONYX_MAX_RANK);
     return ONYX_STATUS_UNSUPPORTED;
@@ -209,14 +224,15 @@ onyx_status onyx__cpu_alloc_output(const onyx__cpu_node *node, onyx_compute_ctx 
   /* A scalar has no dims; still hand over a valid pointer. */
   static const int64_t no_dims[1] = {0};
   onyx_tensor *view = NULL;
-  onyx_status st = ctx->alloc_output(ctx, 0, dtype, rank, rank ? dims : no_dims, &view);
+  onyx_status st = ctx->alloc_output(ctx, index, dtype, rank, rank ? dims : no_dims, &view);
   if (st != ONYX_STATUS_OK || view == NULL) {
-    ctx->set_error(ctx, "cannot allocate output 0 (%s %s): %s", onyx__cpu_dtype_name(dtype),
-                   onyx__cpu_shape_str(rank, dims).s, onyx_status_str(st));
+    ctx->set_error(ctx, "cannot allocate output %zu (%s %s): %s", index,
+                   onyx__cpu_dtype_name(dtype), onyx__cpu_shape_str(rank, dims).s,
+                   onyx_status_str(st));
     return st != ONYX_STATUS_OK ? st : ONYX_STATUS_INTERNAL;
   }
   if (view->data == NULL && onyx_tensor_numel(view) != 0) {
-    ctx->set_error(ctx, "output 0 was allocated without data");
+    ctx->set_error(ctx, "output %zu was allocated without data", index);
     return ONYX_STATUS_INTERNAL;
   }
   *out_view = view;

@@ -132,6 +132,7 @@ static onyx_status cpu_softmax_compute(void *state, onyx_compute_ctx *ctx,
       .create = cpu_softmax_create,                                                                \
       .destroy = onyx__cpu_destroy,                                                                \
       .compute = cpu_softmax_compute,                                                              \
+      .infer = onyx__cpu_infer_same,                                                               \
   };
 
 CPU_SOFTMAX_KERNEL(1, 1, 12)  /* 2-D coercion at axis, default 1 */

@@ -159,41 +159,109 @@ static void kh_set_error(onyx_compute_ctx *ctx, const char *fmt, ...) {
 
 /* ------------------------------------------------------------------ run */
 
+/* The dtype of the input a kernel constrains: placement looks at type_input. */
+const onyx_kernel_table *kh_kernel_for(const kh_provider *p, const kh_node *node,
+                                       const onyx_tensor *const *inputs, size_t input_count) {
+  const char *domain = node->domain ? node->domain : "";
+  for (size_t i = 0; i < p->table->kernel_count; ++i) {
+    const onyx_kernel_table *k = p->table->kernels[i];
+    if (strcmp(k->domain, domain) != 0 || strcmp(k->op_type, node->op) != 0) continue;
+    if (node->opset < k->since_opset || (k->until_opset != 0 && node->opset > k->until_opset))
+      continue;
+    uint32_t dt = k->type_input < input_count && inputs[k->type_input]
+                      ? inputs[k->type_input]->dtype
+                      : ONYX_DTYPE_UNDEFINED;
+    if (k->type_mask != 0 && dt != ONYX_DTYPE_UNDEFINED &&
+        (dt >= 64 || !(k->type_mask & ONYX_DTYPE_BIT(dt))))
+      continue;
+    return k;
+  }
+  return NULL;
+}
+
+/* The node description a kernel's create() sees. */
+typedef struct kh_info {
+  onyx_node_info info;
+  bool in_present[16], out_present[KH_MAX_OUTPUTS];
+  uint32_t in_dtypes[16];
+} kh_info;
+
+static void kh_info_make(const kh_node *node, const onyx_tensor *const *inputs, size_t input_count,
+                         kh_info *out) {
+  memset(out, 0, sizeof *out);
+  size_t output_count = node->output_count ? node->output_count : 1;
+  for (size_t i = 0; i < input_count && i < 16; ++i) {
+    out->in_present[i] = inputs[i] != NULL;
+    out->in_dtypes[i] = inputs[i] ? inputs[i]->dtype : ONYX_DTYPE_UNDEFINED;
+  }
+  for (size_t i = 0; i < output_count && i < KH_MAX_OUTPUTS; ++i)
+    out->out_present[i] = node->output_present ? node->output_present[i] : true;
+  out->info = (onyx_node_info){.struct_size = sizeof out->info,
+                               .version = ONYX_ABI_VERSION,
+                               .name = "test_node",
+                               .domain = node->domain ? node->domain : "",
+                               .op_type = node->op,
+                               .opset = node->opset,
+                               .input_count = input_count,
+                               .output_count = output_count,
+                               .input_present = out->in_present,
+                               .output_present = out->out_present,
+                               .input_dtypes = out->in_dtypes,
+                               .attrs = node->attrs,
+                               .attr_count = node->attr_count};
+}
+
+void kh_infer(kh_provider *p, const kh_node *node, const onyx_tensor *const *inputs,
+              size_t input_count, bool hide_values, kh_infer_result *r) {
+  memset(r, 0, sizeof *r);
+  const onyx_kernel_table *k = kh_kernel_for(p, node, inputs, input_count);
+  if (k == NULL || k->infer == NULL) {
+    r->status = ONYX_STATUS_NOT_FOUND;
+    snprintf(r->error, sizeof r->error, "no kernel with infer for %s", node->op);
+    return;
+  }
+  kh_info ki;
+  kh_info_make(node, inputs, input_count, &ki);
+  void *state = NULL;
+  if (k->create != NULL) {
+    r->status = k->create(p->state, &ki.info, &state, r->error, sizeof r->error);
+    if (r->status != ONYX_STATUS_OK) return;
+  }
+  onyx_tensor geom[16];
+  memset(geom, 0, sizeof geom);
+  for (size_t i = 0; i < input_count && i < 16; ++i) {
+    if (inputs[i] == NULL) continue;
+    geom[i] = *inputs[i];
+    bool small_int = (geom[i].dtype == ONYX_DTYPE_INT64 || geom[i].dtype == ONYX_DTYPE_INT32) &&
+                     onyx_tensor_numel(&geom[i]) <= 4096;
+    if (hide_values || !small_int) geom[i].data = NULL;
+  }
+  size_t output_count = node->output_count ? node->output_count : 1;
+  if (output_count > KH_MAX_OUTPUTS) output_count = KH_MAX_OUTPUTS;
+  for (size_t o = 0; o < output_count; ++o) {
+    r->out[o].data = r->values[o];
+    r->out[o].rank = 99; /* garbage the kernel must overwrite */
+  }
+  r->status = k->infer(state, geom, input_count, r->out, output_count);
+  if (k->destroy) k->destroy(state);
+}
+
 void kh_run(kh_provider *p, const kh_node *node, const onyx_tensor *const *inputs,
             size_t input_count, kh_result *r) {
   memset(r, 0, sizeof *r);
   size_t output_count = node->output_count ? node->output_count : 1;
-  uint32_t dtype0 = input_count > 0 && inputs[0] ? inputs[0]->dtype : ONYX_DTYPE_UNDEFINED;
-  const onyx_kernel_table *k = kh_find(p, "", node->op, node->opset, dtype0);
+  const onyx_kernel_table *k = kh_kernel_for(p, node, inputs, input_count);
   if (k == NULL) {
     r->status = ONYX_STATUS_NOT_FOUND;
     r->stage = "find";
-    snprintf(r->error, sizeof r->error, "no kernel for %s opset %lld dtype %u", node->op,
-             (long long)node->opset, dtype0);
+    snprintf(r->error, sizeof r->error, "no kernel for %s opset %lld", node->op,
+             (long long)node->opset);
     return;
   }
 
-  bool in_present[16], out_present[KH_MAX_OUTPUTS];
-  uint32_t in_dtypes[16];
-  for (size_t i = 0; i < input_count && i < 16; ++i) {
-    in_present[i] = inputs[i] != NULL;
-    in_dtypes[i] = inputs[i] ? inputs[i]->dtype : ONYX_DTYPE_UNDEFINED;
-  }
-  for (size_t i = 0; i < output_count && i < KH_MAX_OUTPUTS; ++i)
-    out_present[i] = node->output_present ? node->output_present[i] : true;
-  onyx_node_info info = {.struct_size = sizeof info,
-                         .version = ONYX_ABI_VERSION,
-                         .name = "test_node",
-                         .domain = "",
-                         .op_type = node->op,
-                         .opset = node->opset,
-                         .input_count = input_count,
-                         .output_count = output_count,
-                         .input_present = in_present,
-                         .output_present = out_present,
-                         .input_dtypes = in_dtypes,
-                         .attrs = node->attrs,
-                         .attr_count = node->attr_count};
+  kh_info ki;
+  kh_info_make(node, inputs, input_count, &ki);
+  onyx_node_info info = ki.info;
 
   if (k->supports != NULL) {
     char reason[256] = "";

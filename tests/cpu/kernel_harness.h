@@ -56,6 +56,7 @@ typedef struct kh_result {
 /* A node to run. Zero-initialise, then fill what the test needs. */
 typedef struct kh_node {
   const char *op;
+  const char *domain; /* NULL means "" (ONNX) */
   int64_t opset;
   const onyx_attr *attrs;
   size_t attr_count;
@@ -69,6 +70,28 @@ typedef struct kh_node {
 void kh_run(kh_provider *p, const kh_node *node, const onyx_tensor *const *inputs,
             size_t input_count, kh_result *out);
 void kh_result_free(kh_result *r);
+
+/* Values the harness offers per output of an infer call (the ABI's 64 int64). */
+#define KH_INFER_VALUES 64
+
+/* What one infer call produced. */
+typedef struct kh_infer_result {
+  onyx_status status;
+  char error[256];
+  onyx_tensor out[KH_MAX_OUTPUTS]; /* data points into values[k] when handed back */
+  int64_t values[KH_MAX_OUTPUTS][KH_INFER_VALUES];
+} kh_infer_result;
+
+/* Runs create → infer → destroy as the core's planner does: input data is kept
+ * only for int32/int64 tensors of at most 4096 elements (and for none when
+ * `hide_values`), absent inputs are rank 0 / UNDEFINED, and every output is
+ * offered a values buffer. A kernel without infer gives NOT_FOUND. */
+void kh_infer(kh_provider *p, const kh_node *node, const onyx_tensor *const *inputs,
+              size_t input_count, bool hide_values, kh_infer_result *out);
+
+/* The kernel table that kh_run would use for `node` and these inputs. */
+const onyx_kernel_table *kh_kernel_for(const kh_provider *p, const kh_node *node,
+                                       const onyx_tensor *const *inputs, size_t input_count);
 
 /* A host tensor view over `data` (not copied). */
 onyx_tensor kh_tensor(uint32_t dtype, uint32_t rank, const int64_t *dims, const void *data);
