@@ -529,7 +529,7 @@ static onyx_status cpu_gather_infer(void *state, const onyx_tensor *inputs, size
                                     onyx_tensor *outputs, size_t output_count) {
   if (input_count != 2) return ONYX_STATUS_INVALID_ARGUMENT;
   int64_t dims[ONYX_MAX_RANK];
-  uint32_t rank;
+  uint32_t rank = 0;
   onyx_status st = cpu_gather_dims(state, &inputs[0], &inputs[1], &rank, dims, NULL, 0);
   if (st == ONYX_STATUS_OK)
     onyx__cpu_infer_out(outputs, output_count, 0, inputs[0].dtype, rank, dims);
@@ -544,7 +544,7 @@ static onyx_status cpu_gather_compute(void *state, onyx_compute_ctx *ctx,
   if (st != ONYX_STATUS_OK) return st;
   const onyx_tensor *x = inputs[0], *idx = inputs[1];
   int64_t out_dims[ONYX_MAX_RANK];
-  uint32_t out_rank;
+  uint32_t out_rank = 0;
   char why[256];
   st = cpu_gather_dims(s, x, idx, &out_rank, out_dims, why, sizeof why);
   if (st != ONYX_STATUS_OK) {
@@ -712,7 +712,7 @@ static onyx_status cpu_axes_compute(bool is_squeeze, void *state, onyx_compute_c
   if (st == ONYX_STATUS_OK) st = cpu_check_data(ctx, inputs[0]);
   if (st != ONYX_STATUS_OK) return st;
   int64_t dims[ONYX_MAX_RANK];
-  uint32_t rank;
+  uint32_t rank = 0;
   char why[256];
   st = cpu_axes_dims(s, is_squeeze, inputs, input_count, &rank, dims, why, sizeof why);
   if (st != ONYX_STATUS_OK) {
@@ -729,7 +729,7 @@ static onyx_status cpu_axes_infer(bool is_squeeze, void *state, const onyx_tenso
       in[0] == NULL)
     return ONYX_STATUS_INVALID_ARGUMENT;
   int64_t dims[ONYX_MAX_RANK];
-  uint32_t rank;
+  uint32_t rank = 0;
   onyx_status st = cpu_axes_dims(state, is_squeeze, in, input_count, &rank, dims, NULL, 0);
   if (st == ONYX_STATUS_OK) onyx__cpu_infer_out(outputs, output_count, 0, in[0]->dtype, rank, dims);
   return st;
@@ -1151,7 +1151,7 @@ static onyx_status cpu_cos_infer(void *state, const onyx_tensor *inputs, size_t 
                                  onyx_tensor *outputs, size_t output_count) {
   const cpu_cos_state *s = state;
   if (input_count != 1) return ONYX_STATUS_INVALID_ARGUMENT;
-  uint32_t rank;
+  uint32_t rank = 0;
   int64_t dims[ONYX_MAX_RANK];
   onyx_status st = cpu_cos_dims(&inputs[0], &rank, dims, NULL, 0);
   if (st != ONYX_STATUS_OK) return st;
@@ -1170,7 +1170,7 @@ static onyx_status cpu_cos_compute(void *state, onyx_compute_ctx *ctx,
   const cpu_cos_state *s = state;
   onyx_status st = onyx__cpu_check_inputs(ctx, inputs, input_count, 1);
   if (st != ONYX_STATUS_OK) return st;
-  uint32_t rank;
+  uint32_t rank = 0;
   int64_t dims[ONYX_MAX_RANK];
   char why[256];
   st = cpu_cos_dims(inputs[0], &rank, dims, why, sizeof why);
