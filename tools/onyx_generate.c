@@ -321,6 +321,17 @@ int main(int argc, char **argv) {
       break;
     }
     fill_step(&io, kv, &b, feed, past, feed_len);
+    if (past == 0) {
+      /* Admission, continued: the prefill's workspace plan must fit too. */
+      onyx_plan *plan = NULL;
+      if (onyx_session_plan(s, b.inputs, nin, &plan, &e) != ONYX_STATUS_OK ||
+          onyx_plan_check(plan, &e) != ONYX_STATUS_OK) {
+        onyx_plan_destroy(plan);
+        rc = fail("admission refused (prefill workspace)", e);
+        break;
+      }
+      onyx_plan_destroy(plan);
+    }
     double t0 = now_s();
     if (onyx_session_run(s, &ro, b.inputs, nin, b.outputs, &e) != ONYX_STATUS_OK) {
       rc = fail(past == 0 ? "prefill" : "decode step", e);
