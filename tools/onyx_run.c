@@ -5,6 +5,8 @@
  *            [--atol A] [--bench N] [--conformance] [--skip FILE] [-q] PATH...
  *
  * --bench N times N runs of each data set after checking it (median and best).
+ * --writable a,b lets kernels update those inputs in place and return them as outputs
+ * (a shared past/present KV buffer), as a decoder loop does.
  *
  * PATH is a test directory (model.onnx + test_data_set_N/), a model file (run on
  * random inputs), or with --conformance a folder of test directories: every test
@@ -30,6 +32,7 @@ typedef struct options {
   bool placement, memory, conformance, quiet, plan;
   double rtol, atol; /* < 0: the dtype's default */
   int bench;         /* > 0: time this many runs of each data set after checking it */
+  const char *writable; /* comma-separated input names kernels may update in place */
   const char *skip_file;
 } options;
 
@@ -111,14 +114,55 @@ static void print_plan(onyx_session *s, const onyx_tensor *inputs, size_t n) {
   onyx_plan_destroy(plan);
 }
 
+/* Is `name` in the comma-separated `list`? */
+static bool listed(const char *list, const char *name) {
+  size_t len = strlen(name);
+  for (const char *p = list; p && *p;) {
+    const char *end = strchr(p, ',');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    if (n == len && !strncmp(p, name, n)) return true;
+    p = end ? end + 1 : NULL;
+  }
+  return false;
+}
+
+/* Run options for --writable: inputs the kernels may update in place (a shared KV
+ * buffer) and outputs handed back as those very buffers, not copies. */
+typedef struct run_setup {
+  onyx_run_options ro;
+  bool *writable, *borrowed;
+} run_setup;
+
+static bool run_setup_init(run_setup *rs, const onyx_session *s, const options *o) {
+  size_t nin = onyx_session_input_count(s), nout = onyx_session_output_count(s);
+  rs->writable = calloc(nin + 1, sizeof(bool));
+  rs->borrowed = calloc(nout + 1, sizeof(bool));
+  for (size_t i = 0; rs->writable && i < nin; ++i)
+    rs->writable[i] = listed(o->writable, onyx_session_input_info(s, i).name);
+  rs->ro = (onyx_run_options){.struct_size = sizeof rs->ro, .writable_inputs = rs->writable,
+                              .out_borrowed = rs->borrowed};
+  return rs->writable && rs->borrowed;
+}
+
+static void run_setup_free(run_setup *rs) {
+  free(rs->writable);
+  free(rs->borrowed);
+}
+
+/* Frees the outputs of a run except those that are the caller's own buffers. */
+static void free_outputs(const run_setup *rs, onyx_tensor *outs, size_t nout) {
+  for (size_t i = 0; i < nout; ++i)
+    if (!rs->borrowed[i]) onyx_tensor_data_free(outs[i].data);
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
 
 /* Times `runs` runs (after two warm-up runs) and prints the median and the best. */
-static void bench_runs(onyx_session *s, const onyx_tensor *inputs, size_t nin, size_t nout,
-                       int runs) {
+static void bench_runs(onyx_session *s, const run_setup *rs, const onyx_tensor *inputs,
+                       size_t nin, size_t nout, int runs) {
   double *ms = calloc((size_t)runs, sizeof *ms);
   onyx_tensor *outs = calloc(nout + 1, sizeof *outs);
   if (ms == NULL || outs == NULL) {
@@ -130,13 +174,13 @@ static void bench_runs(onyx_session *s, const onyx_tensor *inputs, size_t nin, s
   for (int r = -2; r < runs; ++r) {
     onyx_error *e = NULL;
     double t0 = now_s();
-    if (onyx_session_run(s, NULL, inputs, nin, outs, &e) != ONYX_STATUS_OK) {
+    if (onyx_session_run(s, &rs->ro, inputs, nin, outs, &e) != ONYX_STATUS_OK) {
       fprintf(stderr, "bench: %s\n", onyx_error_message(e));
       onyx_error_free(e);
       break;
     }
     double t = (now_s() - t0) * 1e3;
-    for (size_t i = 0; i < nout; ++i) onyx_tensor_data_free(outs[i].data);
+    free_outputs(rs, outs, nout);
     if (r >= 0) ms[done++] = t;
   }
   if (done > 0) {
@@ -153,7 +197,8 @@ static bool run_data_set(onyx_session *s, const char *set_dir, const options *o)
   onyx_tensor *inputs = calloc(nin + 1, sizeof *inputs);
   onyx_tensor *wants = calloc(nout + 1, sizeof *wants);
   onyx_tensor *gots = calloc(nout + 1, sizeof *gots);
-  bool ok = inputs && wants && gots;
+  run_setup rs;
+  bool ok = run_setup_init(&rs, s, o) && inputs && wants && gots;
   char path[4096], err[1024];
   for (size_t i = 0; ok && i < nin; ++i) {
     snprintf(path, sizeof path, "%s/input_%zu.pb", set_dir, i);
@@ -173,7 +218,7 @@ static bool run_data_set(onyx_session *s, const char *set_dir, const options *o)
   if (ok && o->plan) print_plan(s, inputs, nin);
   if (ok) {
     onyx_error *e = NULL;
-    if (onyx_session_run(s, NULL, inputs, nin, gots, &e) != ONYX_STATUS_OK) {
+    if (onyx_session_run(s, &rs.ro, inputs, nin, gots, &e) != ONYX_STATUS_OK) {
       fprintf(stderr, "  %s: run failed: %s: %s\n", set_dir, onyx_status_str(onyx_error_status(e)),
               onyx_error_message(e));
       onyx_error_free(e);
@@ -204,12 +249,11 @@ static bool run_data_set(onyx_session *s, const char *set_dir, const options *o)
       }
     }
   }
-  if (ran && o->bench > 0) bench_runs(s, inputs, nin, nout, o->bench);
+  if (ran && o->bench > 0) bench_runs(s, &rs, inputs, nin, nout, o->bench);
+  if (ran) free_outputs(&rs, gots, nout);
   for (size_t i = 0; i < nin; ++i) free(inputs[i].data);
-  for (size_t i = 0; i < nout; ++i) {
-    free(wants[i].data);
-    if (ran) onyx_tensor_data_free(gots[i].data);
-  }
+  for (size_t i = 0; i < nout; ++i) free(wants[i].data);
+  run_setup_free(&rs);
   free(inputs);
   free(wants);
   free(gots);
@@ -368,7 +412,8 @@ static const char *default_config(void) {
 static void usage(void) {
   fprintf(stderr,
           "usage: onyx-run [--config plugins.ini] [--placement] [--plan] [--memory] [--rtol R]\n"
-          "                [--atol A] [--bench N] [--conformance] [--skip FILE] [-q] PATH...\n");
+          "                [--atol A] [--bench N] [--writable NAMES] [--conformance] [--skip FILE]\n"
+          "                [-q] PATH...\n");
 }
 
 int main(int argc, char **argv) {
@@ -382,6 +427,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--memory")) o.memory = true;
     else if (!strcmp(a, "--plan")) o.plan = true;
     else if (!strcmp(a, "--bench") && has_val) o.bench = atoi(argv[++i]);
+    else if (!strcmp(a, "--writable") && has_val) o.writable = argv[++i];
     else if (!strcmp(a, "--conformance")) o.conformance = true;
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o.quiet = true;
     else if (!strcmp(a, "--skip") && has_val) o.skip_file = argv[++i];

@@ -5,7 +5,8 @@ For each shape it writes an ONNX test directory (model, fresh random inputs and
 ONNX Runtime's outputs), times ONNX Runtime's CPU kernel, then runs
 `onyx-run --bench` on the same directory — which also checks Onyx's outputs against
 ONNX Runtime's — and prints both medians and the ratio. Both use the same number of
-threads.
+threads, and both share past and present in one buffer as a decoder loop does (ONNX
+Runtime through IO binding, Onyx through writable inputs), so neither copies the KV.
 
     tools/bench/bench_cpu_gqa.py [--onyx-run build/tools/onyx-run] [--threads N]
 """
@@ -68,13 +69,13 @@ def write_case(root, model, feeds, outs):
             f.write(numpy_helper.from_array(arr).SerializeToString())
 
 
-def time_ort(sess, feed, runs):
+def time_ort(sess, io, runs):
     for _ in range(3):
-        sess.run(None, feed)
+        sess.run_with_iobinding(io)
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        sess.run(None, feed)
+        sess.run_with_iobinding(io)
         times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
 
@@ -98,21 +99,34 @@ def main():
             model = gqa_model(nq, nkv, h)
             total = past + s
             rnd = lambda *shape: rng.standard_normal(shape, dtype=np.float32)
+            # The KV buffers hold `total` tokens: the past, then room for the new ones.
             feeds = [rnd(b, s, nq * h), rnd(b, s, nkv * h), rnd(b, s, nkv * h),
-                     rnd(b, nkv, past, h), rnd(b, nkv, past, h),
+                     rnd(b, nkv, total, h), rnd(b, nkv, total, h),
                      np.full((b,), total - 1, dtype=np.int32), np.array(total, dtype=np.int32)]
             so = ort.SessionOptions()
             so.intra_op_num_threads = args.threads
             sess = ort.InferenceSession(model.SerializeToString(), so,
                                         providers=["CPUExecutionProvider"])
             names = [i.name for i in sess.get_inputs()]
-            feed = dict(zip(names, feeds))
-            outs = sess.run(None, feed)
-            ort_ms = time_ort(sess, feed, args.runs)
+            kv = {n: ort.OrtValue.ortvalue_from_numpy(a.copy()) for n, a in zip(names, feeds)
+                  if n.startswith("past_")}
+            io = sess.io_binding()
+            for n, a in zip(names, feeds):
+                if n in kv:
+                    io.bind_ortvalue_input(n, kv[n])
+                    io.bind_ortvalue_output(n.replace("past_", "present_"), kv[n])
+                else:
+                    io.bind_cpu_input(n, a)
+            io.bind_output("output")
+            sess.run_with_iobinding(io)
+            outs = [io.get_outputs()[-1].numpy(), kv["past_key"].numpy(),
+                    kv["past_value"].numpy()]
+            ort_ms = time_ort(sess, io, args.runs)
             case = os.path.join(tmp, name.replace(" ", "_").replace("=", ""))
             write_case(case, model, feeds, outs)
             run = subprocess.run([args.onyx_run, "--config", ini, "-q", "--bench", str(args.runs),
-                                  case], capture_output=True, text=True)
+                                  "--writable", "past_key,past_value", case],
+                                 capture_output=True, text=True)
             m = re.search(r"bench: median ([0-9.]+) ms", run.stdout)
             ok = "ok" if run.returncode == 0 else "MISMATCH"
             if m is None:

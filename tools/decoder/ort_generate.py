@@ -74,10 +74,10 @@ def greedy_shared(sess, layers, nkv, h, prompt, n_new, eos, capacity):
         io = sess.io_binding()
         io.bind_cpu_input("input_ids", cur)
         io.bind_cpu_input("attention_mask", np.ones((1, total), np.int64))
+        io.bind_output("logits")  # first: get_outputs() lists outputs in binding order
         for (i, kv), buf in bufs.items():
             io.bind_ortvalue_input(f"past_key_values.{i}.{kv}", buf)
             io.bind_ortvalue_output(f"present.{i}.{kv}", buf)
-        io.bind_output("logits")
         sess.run_with_iobinding(io)
         logits = io.get_outputs()[0].numpy()
         tok = int(np.argmax(logits[0, -1]))
@@ -101,6 +101,9 @@ def main():
                     help="past and present bound to one max-length buffer (IO binding)")
     ap.add_argument("--max-length", type=int, default=None,
                     help="shared-buffer capacity (default: config.json max_length)")
+    ap.add_argument("--verify", action="store_true",
+                    help="also run one prefill over prompt + generated tokens and check that "
+                         "its argmax at every position reproduces the generated ids")
     args = ap.parse_args()
 
     sess, conf, layers, nkv, h = load(args.model)
@@ -114,6 +117,20 @@ def main():
         ids = greedy_shared(sess, layers, nkv, h, prompt, args.max_new_tokens, eos, cap)
     else:
         ids = greedy_plain(sess, layers, nkv, h, prompt, args.max_new_tokens, eos)
+
+    if args.verify and len(ids) > 1:
+        seq = prompt + ids[:-1]
+        feeds = {"input_ids": np.array([seq], np.int64),
+                 "attention_mask": np.ones((1, len(seq)), np.int64)}
+        for i in range(layers):
+            for kv in ("key", "value"):
+                feeds[f"past_key_values.{i}.{kv}"] = np.zeros((1, nkv, 0, h), np.float32)
+        logits = sess.run(["logits"], feeds)[0][0, len(prompt) - 1:]
+        again = [int(t) for t in np.argmax(logits, axis=-1)]
+        if again != ids:
+            first = next(j for j, (a, b) in enumerate(zip(again, ids)) if a != b)
+            sys.exit(f"verify: one-shot prefill disagrees with the cached loop at token {first}")
+        print(f"verify: one-shot prefill reproduces all {len(ids)} tokens", file=sys.stderr)
 
     if conf.get("vocab") == "bytes":
         text = bytes(prompt).decode("utf-8", "replace") + bytes(ids).decode("utf-8", "replace")
