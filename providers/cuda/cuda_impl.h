@@ -50,7 +50,7 @@ extern "C" {
 #endif
 
 #if defined(__GNUC__)
-#define ONYX__CUDA_PRINTF(fmt_index, first_arg) \
+#define ONYX__CUDA_PRINTF(fmt_index, first_arg)                                                    \
   __attribute__((format(printf, fmt_index, first_arg)))
 #else
 #define ONYX__CUDA_PRINTF(fmt_index, first_arg)
@@ -64,10 +64,10 @@ typedef struct onyx__cuda_provider {
   int device;                  /* the CUDA ordinal from option.device */
   bool ready;                  /* the device is usable; otherwise `why` says why */
   char why[256];
-  cudaStream_t stream;         /* created non-blocking at open, destroyed at close */
-  cublasLtHandle_t lt;         /* cuBLASLt handle; it allocates no device memory */
-  bool allow_tf32;             /* option.allow_tf32: float32 GEMMs on TF32 tensor cores */
-  uint64_t total_bytes;        /* cudaMemGetInfo's total at open */
+  cudaStream_t stream;  /* created non-blocking at open, destroyed at close */
+  cublasLtHandle_t lt;  /* cuBLASLt handle; it allocates no device memory */
+  bool allow_tf32;      /* option.allow_tf32: float32 GEMMs on TF32 tensor cores */
+  uint64_t total_bytes; /* cudaMemGetInfo's total at open */
   int sm_count;
   int cc_major, cc_minor;
   char device_name[128];
@@ -91,13 +91,12 @@ void *onyx__cuda_stream(void *state);
 extern const onyx_vmm_table onyx__cuda_vmm_table;
 
 /* Every dtype the provider computes on. */
-#define ONYX__CUDA_FLOAT_TYPES                                                      \
-  (ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT16) |        \
+#define ONYX__CUDA_FLOAT_TYPES                                                                     \
+  (ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT16) |                       \
    ONYX_DTYPE_BIT(ONYX_DTYPE_BFLOAT16))
 
 /* Integer types accepted as index / shape inputs. */
-#define ONYX__CUDA_INDEX_TYPES                                                      \
-  (ONYX_DTYPE_BIT(ONYX_DTYPE_INT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT64))
+#define ONYX__CUDA_INDEX_TYPES (ONYX_DTYPE_BIT(ONYX_DTYPE_INT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_INT64))
 
 /* Whether `dtype` is in a mask built from ONYX_DTYPE_BIT. */
 static inline bool onyx__cuda_dtype_in(uint32_t dtype, uint64_t mask) {
@@ -120,8 +119,8 @@ typedef struct onyx__cuda_node {
 
 /* Allocates a zeroed state of `size` bytes (>= sizeof(onyx__cuda_node)) with its
  * head filled from `node`. NULL with a message in err when memory runs out. */
-void *onyx__cuda_state_new(size_t size, void *provider_state, const onyx_node_info *node,
-                           char *err, size_t err_cap);
+void *onyx__cuda_state_new(size_t size, void *provider_state, const onyx_node_info *node, char *err,
+                           size_t err_cap);
 /* create() for ops whose only state is the head. */
 onyx_status onyx__cuda_create_plain(void *provider_state, const onyx_node_info *node,
                                     void **out_state, char *err, size_t err_cap);
@@ -135,8 +134,8 @@ onyx_status onyx__cuda_alloc_output(const onyx__cuda_node *node, onyx_compute_ct
 
 /* ------------------------------------------------------------------ messages */
 
-onyx_status onyx__cuda_fail(char *err, size_t err_cap, onyx_status status, const char *fmt,
-                            ...) ONYX__CUDA_PRINTF(4, 5);
+onyx_status onyx__cuda_fail(char *err, size_t err_cap, onyx_status status, const char *fmt, ...)
+    ONYX__CUDA_PRINTF(4, 5);
 /* ctx->set_error, then returns status (compute-time errors). */
 onyx_status onyx__cuda_error(onyx_compute_ctx *ctx, onyx_status status, const char *fmt, ...)
     ONYX__CUDA_PRINTF(3, 4);
@@ -163,8 +162,8 @@ onyx_status onyx__cuda_check_inputs(onyx_compute_ctx *ctx, const onyx_tensor *co
                                     size_t input_count, size_t required);
 
 /* The input at `i`, or NULL when absent or past the end. */
-static inline const onyx_tensor *onyx__cuda_input(const onyx_tensor *const *inputs,
-                                                  size_t count, size_t i) {
+static inline const onyx_tensor *onyx__cuda_input(const onyx_tensor *const *inputs, size_t count,
+                                                  size_t i) {
   return i < count ? inputs[i] : NULL;
 }
 
@@ -181,6 +180,13 @@ onyx_status onyx__cuda_read_ints(onyx_compute_ctx *ctx, const onyx__cuda_provide
  * without data answers UNSUPPORTED. */
 onyx_status onyx__cuda_known_ints(const onyx_tensor *t, int64_t *out, size_t cap,
                                   size_t *out_count);
+
+/* Every infer() starts here. The core may offer a host buffer per output for known
+ * integer values (Shape on the host does); a device kernel's outputs live on the
+ * device, so it reports geometry only: data is set to NULL. */
+static inline void onyx__cuda_infer_begin(onyx_tensor *outputs, size_t count) {
+  for (size_t i = 0; i < count; ++i) outputs[i].data = NULL;
+}
 
 /* ------------------------------------------------------------------ attributes */
 
@@ -252,8 +258,8 @@ cudaError_t onyx__cuda_launch_binary(onyx__cuda_binary_op op, uint32_t dtype, ui
                                      const void *a, const void *b, void *y,
                                      const onyx__cuda_walk *w, cudaStream_t stream);
 /* y = OP x over n contiguous elements of a float dtype. */
-cudaError_t onyx__cuda_launch_unary(onyx__cuda_unary_op op, uint32_t dtype, const void *x,
-                                    void *y, int64_t n, cudaStream_t stream);
+cudaError_t onyx__cuda_launch_unary(onyx__cuda_unary_op op, uint32_t dtype, const void *x, void *y,
+                                    int64_t n, cudaStream_t stream);
 /* out = cond ? x : y over a three-input walk (cond bool, x/y elements of elem_size). */
 cudaError_t onyx__cuda_launch_where(size_t elem_size, const void *cond, const void *x,
                                     const void *y, void *out, const onyx__cuda_walk *w,
@@ -262,6 +268,11 @@ cudaError_t onyx__cuda_launch_where(size_t elem_size, const void *cond, const vo
  * Expand, Gemm's C). */
 cudaError_t onyx__cuda_launch_strided_copy(size_t elem_size, const void *src, void *dst,
                                            const onyx__cuda_walk *w, cudaStream_t stream);
+/* dst[r * dst_pitch + c] = src[r * src_pitch + c] for r < rows, c < cols (elements):
+ * one Concat input into its slice of the output. */
+cudaError_t onyx__cuda_launch_copy2d(size_t elem_size, const void *src, void *dst, int64_t rows,
+                                     int64_t cols, int64_t src_pitch, int64_t dst_pitch,
+                                     cudaStream_t stream);
 /* Gather along one axis: out[o, j, i] = data[o, indices[j], i]; indices int32/int64,
  * negative ones count from the end, out-of-range ones give zeros. */
 cudaError_t onyx__cuda_launch_gather(size_t elem_size, const void *data, const void *indices,
@@ -277,20 +288,20 @@ cudaError_t onyx__cuda_launch_softmax(uint32_t dtype, const void *x, void *y, in
 
 /* One normalisation over rows of `cols` elements. */
 typedef struct onyx__cuda_norm_args {
-  bool simplified;        /* RMS: no mean subtraction */
+  bool simplified; /* RMS: no mean subtraction */
   uint32_t x_dtype, scale_dtype, y_dtype, sum_dtype;
   const void *x;
-  const void *skip;       /* NULL, or added to x; its index is e % skip_numel */
+  const void *skip; /* NULL, or added to x; its index is e % skip_numel */
   int64_t skip_numel;
-  const void *bias;       /* NULL, or (cols) added after skip */
-  const void *scale;      /* (cols), or one element when scale_numel == 1 */
+  const void *bias;  /* NULL, or (cols) added after skip */
+  const void *scale; /* (cols), or one element when scale_numel == 1 */
   int64_t scale_numel;
-  const void *shift;      /* LayerNormalization's B: NULL, or like scale */
+  const void *shift; /* LayerNormalization's B: NULL, or like scale */
   int64_t shift_numel;
   void *y;
-  float *mean;            /* NULL, or (rows) float32 */
-  float *inv_std;         /* NULL, or (rows) float32 */
-  void *sum;              /* NULL, or x + skip + bias written back (sum_dtype) */
+  float *mean;    /* NULL, or (rows) float32 */
+  float *inv_std; /* NULL, or (rows) float32 */
+  void *sum;      /* NULL, or x + skip + bias written back (sum_dtype) */
   int64_t rows, cols;
   float epsilon;
 } onyx__cuda_norm_args;
@@ -304,9 +315,9 @@ typedef struct onyx__cuda_rotary_args {
   const void *cos, *sin; /* (rows, half) of dtype */
   const int64_t *pos;    /* NULL: row b*S + s; else (B, S), or one offset when pos_scalar */
   bool pos_scalar;
-  int64_t rows;          /* table rows; positions are clamped into [0, rows) */
+  int64_t rows; /* table rows; positions are clamped into [0, rows) */
   int64_t batch, heads, seq, head_size, rot;
-  bool bnsh;             /* x is (B, N, S, H); else (B, S, N*H) */
+  bool bnsh; /* x is (B, N, S, H); else (B, S, N*H) */
   bool interleaved;
 } onyx__cuda_rotary_args;
 cudaError_t onyx__cuda_launch_rotary(const onyx__cuda_rotary_args *a, cudaStream_t stream);

@@ -68,6 +68,7 @@ static const onyx_kernel_table *const cuda_kernels[] = {
 };
 
 cudaError_t onyx__cuda_use_device(const onyx__cuda_provider *p) {
+  if (p == NULL) return cudaSuccess;
   int current = -1;
   cudaError_t e = cudaGetDevice(&current);
   if (e == cudaSuccess && current == p->device) return cudaSuccess;
@@ -94,8 +95,7 @@ static bool parse_flag(const char *text, bool *out) {
     *out = true;
     return true;
   }
-  if (!strcmp(text, "false") || !strcmp(text, "0") || !strcmp(text, "no") ||
-      !strcmp(text, "off")) {
+  if (!strcmp(text, "false") || !strcmp(text, "0") || !strcmp(text, "no") || !strcmp(text, "off")) {
     *out = false;
     return true;
   }
@@ -115,8 +115,8 @@ static void cuda_bring_up(onyx__cuda_provider *p) {
   }
   if (p->device >= count) {
     snprintf(p->why, sizeof p->why,
-             "option device = %d but this machine has %d CUDA device%s (ordinals 0..%d)",
-             p->device, count, count == 1 ? "" : "s", count - 1);
+             "option device = %d but this machine has %d CUDA device%s (ordinals 0..%d)", p->device,
+             count, count == 1 ? "" : "s", count - 1);
     return;
   }
   struct cudaDeviceProp prop;
@@ -255,5 +255,5 @@ onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,
   return ONYX_STATUS_OK;
 }
 
-_Static_assert(_Generic(&onyx_provider_entry, onyx_provider_entry_fn: 1, default: 0),
+_Static_assert(_Generic(&onyx_provider_entry, onyx_provider_entry_fn : 1, default : 0),
                "onyx_provider_entry must have the onyx_provider_entry_fn type");

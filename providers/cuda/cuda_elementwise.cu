@@ -1,0 +1,221 @@
+/*
+ * Device side of the elementwise ops: one grid-stride kernel per (op, dtype) over a
+ * collapsed broadcast walk. 16-bit inputs are computed in float32.
+ */
+#include <math.h>
+
+#include "cuda_device.cuh"
+
+using namespace onyx_cuda;
+
+namespace {
+
+template <int OP> __device__ __forceinline__ float binary_op(float a, float b) {
+  switch (OP) {
+  case ONYX__CUDA_ADD:
+    return a + b;
+  case ONYX__CUDA_SUB:
+    return a - b;
+  case ONYX__CUDA_MUL:
+    return a * b;
+  case ONYX__CUDA_DIV:
+    return a / b;
+  default:
+    return powf(a, b);
+  }
+}
+
+template <class T, int OP>
+__global__ void binary_kernel(const typename T::raw *a, const void *b, uint32_t b_dtype,
+                              typename T::raw *y, walk w, int64_t n) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    int64_t off[2];
+    walk_offsets<2>(w, e, off);
+    float x = T::load(a, off[0]);
+    /* Pow's exponent may have another type; the other ops' b is a T. */
+    float z = OP == ONYX__CUDA_POW ? load_any(b_dtype, b, off[1])
+                                   : T::load(static_cast<const typename T::raw *>(b), off[1]);
+    T::store(y, e, binary_op<OP>(x, z));
+  }
+}
+
+template <class T>
+__global__ void equal_kernel(const typename T::raw *a, const typename T::raw *b, uint8_t *y, walk w,
+                             int64_t n) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    int64_t off[2];
+    walk_offsets<2>(w, e, off);
+    y[e] = T::load(a, off[0]) == T::load(b, off[1]) ? 1 : 0;
+  }
+}
+
+template <int OP> __device__ __forceinline__ float unary_op(float x) {
+  switch (OP) {
+  case ONYX__CUDA_NEG:
+    return -x;
+  case ONYX__CUDA_SQRT:
+    return sqrtf(x);
+  case ONYX__CUDA_SIGMOID:
+    /* Stable on both tails: exp of a non-positive number only. */
+    if (x >= 0.0f)
+      return 1.0f / (1.0f + expf(-x));
+    else {
+      float z = expf(x);
+      return z / (1.0f + z);
+    }
+  case ONYX__CUDA_TANH:
+    return tanhf(x);
+  case ONYX__CUDA_RELU:
+    return x > 0.0f ? x : (x == x ? 0.0f : x); /* NaN stays NaN */
+  default:
+    return erff(x);
+  }
+}
+
+template <class T, int OP>
+__global__ void unary_kernel(const typename T::raw *x, typename T::raw *y, int64_t n) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
+       e += (int64_t)gridDim.x * blockDim.x)
+    T::store(y, e, unary_op<OP>(T::load(x, e)));
+}
+
+template <size_t S>
+__global__ void where_kernel(const uint8_t *cond, const void *x, const void *y, void *out, walk w,
+                             int64_t n) {
+  typedef typename bytes_t<S>::type E;
+  const E *xs = static_cast<const E *>(x);
+  const E *ys = static_cast<const E *>(y);
+  E *o = static_cast<E *>(out);
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    int64_t off[3];
+    walk_offsets<3>(w, e, off);
+    o[e] = cond[off[0]] ? xs[off[1]] : ys[off[2]];
+  }
+}
+
+template <class T>
+cudaError_t launch_binary_t(onyx__cuda_binary_op op, uint32_t b_dtype, const void *a, const void *b,
+                            void *y, const walk &w, int64_t n, cudaStream_t stream) {
+  const int threads = 256;
+  unsigned grid = grid_for(n, threads);
+  const typename T::raw *ta = static_cast<const typename T::raw *>(a);
+  typename T::raw *ty = static_cast<typename T::raw *>(y);
+  switch (op) {
+  case ONYX__CUDA_ADD:
+    binary_kernel<T, ONYX__CUDA_ADD><<<grid, threads, 0, stream>>>(ta, b, b_dtype, ty, w, n);
+    break;
+  case ONYX__CUDA_SUB:
+    binary_kernel<T, ONYX__CUDA_SUB><<<grid, threads, 0, stream>>>(ta, b, b_dtype, ty, w, n);
+    break;
+  case ONYX__CUDA_MUL:
+    binary_kernel<T, ONYX__CUDA_MUL><<<grid, threads, 0, stream>>>(ta, b, b_dtype, ty, w, n);
+    break;
+  case ONYX__CUDA_DIV:
+    binary_kernel<T, ONYX__CUDA_DIV><<<grid, threads, 0, stream>>>(ta, b, b_dtype, ty, w, n);
+    break;
+  case ONYX__CUDA_POW:
+    binary_kernel<T, ONYX__CUDA_POW><<<grid, threads, 0, stream>>>(ta, b, b_dtype, ty, w, n);
+    break;
+  case ONYX__CUDA_EQUAL:
+    equal_kernel<T><<<grid, threads, 0, stream>>>(ta, static_cast<const typename T::raw *>(b),
+                                                  static_cast<uint8_t *>(y), w, n);
+    break;
+  }
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t launch_unary_t(onyx__cuda_unary_op op, const void *x, void *y, int64_t n,
+                           cudaStream_t stream) {
+  const int threads = 256;
+  unsigned grid = grid_for(n, threads);
+  const typename T::raw *tx = static_cast<const typename T::raw *>(x);
+  typename T::raw *ty = static_cast<typename T::raw *>(y);
+  switch (op) {
+  case ONYX__CUDA_NEG:
+    unary_kernel<T, ONYX__CUDA_NEG><<<grid, threads, 0, stream>>>(tx, ty, n);
+    break;
+  case ONYX__CUDA_SQRT:
+    unary_kernel<T, ONYX__CUDA_SQRT><<<grid, threads, 0, stream>>>(tx, ty, n);
+    break;
+  case ONYX__CUDA_SIGMOID:
+    unary_kernel<T, ONYX__CUDA_SIGMOID><<<grid, threads, 0, stream>>>(tx, ty, n);
+    break;
+  case ONYX__CUDA_TANH:
+    unary_kernel<T, ONYX__CUDA_TANH><<<grid, threads, 0, stream>>>(tx, ty, n);
+    break;
+  case ONYX__CUDA_RELU:
+    unary_kernel<T, ONYX__CUDA_RELU><<<grid, threads, 0, stream>>>(tx, ty, n);
+    break;
+  case ONYX__CUDA_ERF:
+    unary_kernel<T, ONYX__CUDA_ERF><<<grid, threads, 0, stream>>>(tx, ty, n);
+    break;
+  }
+  return cudaGetLastError();
+}
+
+} // namespace
+
+extern "C" cudaError_t onyx__cuda_launch_binary(onyx__cuda_binary_op op, uint32_t dtype,
+                                                uint32_t b_dtype, const void *a, const void *b,
+                                                void *y, const onyx__cuda_walk *w,
+                                                cudaStream_t stream) {
+  if (w->numel == 0) return cudaSuccess;
+  walk dw = to_device_walk(w);
+  switch (dtype) {
+  case ONYX_DTYPE_FLOAT16:
+    return launch_binary_t<f16>(op, b_dtype, a, b, y, dw, w->numel, stream);
+  case ONYX_DTYPE_BFLOAT16:
+    return launch_binary_t<bf16>(op, b_dtype, a, b, y, dw, w->numel, stream);
+  case ONYX_DTYPE_FLOAT32:
+    return launch_binary_t<f32>(op, b_dtype, a, b, y, dw, w->numel, stream);
+  default:
+    return cudaErrorInvalidValue;
+  }
+}
+
+extern "C" cudaError_t onyx__cuda_launch_unary(onyx__cuda_unary_op op, uint32_t dtype,
+                                               const void *x, void *y, int64_t n,
+                                               cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  switch (dtype) {
+  case ONYX_DTYPE_FLOAT16:
+    return launch_unary_t<f16>(op, x, y, n, stream);
+  case ONYX_DTYPE_BFLOAT16:
+    return launch_unary_t<bf16>(op, x, y, n, stream);
+  case ONYX_DTYPE_FLOAT32:
+    return launch_unary_t<f32>(op, x, y, n, stream);
+  default:
+    return cudaErrorInvalidValue;
+  }
+}
+
+extern "C" cudaError_t onyx__cuda_launch_where(size_t elem_size, const void *cond, const void *x,
+                                               const void *y, void *out, const onyx__cuda_walk *w,
+                                               cudaStream_t stream) {
+  if (w->numel == 0) return cudaSuccess;
+  walk dw = to_device_walk(w);
+  const int threads = 256;
+  unsigned grid = grid_for(w->numel, threads);
+  const uint8_t *c = static_cast<const uint8_t *>(cond);
+  switch (elem_size) {
+  case 1:
+    where_kernel<1><<<grid, threads, 0, stream>>>(c, x, y, out, dw, w->numel);
+    break;
+  case 2:
+    where_kernel<2><<<grid, threads, 0, stream>>>(c, x, y, out, dw, w->numel);
+    break;
+  case 4:
+    where_kernel<4><<<grid, threads, 0, stream>>>(c, x, y, out, dw, w->numel);
+    break;
+  case 8:
+    where_kernel<8><<<grid, threads, 0, stream>>>(c, x, y, out, dw, w->numel);
+    break;
+  default:
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}

@@ -1,0 +1,642 @@
+/*
+ * Backend consistency: the same small models run through two plugins.ini files — a
+ * reference (CPU only) and a configuration under test (e.g. CUDA first) — and their
+ * outputs are compared with tolerances that fit the dtype. In the spirit of ggml's
+ * test-backend-ops: every op the provider under test claims, on fresh random inputs.
+ *
+ *   onyx_consistency REFERENCE.ini UNDER_TEST.ini PROVIDER [SEED]
+ *
+ * PROVIDER names the provider under test; each case checks that the op's node was
+ * really placed on it (otherwise the comparison would prove nothing). A case whose op
+ * the reference cannot run is reported as "no reference" and not counted as a pass.
+ * When PROVIDER declines to load (no device), the runner prints a skip line and
+ * exits 0. Exit status 1 when any case failed.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model_builder.h"
+#include "onyx.h"
+#include "tensor_compare.h"
+#include "test_util_host.h"
+
+#define MAX_IO 6
+
+typedef struct runner {
+  onyx_runtime *ref, *test;
+  const char *provider;
+  uint64_t seed;       /* the generator's state */
+  uint64_t first_seed; /* as printed, to repeat a run */
+  int passed, failed, no_reference;
+} runner;
+
+/* One case under construction: the model, its random inputs, the op it is about. */
+typedef struct ocase {
+  char label[160];
+  const char *op;
+  mb_model *m;
+  onyx_tensor inputs[MAX_IO];
+  size_t input_count;
+  double tol_scale; /* widens the dtype's tolerance (long reductions) */
+} ocase;
+
+static runner g;
+
+static void case_begin(ocase *c, int64_t opset, const char *op, const char *fmt, ...) {
+  memset(c, 0, sizeof *c);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->label, sizeof c->label, fmt, ap);
+  va_end(ap);
+  c->op = op;
+  c->m = mb_new(opset);
+  c->tol_scale = 1.0;
+}
+
+static void case_input(ocase *c, const char *name, uint32_t dtype, uint32_t rank,
+                       const int64_t *dims, float lo, float hi) {
+  mb_input(c->m, name, dtype, rank, dims);
+  c->inputs[c->input_count++] = tu_random_tensor(&g.seed, dtype, rank, dims, lo, hi);
+}
+
+/* A float initializer of random values (weights, caches). */
+static void case_weight(ocase *c, const char *name, uint32_t dtype, uint32_t rank,
+                        const int64_t *dims, float lo, float hi) {
+  onyx_tensor t = tu_random_tensor(&g.seed, dtype, rank, dims, lo, hi);
+  mb_initializer(c->m, name, dtype, rank, dims, t.data,
+                 (size_t)onyx_tensor_numel(&t) * onyx_dtype_size(dtype));
+  free(t.data);
+}
+
+static onyx_session *make_session(onyx_runtime *rt, const uint8_t *bytes, size_t size,
+                                  onyx_error **err) {
+  onyx_session *s = NULL;
+  onyx_session_options so = {.struct_size = sizeof so, .print_placement = false};
+  if (onyx_session_create_from_bytes(rt, bytes, size, &so, &s, err) != ONYX_STATUS_OK) return NULL;
+  return s;
+}
+
+/* Runs the case through both configurations and compares every output. */
+static void case_run(ocase *c) {
+  size_t size = 0;
+  uint8_t *bytes = mb_finish(c->m, &size);
+  onyx_error *e = NULL;
+  onyx_session *ref = NULL, *test = NULL;
+  bool ok = bytes != NULL;
+  char why[1024] = "";
+  if (!ok) snprintf(why, sizeof why, "cannot build the model");
+  if (ok && (test = make_session(g.test, bytes, size, &e)) == NULL) {
+    snprintf(why, sizeof why, "session under test: %s", onyx_error_message(e));
+    ok = false;
+  }
+  onyx_error_free(e);
+  e = NULL;
+  /* The op must really run on the provider under test. */
+  for (size_t i = 0; ok && i < onyx_session_node_count(test); ++i) {
+    if (strcmp(onyx_session_node_op(test, i), c->op) != 0) continue;
+    if (strcmp(onyx_session_node_provider(test, i), g.provider) != 0) {
+      snprintf(why, sizeof why, "%s was placed on '%s', not '%s'", c->op,
+               onyx_session_node_provider(test, i), g.provider);
+      ok = false;
+    }
+  }
+  if (ok && (ref = make_session(g.ref, bytes, size, &e)) == NULL) {
+    if (onyx_error_status(e) == ONYX_STATUS_UNSUPPORTED) {
+      printf("  %-58s no reference (%s)\n", c->label, onyx_error_message(e));
+      g.no_reference++;
+      onyx_error_free(e);
+      goto done;
+    }
+    snprintf(why, sizeof why, "reference session: %s", onyx_error_message(e));
+    ok = false;
+  }
+  onyx_error_free(e);
+  e = NULL;
+  size_t nout = ok ? onyx_session_output_count(test) : 0;
+  onyx_tensor want[MAX_IO], got[MAX_IO];
+  memset(want, 0, sizeof want);
+  memset(got, 0, sizeof got);
+  if (ok && onyx_session_run(ref, NULL, c->inputs, c->input_count, want, &e) != ONYX_STATUS_OK) {
+    snprintf(why, sizeof why, "reference run: %s", onyx_error_message(e));
+    ok = false;
+    nout = 0;
+  }
+  onyx_error_free(e);
+  e = NULL;
+  if (ok && onyx_session_run(test, NULL, c->inputs, c->input_count, got, &e) != ONYX_STATUS_OK) {
+    snprintf(why, sizeof why, "run under test: %s", onyx_error_message(e));
+    ok = false;
+    for (size_t i = 0; i < nout; ++i) onyx_tensor_data_free(want[i].data);
+    nout = 0;
+  }
+  onyx_error_free(e);
+  double worst = 0;
+  for (size_t i = 0; i < nout; ++i) {
+    double rtol, atol;
+    tensor_default_tolerance(want[i].dtype, &rtol, &atol);
+    tensor_diff d = tensor_compare(&got[i], &want[i], rtol * c->tol_scale, atol * c->tol_scale);
+    if (d.worst_abs > worst) worst = d.worst_abs;
+    if (ok && !d.ok) {
+      char a[96], b[96];
+      if (d.why[0])
+        snprintf(why, sizeof why, "output %zu: %s", i, d.why);
+      else
+        snprintf(why, sizeof why,
+                 "output %zu %s vs %s: %lld mismatches, first at %lld: got %.6g want %.6g "
+                 "(worst abs %.3g)",
+                 i, tensor_describe(&got[i], a, sizeof a), tensor_describe(&want[i], b, sizeof b),
+                 (long long)d.mismatches, (long long)d.first_bad, d.first_got, d.first_want,
+                 d.worst_abs);
+      ok = false;
+    }
+    onyx_tensor_data_free(want[i].data);
+    onyx_tensor_data_free(got[i].data);
+  }
+  if (ok) {
+    printf("  %-58s ok (worst abs diff %.3g)\n", c->label, worst);
+    g.passed++;
+  } else {
+    printf("  %-58s FAIL: %s\n", c->label, why);
+    g.failed++;
+  }
+done:
+  onyx_session_destroy(ref);
+  onyx_session_destroy(test);
+  free(bytes);
+  mb_free(c->m);
+  for (size_t i = 0; i < c->input_count; ++i) free(c->inputs[i].data);
+}
+
+static const char *dname(uint32_t d) { return dtype_to_string(d); }
+
+/* ------------------------------------------------------------------ cases */
+
+static const uint32_t float_types[] = {ONYX_DTYPE_FLOAT32, ONYX_DTYPE_FLOAT16, ONYX_DTYPE_BFLOAT16};
+#define FOR_FLOATS(d) for (size_t fi_ = 0; fi_ < 3 && ((d) = float_types[fi_], 1); ++fi_)
+
+static void binary_case(const char *op, uint32_t d, uint32_t ra, const int64_t *da, uint32_t rb,
+                        const int64_t *db, float lo_b, float hi_b) {
+  ocase c;
+  case_begin(&c, 13, op, "%s %s rank%u x rank%u", op, dname(d), ra, rb);
+  case_input(&c, "a", d, ra, da, -2.0f, 2.0f);
+  case_input(&c, "b", d, rb, db, lo_b, hi_b);
+  const char *in[] = {"a", "b"}, *out[] = {"y"};
+  mb_add_node(c.m, op, "", in, 2, out, 1);
+  mb_output(c.m, "y", op[0] == 'E' ? ONYX_DTYPE_BOOL : d);
+  case_run(&c);
+}
+
+static void unary_case(const char *op, uint32_t d, float lo, float hi) {
+  ocase c;
+  int64_t dims[] = {2, 3, 33};
+  case_begin(&c, 13, op, "%s %s", op, dname(d));
+  case_input(&c, "x", d, 3, dims, lo, hi);
+  const char *in[] = {"x"}, *out[] = {"y"};
+  mb_add_node(c.m, op, "", in, 1, out, 1);
+  mb_output(c.m, "y", d);
+  case_run(&c);
+}
+
+static void elementwise_cases(void) {
+  static const char *binary[] = {"Add", "Sub", "Mul", "Div"};
+  int64_t a4[] = {2, 3, 4, 5}, b2[] = {4, 1}, s0[] = {1};
+  uint32_t d;
+  FOR_FLOATS(d) {
+    for (size_t i = 0; i < 4; ++i) {
+      binary_case(binary[i], d, 4, a4, 2, b2, 0.5f, 2.0f);
+      binary_case(binary[i], d, 2, b2, 4, a4, 0.5f, 2.0f); /* broadcast on the left */
+    }
+    binary_case("Add", d, 4, a4, 4, a4, -2.0f, 2.0f);
+    binary_case("Mul", d, 4, a4, 0, s0, -2.0f, 2.0f);
+    unary_case("Relu", d, -2.0f, 2.0f);
+    unary_case("Sigmoid", d, -6.0f, 6.0f);
+    unary_case("Tanh", d, -3.0f, 3.0f);
+    unary_case("Neg", d, -3.0f, 3.0f);
+    unary_case("Sqrt", d, 0.01f, 4.0f);
+    unary_case("Erf", d, -2.0f, 2.0f);
+  }
+  /* Pow with positive bases (a ^ b with a in [0.5, 2]). */
+  FOR_FLOATS(d) {
+    ocase c;
+    int64_t da[] = {3, 4}, db[] = {4};
+    case_begin(&c, 13, "Pow", "Pow %s positive base, broadcast exponent", dname(d));
+    case_input(&c, "a", d, 2, da, 0.5f, 2.0f);
+    case_input(&c, "b", d, 1, db, -2.0f, 2.0f);
+    const char *in[] = {"a", "b"}, *out[] = {"y"};
+    mb_add_node(c.m, "Pow", "", in, 2, out, 1);
+    mb_output(c.m, "y", d);
+    case_run(&c);
+  }
+  /* Where(Equal(a, b), x, y): equality of rounded values, then a select. */
+  FOR_FLOATS(d) {
+    ocase c;
+    int64_t dims[] = {4, 6}, row[] = {6};
+    case_begin(&c, 13, "Where", "Equal+Where %s", dname(d));
+    case_input(&c, "a", d, 2, dims, -2.0f, 2.0f);
+    case_input(&c, "x", d, 2, dims, -2.0f, 2.0f);
+    case_input(&c, "y", d, 1, row, -2.0f, 2.0f);
+    /* a == Relu(a) holds exactly where a >= 0: a mixed mask. */
+    const char *r_in[] = {"a"}, *r_out[] = {"ra"};
+    mb_add_node(c.m, "Relu", "", r_in, 1, r_out, 1);
+    const char *eq_in[] = {"a", "ra"}, *eq_out[] = {"c"};
+    mb_add_node(c.m, "Equal", "", eq_in, 2, eq_out, 1);
+    const char *w_in[] = {"c", "x", "y"}, *w_out[] = {"z"};
+    mb_add_node(c.m, "Where", "", w_in, 3, w_out, 1);
+    mb_output(c.m, "z", d);
+    case_run(&c);
+  }
+}
+
+static void matmul_case(uint32_t d, uint32_t ra, const int64_t *da, uint32_t rb, const int64_t *db,
+                        const char *what) {
+  ocase c;
+  case_begin(&c, 13, "MatMul", "MatMul %s %s", dname(d), what);
+  case_input(&c, "a", d, ra, da, -1.0f, 1.0f);
+  case_input(&c, "b", d, rb, db, -1.0f, 1.0f);
+  c.tol_scale = 2.0;
+  const char *in[] = {"a", "b"}, *out[] = {"y"};
+  mb_add_node(c.m, "MatMul", "", in, 2, out, 1);
+  mb_output(c.m, "y", d);
+  case_run(&c);
+}
+
+static void matmul_cases(void) {
+  uint32_t d;
+  FOR_FLOATS(d) {
+    int64_t a1[] = {2, 3, 8, 16}, b1[] = {16, 12};
+    matmul_case(d, 4, a1, 2, b1, "batched A x 2-D B (fold)");
+    int64_t a2[] = {3, 8, 16}, b2[] = {3, 16, 12};
+    matmul_case(d, 3, a2, 3, b2, "equal batches (strided)");
+    int64_t a3[] = {8, 16}, b3[] = {2, 3, 16, 12};
+    matmul_case(d, 2, a3, 4, b3, "2-D A x batched B (stride 0)");
+    int64_t a4[] = {2, 1, 4, 8}, b4[] = {1, 3, 8, 6};
+    matmul_case(d, 4, a4, 4, b4, "broadcast batches (loop)");
+    int64_t a5[] = {16}, b5[] = {2, 16, 5};
+    matmul_case(d, 1, a5, 3, b5, "vector A");
+    int64_t a6[] = {4, 16}, b6[] = {16};
+    matmul_case(d, 2, a6, 1, b6, "vector B");
+    int64_t a7[] = {1, 256}, b7[] = {256, 384};
+    matmul_case(d, 2, a7, 2, b7, "decode row 1x256x384");
+    int64_t a8[] = {96, 256}, b8[] = {256, 160};
+    matmul_case(d, 2, a8, 2, b8, "96x256x160");
+  }
+  FOR_FLOATS(d) {
+    /* Gemm with transposes, alpha/beta and a broadcast C; weights as initializers. */
+    for (int variant = 0; variant < 3; ++variant) {
+      ocase c;
+      case_begin(&c, 13, "Gemm", "Gemm %s %s", dname(d),
+                 variant == 0   ? "transB, C (N), alpha 0.5 beta 2"
+                 : variant == 1 ? "transA, C (M,1)"
+                                : "no C");
+      int64_t a_t[] = {24, 10}, a_n[] = {10, 24}, b_t[] = {7, 24}, b_n[] = {24, 7};
+      int64_t c_n[] = {7}, c_m1[] = {10, 1};
+      bool ta = variant == 1, tb = variant == 0;
+      case_input(&c, "a", d, 2, ta ? a_t : a_n, -1.0f, 1.0f);
+      case_weight(&c, "b", d, 2, tb ? b_t : b_n, -1.0f, 1.0f);
+      if (variant == 0) case_weight(&c, "c", d, 1, c_n, -1.0f, 1.0f);
+      if (variant == 1) case_weight(&c, "c", d, 2, c_m1, -1.0f, 1.0f);
+      const char *in[] = {"a", "b", "c"}, *out[] = {"y"};
+      mb_node *n = mb_add_node(c.m, "Gemm", "", in, variant == 2 ? 2 : 3, out, 1);
+      if (ta) mb_attr_int(n, "transA", 1);
+      if (tb) mb_attr_int(n, "transB", 1);
+      if (variant == 0) {
+        mb_attr_float(n, "alpha", 0.5f);
+        mb_attr_float(n, "beta", 2.0f);
+      }
+      mb_output(c.m, "y", d);
+      c.tol_scale = 2.0;
+      case_run(&c);
+    }
+  }
+}
+
+static void softmax_cases(void) {
+  uint32_t d;
+  FOR_FLOATS(d) {
+    struct {
+      int64_t opset, axis;
+      const char *what;
+    } v[] = {{13, -1, "opset 13 axis -1"},
+             {13, 1, "opset 13 axis 1 (strided)"},
+             {11, 1, "opset 11 axis 1 (2-D coerced)"}};
+    for (size_t i = 0; i < 3; ++i) {
+      ocase c;
+      int64_t dims[] = {2, 5, 37};
+      case_begin(&c, v[i].opset, "Softmax", "Softmax %s %s", dname(d), v[i].what);
+      case_input(&c, "x", d, 3, dims, -4.0f, 4.0f);
+      const char *in[] = {"x"}, *out[] = {"y"};
+      mb_node *n = mb_add_node(c.m, "Softmax", "", in, 1, out, 1);
+      mb_attr_int(n, "axis", v[i].axis);
+      mb_output(c.m, "y", d);
+      case_run(&c);
+    }
+    ocase c;
+    int64_t wide[] = {3, 3000};
+    case_begin(&c, 13, "Softmax", "Softmax %s rows of 3000", dname(d));
+    case_input(&c, "x", d, 2, wide, -8.0f, 8.0f);
+    const char *in[] = {"x"}, *out[] = {"y"};
+    mb_add_node(c.m, "Softmax", "", in, 1, out, 1);
+    mb_output(c.m, "y", d);
+    case_run(&c);
+  }
+}
+
+static void layout_cases(void) {
+  uint32_t d;
+  FOR_FLOATS(d) {
+    ocase c;
+    int64_t x3[] = {2, 3, 4}, x4[] = {2, 3, 4, 5};
+    { /* Reshape with 0 and -1 */
+      case_begin(&c, 14, "Reshape", "Reshape %s [2,3,4] -> [0,-1]", dname(d));
+      case_input(&c, "x", d, 3, x3, -1.0f, 1.0f);
+      int64_t shape[] = {0, -1};
+      mb_init_ints(c.m, "shape", shape, 2);
+      const char *in[] = {"x", "shape"}, *out[] = {"y"};
+      mb_add_node(c.m, "Reshape", "", in, 2, out, 1);
+      mb_output(c.m, "y", d);
+      case_run(&c);
+    }
+    { /* Transpose */
+      case_begin(&c, 13, "Transpose", "Transpose %s perm 0,2,1,3", dname(d));
+      case_input(&c, "x", d, 4, x4, -1.0f, 1.0f);
+      const char *in[] = {"x"}, *out[] = {"y"};
+      int64_t perm[] = {0, 2, 1, 3};
+      mb_attr_ints(mb_add_node(c.m, "Transpose", "", in, 1, out, 1), "perm", perm, 4);
+      mb_output(c.m, "y", d);
+      case_run(&c);
+      case_begin(&c, 13, "Transpose", "Transpose %s default (reverse)", dname(d));
+      case_input(&c, "x", d, 3, x3, -1.0f, 1.0f);
+      mb_add_node(c.m, "Transpose", "", in, 1, out, 1);
+      mb_output(c.m, "y", d);
+      case_run(&c);
+    }
+    { /* Concat */
+      int64_t a[] = {2, 3, 4}, b[] = {2, 5, 4};
+      case_begin(&c, 13, "Concat", "Concat %s axis 1", dname(d));
+      case_input(&c, "a", d, 3, a, -1.0f, 1.0f);
+      case_input(&c, "b", d, 3, b, -1.0f, 1.0f);
+      const char *in[] = {"a", "b", "a"}, *out[] = {"y"};
+      mb_attr_int(mb_add_node(c.m, "Concat", "", in, 3, out, 1), "axis", 1);
+      mb_output(c.m, "y", d);
+      case_run(&c);
+    }
+    { /* Gather: an embedding lookup (int64) and a gather along axis 1 */
+      int64_t table[] = {10, 6}, idx_dims[] = {2, 3};
+      int64_t idx[] = {1, 9, 0, -1, 4, 4};
+      case_begin(&c, 13, "Gather", "Gather %s axis 0 int64 indices", dname(d));
+      case_input(&c, "x", d, 2, table, -1.0f, 1.0f);
+      mb_initializer(c.m, "i", ONYX_DTYPE_INT64, 2, idx_dims, idx, sizeof idx);
+      const char *in[] = {"x", "i"}, *out[] = {"y"};
+      mb_add_node(c.m, "Gather", "", in, 2, out, 1);
+      mb_output(c.m, "y", d);
+      case_run(&c);
+      int32_t idx32[] = {5, 0, 2};
+      int64_t idx32_dims[] = {3};
+      case_begin(&c, 13, "Gather", "Gather %s axis 1 int32 indices", dname(d));
+      case_input(&c, "x", d, 2, table, -1.0f, 1.0f);
+      mb_initializer(c.m, "i", ONYX_DTYPE_INT32, 1, idx32_dims, idx32, sizeof idx32);
+      mb_attr_int(mb_add_node(c.m, "Gather", "", in, 2, out, 1), "axis", 1);
+      mb_output(c.m, "y", d);
+      case_run(&c);
+    }
+    { /* Unsqueeze / Squeeze (13: axes as inputs) and Identity */
+      int64_t axes_u[] = {0, 3}, axes_s[] = {1};
+      int64_t xs[] = {2, 1, 4};
+      case_begin(&c, 13, "Unsqueeze", "Unsqueeze %s axes 0,3", dname(d));
+      case_input(&c, "x", d, 3, x3, -1.0f, 1.0f);
+      mb_init_ints(c.m, "axes", axes_u, 2);
+      const char *in[] = {"x", "axes"}, *out[] = {"y"};
+      mb_add_node(c.m, "Unsqueeze", "", in, 2, out, 1);
+      mb_output(c.m, "y", d);
+      case_run(&c);
+      case_begin(&c, 13, "Squeeze", "Squeeze %s axis 1", dname(d));
+      case_input(&c, "x", d, 3, xs, -1.0f, 1.0f);
+      mb_init_ints(c.m, "axes", axes_s, 1);
+      mb_add_node(c.m, "Squeeze", "", in, 2, out, 1);
+      mb_output(c.m, "y", d);
+      case_run(&c);
+      case_begin(&c, 13, "Identity", "Identity %s", dname(d));
+      case_input(&c, "x", d, 3, x3, -1.0f, 1.0f);
+      mb_add_node(c.m, "Identity", "", in, 1, out, 1);
+      mb_output(c.m, "y", d);
+      case_run(&c);
+    }
+    { /* Slice with negative steps, Expand */
+      int64_t x2[] = {5, 6};
+      int64_t starts[] = {1, -1}, ends[] = {4, -10}, axes[] = {0, 1}, steps[] = {1, -2};
+      case_begin(&c, 13, "Slice", "Slice %s steps 1,-2", dname(d));
+      case_input(&c, "x", d, 2, x2, -1.0f, 1.0f);
+      mb_init_ints(c.m, "starts", starts, 2);
+      mb_init_ints(c.m, "ends", ends, 2);
+      mb_init_ints(c.m, "axes", axes, 2);
+      mb_init_ints(c.m, "steps", steps, 2);
+      const char *in[] = {"x", "starts", "ends", "axes", "steps"}, *out[] = {"y"};
+      mb_add_node(c.m, "Slice", "", in, 5, out, 1);
+      mb_output(c.m, "y", d);
+      case_run(&c);
+      int64_t xe[] = {3, 1}, shape[] = {2, 3, 4};
+      case_begin(&c, 13, "Expand", "Expand %s [3,1] -> [2,3,4]", dname(d));
+      case_input(&c, "x", d, 2, xe, -1.0f, 1.0f);
+      mb_init_ints(c.m, "shape", shape, 3);
+      const char *ein[] = {"x", "shape"};
+      mb_add_node(c.m, "Expand", "", ein, 2, out, 1);
+      mb_output(c.m, "y", d);
+      case_run(&c);
+    }
+    /* Cast to and from every float type, and to int64 */
+    for (size_t t = 0; t < 4; ++t) {
+      uint32_t to = t < 3 ? float_types[t] : ONYX_DTYPE_INT64;
+      if (to == d) continue;
+      ocase cc;
+      case_begin(&cc, 13, "Cast", "Cast %s -> %s", dname(d), dname(to));
+      case_input(&cc, "x", d, 3, x3, -50.0f, 50.0f);
+      const char *in[] = {"x"}, *out[] = {"y"};
+      mb_attr_int(mb_add_node(cc.m, "Cast", "", in, 1, out, 1), "to", to);
+      mb_output(cc.m, "y", to);
+      case_run(&cc);
+    }
+  }
+}
+
+static void norm_cases(void) {
+  uint32_t d;
+  FOR_FLOATS(d) {
+    int64_t x[] = {2, 5, 64}, w[] = {64};
+    ocase c;
+    case_begin(&c, 17, "LayerNormalization", "LayerNormalization %s (Y, Mean, InvStdDev)",
+               dname(d));
+    case_input(&c, "x", d, 3, x, -3.0f, 3.0f);
+    case_weight(&c, "scale", d, 1, w, 0.5f, 1.5f);
+    case_weight(&c, "bias", d, 1, w, -0.5f, 0.5f);
+    const char *in[] = {"x", "scale", "bias"}, *out[] = {"y", "mean", "inv"};
+    mb_add_node(c.m, "LayerNormalization", "", in, 3, out, 3);
+    mb_output(c.m, "y", d);
+    mb_output(c.m, "mean", ONYX_DTYPE_FLOAT32);
+    mb_output(c.m, "inv", ONYX_DTYPE_FLOAT32);
+    case_run(&c);
+
+    case_begin(&c, 23, "RMSNormalization", "RMSNormalization %s", dname(d));
+    case_input(&c, "x", d, 3, x, -3.0f, 3.0f);
+    case_weight(&c, "scale", d, 1, w, 0.5f, 1.5f);
+    mb_add_node(c.m, "RMSNormalization", "", in, 2, out, 1);
+    mb_output(c.m, "y", d);
+    case_run(&c);
+
+    case_begin(&c, 17, "SimplifiedLayerNormalization", "SimplifiedLayerNormalization %s", dname(d));
+    case_input(&c, "x", d, 3, x, -3.0f, 3.0f);
+    case_weight(&c, "scale", d, 1, w, 0.5f, 1.5f);
+    const char *sout[] = {"y", "inv"};
+    mb_attr_float(mb_add_node(c.m, "SimplifiedLayerNormalization", "", in, 2, sout, 2), "epsilon",
+                  1e-6f);
+    mb_output(c.m, "y", d);
+    mb_output(c.m, "inv", ONYX_DTYPE_FLOAT32);
+    case_run(&c);
+
+    case_begin(&c, 17, "SkipSimplifiedLayerNormalization",
+               "SkipSimplifiedLayerNormalization %s (4 outputs)", dname(d));
+    case_input(&c, "x", d, 3, x, -3.0f, 3.0f);
+    case_input(&c, "skip", d, 3, x, -3.0f, 3.0f);
+    case_weight(&c, "gamma", d, 1, w, 0.5f, 1.5f);
+    const char *kin[] = {"x", "skip", "gamma"}, *kout[] = {"y", "mean", "inv", "sum"};
+    mb_attr_float(
+        mb_add_node(c.m, "SkipSimplifiedLayerNormalization", "com.microsoft", kin, 3, kout, 4),
+        "epsilon", 1e-6f);
+    mb_output(c.m, "y", d);
+    mb_output(c.m, "mean", ONYX_DTYPE_FLOAT32);
+    mb_output(c.m, "inv", ONYX_DTYPE_FLOAT32);
+    mb_output(c.m, "sum", d);
+    case_run(&c);
+  }
+}
+
+static void rotary_cases(void) {
+  uint32_t d;
+  FOR_FLOATS(d) {
+    for (int interleaved = 0; interleaved < 2; ++interleaved) {
+      ocase c;
+      int64_t x[] = {2, 3, 5, 16}, table[] = {32, 8}, pos_dims[] = {2, 5};
+      int64_t pos[] = {0, 1, 2, 3, 4, 7, 8, 9, 10, 31};
+      case_begin(&c, 23, "RotaryEmbedding", "RotaryEmbedding %s BNSH interleaved=%d", dname(d),
+                 interleaved);
+      case_input(&c, "x", d, 4, x, -2.0f, 2.0f);
+      case_weight(&c, "cos", d, 2, table, -1.0f, 1.0f);
+      case_weight(&c, "sin", d, 2, table, -1.0f, 1.0f);
+      mb_initializer(c.m, "pos", ONYX_DTYPE_INT64, 2, pos_dims, pos, sizeof pos);
+      const char *in[] = {"x", "cos", "sin", "pos"}, *out[] = {"y"};
+      mb_attr_int(mb_add_node(c.m, "RotaryEmbedding", "", in, 4, out, 1), "interleaved",
+                  interleaved);
+      mb_output(c.m, "y", d);
+      case_run(&c);
+    }
+    ocase c;
+    int64_t x[] = {2, 5, 48}, table[] = {16, 4}, pos_dims[] = {2, 5};
+    int64_t pos[] = {3, 4, 5, 6, 7, 0, 1, 2, 3, 15};
+    case_begin(&c, 23, "RotaryEmbedding",
+               "com.microsoft RotaryEmbedding %s 3-D, partial rotary 8 of 16", dname(d));
+    case_input(&c, "x", d, 3, x, -2.0f, 2.0f);
+    mb_initializer(c.m, "pos", ONYX_DTYPE_INT64, 2, pos_dims, pos, sizeof pos);
+    case_weight(&c, "cos", d, 2, table, -1.0f, 1.0f);
+    case_weight(&c, "sin", d, 2, table, -1.0f, 1.0f);
+    const char *in[] = {"x", "pos", "cos", "sin"}, *out[] = {"y"};
+    mb_node *n = mb_add_node(c.m, "RotaryEmbedding", "com.microsoft", in, 4, out, 1);
+    mb_attr_int(n, "num_heads", 3);
+    mb_attr_int(n, "rotary_embedding_dim", 8);
+    mb_output(c.m, "y", d);
+    case_run(&c);
+  }
+}
+
+/* A small decoder-shaped chain: the ops placed together, with transfers only at the
+ * ends (norm -> matmul -> rotary-free attention-ish softmax -> matmul -> residual). */
+static void chain_cases(void) {
+  uint32_t d;
+  FOR_FLOATS(d) {
+    ocase c;
+    int64_t x[] = {1, 7, 64}, w[] = {64, 64}, gd[] = {64};
+    case_begin(&c, 17, "MatMul", "chain %s: SkipSimplifiedLN -> MatMul -> Softmax -> MatMul",
+               dname(d));
+    case_input(&c, "x", d, 3, x, -1.0f, 1.0f);
+    case_input(&c, "r", d, 3, x, -1.0f, 1.0f);
+    case_weight(&c, "g", d, 1, gd, 0.5f, 1.5f);
+    case_weight(&c, "w1", d, 2, w, -0.2f, 0.2f);
+    case_weight(&c, "w2", d, 2, w, -0.2f, 0.2f);
+    const char *n1_in[] = {"x", "r", "g"}, *n1_out[] = {"h", "", "", "res"};
+    mb_add_node(c.m, "SkipSimplifiedLayerNormalization", "com.microsoft", n1_in, 3, n1_out, 4);
+    const char *n2_in[] = {"h", "w1"}, *n2_out[] = {"p"};
+    mb_add_node(c.m, "MatMul", "", n2_in, 2, n2_out, 1);
+    const char *n3_in[] = {"p"}, *n3_out[] = {"s"};
+    mb_add_node(c.m, "Softmax", "", n3_in, 1, n3_out, 1);
+    const char *n4_in[] = {"s", "w2"}, *n4_out[] = {"o"};
+    mb_add_node(c.m, "MatMul", "", n4_in, 2, n4_out, 1);
+    const char *n5_in[] = {"o", "res"}, *n5_out[] = {"y"};
+    mb_add_node(c.m, "Add", "", n5_in, 2, n5_out, 1);
+    mb_output(c.m, "y", d);
+    c.tol_scale = 2.0;
+    case_run(&c);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc < 4) {
+    fprintf(stderr, "usage: %s REFERENCE.ini UNDER_TEST.ini PROVIDER [SEED]\n", argv[0]);
+    return 2;
+  }
+  g.provider = argv[3];
+  g.seed = argc > 4 ? strtoull(argv[4], NULL, 0) : (uint64_t)time(NULL) * 2654435761u;
+  if (g.seed == 0) g.seed = 1;
+  g.first_seed = g.seed;
+  printf("consistency: seed %llu (pass it as the 4th argument to repeat)\n",
+         (unsigned long long)g.seed);
+  onyx_error *e = NULL;
+  if (onyx_runtime_create(argv[2], &g.test, &e) != ONYX_STATUS_OK) {
+    printf("cannot load %s: %s\n", argv[2], onyx_error_message(e));
+    bool declined = onyx_error_status(e) == ONYX_STATUS_DEVICE_UNAVAILABLE;
+    onyx_error_free(e);
+    if (declined) {
+      printf("skipped: no CUDA device (provider '%s' declined)\n", g.provider);
+      return 0;
+    }
+    return 1;
+  }
+  bool found = false;
+  for (size_t i = 0; i < onyx_runtime_provider_count(g.test); ++i)
+    found |= strcmp(onyx_runtime_provider_name(g.test, i), g.provider) == 0;
+  if (!found) {
+    printf("skipped: no CUDA device (provider '%s' declined; the log line above says why)\n",
+           g.provider);
+    onyx_runtime_destroy(g.test);
+    return 0;
+  }
+  if (onyx_runtime_create(argv[1], &g.ref, &e) != ONYX_STATUS_OK) {
+    printf("cannot load %s: %s\n", argv[1], onyx_error_message(e));
+    onyx_error_free(e);
+    onyx_runtime_destroy(g.test);
+    return 1;
+  }
+  elementwise_cases();
+  matmul_cases();
+  softmax_cases();
+  layout_cases();
+  norm_cases();
+  rotary_cases();
+  chain_cases();
+  printf("consistency: %d passed, %d failed, %d without a reference (seed %llu)\n", g.passed,
+         g.failed, g.no_reference, (unsigned long long)g.first_seed);
+  /* Everything the runs allocated must be back with the governor. */
+  uint64_t used[ONYX_REQUESTER_COUNT_];
+  onyx_runtime_memory_usage(g.test, used, NULL);
+  int leaked = 0;
+  for (int r = 0; r < ONYX_REQUESTER_COUNT_; ++r) {
+    if (used[r] != 0) {
+      printf("consistency: %llu bytes of %s still booked after every session ended\n",
+             (unsigned long long)used[r], onyx_requester_name((uint32_t)r));
+      leaked = 1;
+    }
+  }
+  onyx_runtime_destroy(g.ref);
+  onyx_runtime_destroy(g.test);
+  return g.failed > 0 || leaked ? 1 : 0;
+}

@@ -1,0 +1,331 @@
+/*
+ * The CUDA provider through its table alone, loaded with dlopen as the core loads it:
+ * negotiation and table shape, options, probe (declining cleanly without a device),
+ * device memory and copies, and the VMM table round trip (reserve, create + map +
+ * access per granule, write and read, unmap, regrow in place, release).
+ *
+ * The table and option tests run everywhere; the device tests print
+ * "skipped: no CUDA device" and skip when cudaGetDeviceCount finds none.
+ */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "onyx_abi.h"
+#include "test_util.h"
+
+static void *g_lib;
+static const onyx_provider_table *g_table;
+static char g_log[4096];
+
+static void host_log(void *host_data, uint32_t level, const char *message) {
+  (void)host_data;
+  size_t n = strlen(g_log);
+  snprintf(g_log + n, sizeof g_log - n, "[%u] %s\n", level, message);
+}
+
+static const onyx_host_table g_host = {
+    .struct_size = sizeof(onyx_host_table),
+    .version = ONYX_ABI_VERSION,
+    .host_data = NULL,
+    .log = host_log,
+    .num_threads = 1,
+};
+
+static int load_provider(void **state) {
+  (void)state;
+  g_lib = dlopen(ONYX_CUDA_SO, RTLD_NOW | RTLD_LOCAL);
+  if (g_lib == NULL) {
+    fprintf(stderr, "dlopen %s: %s\n", ONYX_CUDA_SO, dlerror());
+    return -1;
+  }
+  void *sym = dlsym(g_lib, ONYX_PROVIDER_ENTRY_SYMBOL);
+  if (sym == NULL) return -1;
+  onyx_provider_entry_fn entry;
+  memcpy(&entry, &sym, sizeof entry);
+  uint32_t abi = 0;
+  if (entry(ONYX_ABI_VERSION, &abi, &g_table) != ONYX_STATUS_OK) return -1;
+  return 0;
+}
+
+static int unload_provider(void **state) {
+  (void)state;
+  if (g_lib) dlclose(g_lib);
+  return 0;
+}
+
+static void *open_with(const char *key, const char *value, onyx_status want) {
+  onyx_option opt = {key, value};
+  void *p = NULL;
+  char err[512] = "";
+  onyx_status st = g_table->open(&g_host, &opt, key ? 1 : 0, &p, err, sizeof err);
+  if (st != want) print_message("open(%s = %s): %s: %s\n", key, value, onyx_status_str(st), err);
+  assert_int_equal(st, want);
+  if (st != ONYX_STATUS_OK) {
+    assert_null(p);
+    assert_true(err[0] != '\0');
+    print_message("open(%s = %s) refused as expected: %s\n", key, value, err);
+  }
+  return p;
+}
+
+/* ------------------------------------------------------------------ everywhere */
+
+static void negotiation_and_table(void **state) {
+  (void)state;
+  void *sym = dlsym(g_lib, ONYX_PROVIDER_ENTRY_SYMBOL);
+  onyx_provider_entry_fn entry;
+  memcpy(&entry, &sym, sizeof entry);
+  uint32_t abi = 0;
+  const onyx_provider_table *t = NULL;
+  assert_int_equal(entry(0, &abi, &t), ONYX_STATUS_ABI_MISMATCH);
+  assert_int_equal(abi, ONYX_ABI_VERSION);
+  assert_int_equal(entry(ONYX_ABI_VERSION + 5, &abi, &t), ONYX_STATUS_OK);
+  assert_int_equal(abi, ONYX_ABI_VERSION);
+  /* Nothing but the entry point is exported. */
+  assert_null(dlsym(g_lib, "onyx__cuda_device_alloc"));
+  assert_null(dlsym(g_lib, "onyx__cuda_launch_binary"));
+
+  assert_int_equal(t->struct_size, sizeof(onyx_provider_table));
+  assert_string_equal(t->name, "cuda");
+  assert_int_equal(t->device, ONYX_DEVICE_CUDA);
+  assert_non_null(t->probe);
+  assert_non_null(t->device_alloc);
+  assert_non_null(t->device_free);
+  assert_non_null(t->copy);
+  assert_non_null(t->sync);
+  assert_non_null(t->vmm);
+  assert_non_null(t->memory_capacity);
+  assert_non_null(t->stream);
+  const onyx_vmm_table *v = t->vmm;
+  assert_true(v->granularity && v->reserve && v->unreserve && v->create && v->release && v->map &&
+              v->set_access && v->unmap);
+  for (size_t i = 0; i < t->kernel_count; ++i) {
+    const onyx_kernel_table *a = t->kernels[i];
+    assert_non_null(a->domain);
+    assert_non_null(a->compute);
+    if (a->infer == NULL) fail_msg("%s has no infer callback", a->op_type);
+    assert_true(a->since_opset >= 1);
+    assert_true(a->until_opset == 0 || a->until_opset >= a->since_opset);
+    assert_true(a->destroy != NULL || a->create == NULL);
+    for (size_t j = i + 1; j < t->kernel_count; ++j) {
+      const onyx_kernel_table *b = t->kernels[j];
+      if (strcmp(a->domain, b->domain) != 0 || strcmp(a->op_type, b->op_type) != 0) continue;
+      int64_t a_end = a->until_opset ? a->until_opset : INT64_MAX;
+      int64_t b_end = b->until_opset ? b->until_opset : INT64_MAX;
+      if (a->since_opset <= b_end && b->since_opset <= a_end)
+        fail_msg("%s::%s: overlapping opset ranges", a->domain, a->op_type);
+    }
+  }
+  print_message("%zu kernel tables\n", t->kernel_count);
+}
+
+static void options_are_checked(void **state) {
+  (void)state;
+  open_with("device", "abc", ONYX_STATUS_INVALID_CONFIG);
+  open_with("device", "-1", ONYX_STATUS_INVALID_CONFIG);
+  open_with("allow_tf32", "maybe", ONYX_STATUS_INVALID_CONFIG);
+  g_log[0] = '\0';
+  void *p = open_with("colour", "blue", ONYX_STATUS_OK);
+  assert_non_null(strstr(g_log, "ignoring unknown option 'colour'"));
+  g_table->close(p);
+  g_table->close(NULL);
+}
+
+/* Without a device the provider opens, and probe declines with one informative line. */
+static void probe_declines_or_accepts(void **state) {
+  (void)state;
+  void *p = open_with("device", "0", ONYX_STATUS_OK);
+  char why[256] = "";
+  bool ok = g_table->probe(p, why, sizeof why);
+  int count = 0;
+  bool have = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  (void)cudaGetLastError();
+  if (!have) {
+    print_message("probe declined: %s\n", why);
+    assert_false(ok);
+    assert_non_null(strstr(why, "no CUDA device (cudaGetDeviceCount: "));
+    assert_null(strchr(why, '\n'));
+    uint64_t cap = 0;
+    void *ptr = NULL;
+    assert_int_equal(g_table->memory_capacity(p, &cap), ONYX_STATUS_DEVICE_UNAVAILABLE);
+    assert_int_equal(g_table->device_alloc(p, 64, &ptr), ONYX_STATUS_DEVICE_UNAVAILABLE);
+    assert_null(g_table->stream(p));
+    uint64_t gran = 0;
+    assert_int_not_equal(g_table->vmm->granularity(p, &gran), ONYX_STATUS_OK);
+    g_table->close(p);
+    printf("skipped: no CUDA device (device half of probe_declines_or_accepts)\n");
+    return;
+  }
+  assert_true(ok);
+  g_table->close(p);
+  /* An ordinal past the last device declines and says how many there are. */
+  char ordinal[16];
+  snprintf(ordinal, sizeof ordinal, "%d", count);
+  p = open_with("device", ordinal, ONYX_STATUS_OK);
+  assert_false(g_table->probe(p, why, sizeof why));
+  print_message("probe declined: %s\n", why);
+  assert_non_null(strstr(why, "option device ="));
+  g_table->close(p);
+}
+
+/* ------------------------------------------------------------------ device */
+
+static void memory_and_copies(void **state) {
+  (void)state;
+  if (!cuda_device_present("memory_and_copies")) {
+    skip();
+    return;
+  }
+  void *p = open_with(NULL, NULL, ONYX_STATUS_OK);
+  assert_true(g_table->probe(p, NULL, 0));
+  uint64_t cap = 0;
+  assert_int_equal(g_table->memory_capacity(p, &cap), ONYX_STATUS_OK);
+  size_t free_b = 0, total_b = 0;
+  assert_int_equal(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
+  assert_int_equal(cap, total_b);
+  assert_non_null(g_table->stream(p));
+
+  enum { N = 1 << 20 };
+  uint64_t seed = 12345;
+  int64_t dims[1] = {N};
+  onyx_tensor host = tu_random_tensor(&seed, ONYX_DTYPE_FLOAT32, 1, dims, -1.0f, 1.0f);
+  float *back = malloc(N * sizeof(float));
+  assert_non_null(back);
+  memset(back, 0xff, N * sizeof(float)); /* poisoned */
+  void *d0 = NULL, *d1 = NULL;
+  assert_int_equal(g_table->device_alloc(p, N * sizeof(float), &d0), ONYX_STATUS_OK);
+  assert_int_equal(g_table->device_alloc(p, N * sizeof(float), &d1), ONYX_STATUS_OK);
+  assert_int_equal((uintptr_t)d0 % 256, 0);
+  onyx_tensor dev0 = host, dev1 = host, out = host;
+  dev0.device = dev1.device = ONYX_DEVICE_CUDA;
+  dev0.data = d0;
+  dev1.data = d1;
+  out.data = back;
+  assert_int_equal(g_table->copy(p, &dev0, &host), ONYX_STATUS_OK); /* H2D */
+  assert_int_equal(g_table->copy(p, &dev1, &dev0), ONYX_STATUS_OK); /* D2D */
+  assert_int_equal(g_table->copy(p, &out, &dev1), ONYX_STATUS_OK);  /* D2H */
+  assert_int_equal(g_table->sync(p), ONYX_STATUS_OK);
+  assert_memory_equal(back, host.data, N * sizeof(float));
+  /* Mismatched geometry is refused before anything moves. */
+  dev1.dims[0] = N / 2;
+  assert_int_equal(g_table->copy(p, &dev1, &dev0), ONYX_STATUS_INVALID_ARGUMENT);
+  g_table->device_free(p, d0);
+  g_table->device_free(p, d1);
+  g_table->device_free(p, NULL);
+  /* An impossible allocation fails cleanly and leaves nothing sticky behind. */
+  void *huge = NULL;
+  assert_int_equal(g_table->device_alloc(p, (uint64_t)1 << 50, &huge), ONYX_STATUS_OUT_OF_MEMORY);
+  assert_null(huge);
+  assert_int_equal(g_table->sync(p), ONYX_STATUS_OK);
+  free(back);
+  free(host.data);
+  g_table->close(p);
+}
+
+static void vmm_round_trip(void **state) {
+  (void)state;
+  if (!cuda_device_present("vmm_round_trip")) {
+    skip();
+    return;
+  }
+  void *p = open_with(NULL, NULL, ONYX_STATUS_OK);
+  const onyx_vmm_table *v = g_table->vmm;
+  uint64_t g = 0;
+  assert_int_equal(v->granularity(p, &g), ONYX_STATUS_OK);
+  print_message("VMM granularity %llu bytes\n", (unsigned long long)g);
+  assert_true(g >= 4096 && (g & (g - 1)) == 0);
+
+  enum { GRANULES = 3 };
+  void *base = NULL;
+  assert_int_equal(v->reserve(p, (GRANULES + 1) * g, &base), ONYX_STATUS_OK);
+  assert_non_null(base);
+  size_t free_before = 0, free_after = 0, total = 0;
+  assert_int_equal(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+  void *blocks[GRANULES];
+  for (int i = 0; i < GRANULES; ++i) {
+    assert_int_equal(v->create(p, g, &blocks[i]), ONYX_STATUS_OK);
+    assert_non_null(blocks[i]);
+    assert_int_equal(v->map(p, base, (uint64_t)i * g, g, blocks[i]), ONYX_STATUS_OK);
+  }
+  assert_int_equal(v->set_access(p, base, 0, GRANULES * g), ONYX_STATUS_OK);
+  assert_int_equal(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+  print_message("free device memory %zu -> %zu after mapping %d granules\n", free_before,
+                free_after, GRANULES);
+  assert_true(free_before - free_after >= GRANULES * g);
+
+  /* Write across the granule boundaries through cudaMemcpy and a memset kernel, read
+   * back, and move a range inside the zone with the provider's own copy. */
+  size_t bytes = GRANULES * (size_t)g;
+  uint8_t *host = malloc(bytes), *back = malloc(bytes);
+  assert_true(host && back);
+  uint64_t seed = 99;
+  for (size_t i = 0; i < bytes; ++i) host[i] = (uint8_t)tu_rand(&seed);
+  assert_int_equal(cudaMemcpy(base, host, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  assert_int_equal(cudaMemset((char *)base + g - 100, 0x5a, 200), cudaSuccess);
+  memset(host + g - 100, 0x5a, 200);
+  onyx_tensor src = {.dtype = ONYX_DTYPE_UINT8,
+                     .device = ONYX_DEVICE_CUDA,
+                     .rank = 1,
+                     .dims = {(int64_t)g / 2},
+                     .data = base};
+  onyx_tensor dst = src;
+  dst.data = (char *)base + 2 * g + g / 4;
+  assert_int_equal(g_table->copy(p, &dst, &src), ONYX_STATUS_OK);
+  assert_int_equal(g_table->sync(p), ONYX_STATUS_OK);
+  memmove(host + 2 * g + g / 4, host, g / 2);
+  memset(back, 0, bytes);
+  assert_int_equal(cudaMemcpy(back, base, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  assert_memory_equal(back, host, bytes);
+
+  /* Return the middle granule and grow back in place with a fresh block: the base
+   * address stays, the neighbours keep their bytes. */
+  assert_int_equal(g_table->sync(p), ONYX_STATUS_OK); /* the governor syncs before unmap */
+  v->unmap(p, base, g, g);
+  v->release(p, blocks[1], g);
+  assert_int_equal(v->create(p, g, &blocks[1]), ONYX_STATUS_OK);
+  assert_int_equal(v->map(p, base, g, g, blocks[1]), ONYX_STATUS_OK);
+  assert_int_equal(cudaMemset((char *)base + g, 0x33, g), cudaSuccess);
+  memset(host + g, 0x33, g);
+  assert_int_equal(cudaMemcpy(back, base, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  assert_memory_equal(back, host, bytes);
+  /* A fourth granule extends the zone past its old end. */
+  void *extra = NULL;
+  assert_int_equal(v->create(p, g, &extra), ONYX_STATUS_OK);
+  assert_int_equal(v->map(p, base, GRANULES * g, g, extra), ONYX_STATUS_OK);
+  assert_int_equal(cudaMemset((char *)base + GRANULES * g, 0x11, g), cudaSuccess);
+  assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+
+  assert_int_equal(g_table->sync(p), ONYX_STATUS_OK);
+  for (int i = 0; i < GRANULES; ++i) {
+    v->unmap(p, base, (uint64_t)i * g, g);
+    v->release(p, blocks[i], g);
+  }
+  v->unmap(p, base, GRANULES * g, g);
+  v->release(p, extra, g);
+  v->unreserve(p, base, (GRANULES + 1) * g);
+  size_t free_end = 0;
+  assert_int_equal(cudaMemGetInfo(&free_end, &total), cudaSuccess);
+  print_message("free device memory back to %zu (was %zu)\n", free_end, free_before);
+  assert_true(free_end + g / 2 >= free_before);
+  /* Mapping into nothing fails cleanly. */
+  assert_int_not_equal(v->map(p, NULL, 0, g, extra), ONYX_STATUS_OK);
+  free(host);
+  free(back);
+  g_table->close(p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(negotiation_and_table),
+      cmocka_unit_test(options_are_checked),
+      cmocka_unit_test(probe_declines_or_accepts),
+      cmocka_unit_test(memory_and_copies),
+      cmocka_unit_test(vmm_round_trip),
+  };
+  return cmocka_run_group_tests(tests, load_provider, unload_provider);
+}

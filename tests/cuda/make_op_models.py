@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""ONNX Runtime parity and ONNX node-test conformance for a device provider.
+
+  make_op_models.py parity --onyx-run BIN --config INI --out DIR [--seed N]
+      Writes one ONNX test directory per (op case, dtype) under DIR — model.onnx plus
+      test_data_set_0 with fresh random non-zero inputs and the expected outputs —
+      and runs them with `onyx-run --conformance` under INI (which should be strict,
+      so that every node must run on the provider under test). Expected outputs come
+      from ONNX Runtime (CPU), or from the ONNX reference evaluator when ONNX Runtime
+      lacks the op; float16/bfloat16 cases are computed in float32 from the rounded
+      inputs and rounded once at the end. Every case must be claimed and pass.
+
+  make_op_models.py conformance --onyx-run BIN --config INI --dir NODE_TESTS [--skip F]
+      Runs the ONNX backend node tests under INI; tests whose nodes the strict config
+      cannot place are counted as not claimed, the rest must pass.
+
+Exit status 77 (a CTest skip) with a "skipped: ..." line when there is no CUDA device
+or a Python module is missing.
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+SKIP = 77
+
+
+def skip(why):
+    print(f"skipped: {why}")
+    sys.exit(SKIP)
+
+
+def run_onyx(onyx_run, config, args):
+    cmd = [onyx_run, "--config", config, "-q", "--conformance"] + args
+    print("$ " + " ".join(cmd), flush=True)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = proc.stdout
+    if "no CUDA device" in out and "declined" in out:
+        print(out)
+        skip("no CUDA device (the provider declined; see above)")
+    failed_lines = [l for l in out.splitlines() if "FAIL" in l or "error" in l.lower()]
+    print("\n".join(failed_lines[:200]))
+    summary = [l for l in out.splitlines() if re.match(r"^(conformance:|\d+ passed)", l)]
+    print("\n".join(summary), flush=True)
+    m = re.search(r"(\d+) passed, (\d+) failed", out)
+    u = re.search(r"conformance: (\d+) not claimed", out)
+    passed, failed = (int(m.group(1)), int(m.group(2))) if m else (0, -1)
+    unclaimed = int(u.group(1)) if u else 0
+    return proc.returncode, passed, failed, unclaimed, out
+
+
+# ---------------------------------------------------------------- parity cases
+
+
+def build_cases(np):
+    """(name, opset, nodes, inputs, initializers, outputs, float_outputs).
+
+    nodes: list of (op, domain, inputs, outputs, attrs)
+    inputs: list of (name, shape, lo, hi) — float inputs of the case dtype
+    initializers: list of (name, numpy array) — int arrays stay as they are,
+                  float32 arrays are converted to the case dtype
+    outputs: list of (name, kind) — kind 'T' (case dtype), 'f32' or 'bool'
+    """
+    cases = []
+
+    def add(name, opset, nodes, inputs, outputs, inits=()):
+        cases.append((name, opset, nodes, inputs, list(inits), outputs))
+
+    def n(op, ins, outs, domain="", **attrs):
+        return (op, domain, ins, outs, attrs)
+
+    a4, b2 = [2, 3, 4, 5], [4, 1]
+    for op in ["Add", "Sub", "Mul", "Div"]:
+        add(f"{op.lower()}_bcast", 14, [n(op, ["a", "b"], ["y"])],
+            [("a", a4, -2, 2), ("b", b2, 0.5, 2)], [("y", "T")])
+        add(f"{op.lower()}_bcast_left", 14, [n(op, ["b", "a"], ["y"])],
+            [("a", a4, 0.5, 2), ("b", b2, -2, 2)], [("y", "T")])
+    add("pow_positive", 15, [n("Pow", ["a", "b"], ["y"])],
+        [("a", [3, 4], 0.5, 2), ("b", [4], -2, 2)], [("y", "T")])
+    add("pow_int_exponent", 15, [n("Pow", ["a", "e"], ["y"])],
+        [("a", [3, 4], -2, 2)], [("y", "T")], [("e", np.array([2], dtype=np.int64))])
+    for op, lo, hi in [("Neg", -3, 3), ("Sqrt", 0.01, 4), ("Sigmoid", -6, 6), ("Tanh", -3, 3),
+                       ("Relu", -2, 2), ("Erf", -2, 2)]:
+        add(op.lower(), 13, [n(op, ["x"], ["y"])], [("x", [2, 3, 33], lo, hi)], [("y", "T")])
+    add("equal_where", 16,
+        [n("Relu", ["a"], ["r"]), n("Equal", ["a", "r"], ["c"]), n("Where", ["c", "x", "z"], ["y"])],
+        [("a", [4, 6], -2, 2), ("x", [4, 6], -2, 2), ("z", [6], -2, 2)], [("y", "T")])
+    add("equal_bool_out", 13, [n("Relu", ["a"], ["r"]), n("Equal", ["r", "a"], ["y"])],
+        [("a", [5, 7], -2, 2)], [("y", "bool")])
+
+    mm = [("fold", [2, 3, 8, 16], [16, 12]), ("strided", [3, 8, 16], [3, 16, 12]),
+          ("stride0", [8, 16], [2, 3, 16, 12]), ("loop", [2, 1, 4, 8], [1, 3, 8, 6]),
+          ("vec_a", [16], [2, 16, 5]), ("vec_b", [4, 16], [16]),
+          ("decode", [1, 512], [512, 256]), ("prefill", [128, 256], [256, 192])]
+    for tag, sa, sb in mm:
+        add(f"matmul_{tag}", 13, [n("MatMul", ["a", "b"], ["y"])],
+            [("a", sa, -1, 1), ("b", sb, -1, 1)], [("y", "T")])
+    rng = np.random.default_rng(5)
+    add("gemm_transb_bias", 13,
+        [n("Gemm", ["a", "w", "c"], ["y"], transB=1, alpha=0.5, beta=2.0)],
+        [("a", [10, 24], -1, 1)], [("y", "T")],
+        [("w", rng.uniform(-1, 1, (7, 24)).astype(np.float32)),
+         ("c", rng.uniform(-1, 1, (7,)).astype(np.float32))])
+    add("gemm_transa_colbias", 13, [n("Gemm", ["a", "w", "c"], ["y"], transA=1)],
+        [("a", [24, 10], -1, 1)], [("y", "T")],
+        [("w", rng.uniform(-1, 1, (24, 7)).astype(np.float32)),
+         ("c", rng.uniform(-1, 1, (10, 1)).astype(np.float32))])
+
+    for axis in [-1, 1, 0]:
+        add(f"softmax_axis{axis}", 13, [n("Softmax", ["x"], ["y"], axis=axis)],
+            [("x", [2, 5, 37], -4, 4)], [("y", "T")])
+    add("softmax_opset11_axis1", 11, [n("Softmax", ["x"], ["y"], axis=1)],
+        [("x", [2, 5, 7], -4, 4)], [("y", "T")])
+    add("softmax_wide", 13, [n("Softmax", ["x"], ["y"])], [("x", [3, 3000], -8, 8)], [("y", "T")])
+
+    w64 = lambda lo, hi: rng.uniform(lo, hi, (64,)).astype(np.float32)
+    add("layernorm", 17,
+        [n("LayerNormalization", ["x", "s", "b"], ["y", "mean", "inv"], axis=-1, epsilon=1e-5)],
+        [("x", [2, 5, 64], -3, 3)], [("y", "T"), ("mean", "f32"), ("inv", "f32")],
+        [("s", w64(0.5, 1.5)), ("b", w64(-0.5, 0.5))])
+    add("layernorm_axis1", 17,
+        [n("LayerNormalization", ["x", "s"], ["y"], axis=1)],
+        [("x", [3, 4, 16], -3, 3)], [("y", "T")],
+        [("s", rng.uniform(0.5, 1.5, (4, 16)).astype(np.float32))])
+    add("rmsnorm", 23, [n("RMSNormalization", ["x", "s"], ["y"], epsilon=1e-6)],
+        [("x", [2, 5, 64], -3, 3)], [("y", "T")], [("s", w64(0.5, 1.5))])
+    add("simplified_layernorm", 17,
+        [n("SimplifiedLayerNormalization", ["x", "s"], ["y", "inv"], epsilon=1e-6)],
+        [("x", [2, 5, 64], -3, 3)], [("y", "T"), ("inv", "f32")], [("s", w64(0.5, 1.5))])
+    add("skip_simplified_layernorm", 17,
+        [n("SkipSimplifiedLayerNormalization", ["x", "k", "g", "bias"],
+           ["y", "mean", "inv", "sum"], domain="com.microsoft", epsilon=1e-6)],
+        [("x", [2, 5, 64], -3, 3), ("k", [2, 5, 64], -3, 3)],
+        [("y", "T"), ("mean", "f32"), ("inv", "f32"), ("sum", "T")],
+        [("g", w64(0.5, 1.5)), ("bias", w64(-0.5, 0.5))])
+    add("skip_simplified_layernorm_bcast_skip", 17,
+        [n("SkipSimplifiedLayerNormalization", ["x", "k", "g"], ["y", "", "", "sum"],
+           domain="com.microsoft", epsilon=1e-6)],
+        [("x", [2, 5, 64], -3, 3), ("k", [5, 64], -3, 3)], [("y", "T"), ("sum", "T")],
+        [("g", w64(0.5, 1.5))])
+
+    pos = np.array([[0, 1, 2, 3, 4], [7, 8, 9, 10, 31]], dtype=np.int64)
+    table = lambda rows, half: rng.uniform(-1, 1, (rows, half)).astype(np.float32)
+    for inter in [0, 1]:
+        add(f"rotary_bnsh_interleaved{inter}", 23,
+            [n("RotaryEmbedding", ["x", "cos", "sin", "pos"], ["y"], interleaved=inter)],
+            [("x", [2, 3, 5, 16], -2, 2)], [("y", "T")],
+            [("cos", table(32, 8)), ("sin", table(32, 8)), ("pos", pos)])
+    add("rotary_3d_partial", 23,
+        [n("RotaryEmbedding", ["x", "cos", "sin", "pos"], ["y"], num_heads=3,
+           rotary_embedding_dim=8)],
+        [("x", [2, 5, 48], -2, 2)], [("y", "T")],
+        [("cos", table(32, 4)), ("sin", table(32, 4)), ("pos", pos)])
+    add("ms_rotary_3d", 17,
+        [n("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], domain="com.microsoft",
+           num_heads=3, interleaved=0)],
+        [("x", [2, 5, 48], -2, 2)], [("y", "T")],
+        [("pos", pos), ("cos", table(32, 8)), ("sin", table(32, 8))])
+    add("ms_rotary_offset", 17,
+        [n("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], domain="com.microsoft",
+           interleaved=1)],
+        [("x", [1, 2, 4, 16], -2, 2)], [("y", "T")],
+        [("pos", np.array([5], dtype=np.int64)), ("cos", table(16, 8)), ("sin", table(16, 8))])
+
+    i64 = lambda *v: np.array(v, dtype=np.int64)
+    add("gather_axis0", 13, [n("Gather", ["x", "i"], ["y"])], [("x", [10, 6], -1, 1)],
+        [("y", "T")], [("i", np.array([[1, 9], [0, -1]], dtype=np.int64))])
+    add("gather_axis1_int32", 13, [n("Gather", ["x", "i"], ["y"], axis=1)],
+        [("x", [4, 10, 3], -1, 1)], [("y", "T")], [("i", np.array([5, 0, 2], dtype=np.int32))])
+    add("reshape", 14, [n("Reshape", ["x", "s"], ["y"])], [("x", [2, 3, 4], -1, 1)],
+        [("y", "T")], [("s", i64(0, -1))])
+    add("transpose", 13, [n("Transpose", ["x"], ["y"], perm=[0, 2, 1, 3])],
+        [("x", [2, 3, 4, 5], -1, 1)], [("y", "T")])
+    add("transpose_default", 13, [n("Transpose", ["x"], ["y"])], [("x", [2, 3, 4], -1, 1)],
+        [("y", "T")])
+    add("concat_axis1", 13, [n("Concat", ["a", "b", "a"], ["y"], axis=1)],
+        [("a", [2, 3, 4], -1, 1), ("b", [2, 5, 4], -1, 1)], [("y", "T")])
+    add("concat_axis_last", 13, [n("Concat", ["a", "b"], ["y"], axis=-1)],
+        [("a", [3, 2], -1, 1), ("b", [3, 5], -1, 1)], [("y", "T")])
+    add("slice_steps", 13, [n("Slice", ["x", "st", "en", "ax", "sp"], ["y"])],
+        [("x", [5, 6], -1, 1)], [("y", "T")],
+        [("st", i64(1, -1)), ("en", i64(4, -10)), ("ax", i64(0, 1)), ("sp", i64(1, -2))])
+    add("slice_end_max", 13, [n("Slice", ["x", "st", "en"], ["y"])], [("x", [4, 7], -1, 1)],
+        [("y", "T")], [("st", i64(1, 2)), ("en", i64(2**62, 5))])
+    add("unsqueeze", 13, [n("Unsqueeze", ["x", "ax"], ["y"])], [("x", [2, 3, 4], -1, 1)],
+        [("y", "T")], [("ax", i64(0, 3))])
+    add("squeeze", 13, [n("Squeeze", ["x", "ax"], ["y"])], [("x", [2, 1, 4], -1, 1)],
+        [("y", "T")], [("ax", i64(1))])
+    add("squeeze_all", 13, [n("Squeeze", ["x"], ["y"])], [("x", [1, 3, 1, 4], -1, 1)],
+        [("y", "T")])
+    add("identity", 13, [n("Identity", ["x"], ["y"])], [("x", [2, 3, 4], -1, 1)], [("y", "T")])
+    add("expand", 13, [n("Expand", ["x", "s"], ["y"])], [("x", [3, 1], -1, 1)], [("y", "T")],
+        [("s", i64(2, 3, 4))])
+    add("chain", 17,
+        [n("SkipSimplifiedLayerNormalization", ["x", "r", "g"], ["h", "", "", "res"],
+           domain="com.microsoft", epsilon=1e-6),
+         n("MatMul", ["h", "w1"], ["p"]), n("Softmax", ["p"], ["s"]),
+         n("MatMul", ["s", "w2"], ["o"]), n("Add", ["o", "res"], ["y"])],
+        [("x", [1, 7, 64], -1, 1), ("r", [1, 7, 64], -1, 1)], [("y", "T")],
+        [("g", w64(0.5, 1.5)), ("w1", rng.uniform(-0.2, 0.2, (64, 64)).astype(np.float32)),
+         ("w2", rng.uniform(-0.2, 0.2, (64, 64)).astype(np.float32))])
+    return cases
+
+
+def write_cases(out, seed):
+    try:
+        import numpy as np
+        import onnx
+        from onnx import helper, numpy_helper, TensorProto
+        import ml_dtypes
+    except ImportError as e:
+        skip(f"python module missing for the parity cases ({e})")
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        ort = None
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(seed)
+    dtypes = {"float32": (TensorProto.FLOAT, np.float32),
+              "float16": (TensorProto.FLOAT16, np.float16),
+              "bfloat16": (TensorProto.BFLOAT16, ml_dtypes.bfloat16)}
+    if os.path.isdir(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    written = 0
+    for name, opset, nodes, inputs, inits, outputs in build_cases(np):
+        # The float32 model gives the reference; the dtype's model is what is tested.
+        feeds32 = {}
+        for iname, shape, lo, hi in inputs:
+            v = rng.uniform(lo, hi, shape).astype(np.float32)
+            v[np.abs(v) < 1e-2] = 1e-2 if lo >= 0 else 0.5  # fresh, non-zero
+            feeds32[iname] = v
+        for tag, (onnx_t, np_t) in dtypes.items():
+            def model_for(elem, cast):
+                g_inputs = [helper.make_tensor_value_info(i, elem, list(s)) for i, s, _, _ in inputs]
+                g_inits = []
+                for iname, arr in inits:
+                    a = cast(arr) if arr.dtype == np.float32 else arr
+                    g_inits.append(numpy_helper.from_array(a, iname))
+                kinds = {"T": elem, "f32": TensorProto.FLOAT, "bool": TensorProto.BOOL}
+                g_outputs = [helper.make_tensor_value_info(o, kinds[k], None) for o, k in outputs]
+                g_nodes = [helper.make_node(op, ins, outs, domain=dom, **attrs)
+                           for op, dom, ins, outs, attrs in nodes]
+                graph = helper.make_graph(g_nodes, name, g_inputs, g_outputs, g_inits)
+                imports = [helper.make_opsetid("", opset), helper.make_opsetid("com.microsoft", 1)]
+                m = helper.make_model(graph, opset_imports=imports)
+                m.ir_version = 10
+                return m
+            rounded = {k: v.astype(np_t).astype(np.float32) for k, v in feeds32.items()}
+            ref_model = model_for(TensorProto.FLOAT,
+                                  lambda a: a.astype(np_t).astype(np.float32))
+            expected = None
+            if ort is not None:
+                try:
+                    so = ort.SessionOptions()
+                    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+                    sess = ort.InferenceSession(ref_model.SerializeToString(), so,
+                                                providers=["CPUExecutionProvider"])
+                    expected = sess.run([o for o, _ in outputs], rounded)
+                except Exception as e:  # ONNX Runtime lacks the op or opset
+                    print(f"{name}: ONNX Runtime cannot run it ({str(e).splitlines()[0][:120]}); "
+                          "using the ONNX reference evaluator")
+            if expected is None:
+                try:
+                    expected = ReferenceEvaluator(ref_model).run(None, rounded)
+                except Exception as e:
+                    print(f"{name}: no reference available ({e}); case dropped")
+                    break
+            case_dir = os.path.join(out, f"test_{name}_{tag}")
+            data_dir = os.path.join(case_dir, "test_data_set_0")
+            os.makedirs(data_dir)
+            model = model_for(onnx_t, lambda a: a.astype(np_t))
+            onnx.save(model, os.path.join(case_dir, "model.onnx"))
+            for i, (iname, _, _, _) in enumerate(inputs):
+                t = numpy_helper.from_array(feeds32[iname].astype(np_t), iname)
+                with open(os.path.join(data_dir, f"input_{i}.pb"), "wb") as f:
+                    f.write(t.SerializeToString())
+            for i, ((oname, kind), val) in enumerate(zip(outputs, expected)):
+                val = np.asarray(val)
+                if kind == "T":
+                    val = val.astype(np.float32).astype(np_t)
+                t = numpy_helper.from_array(val, oname)
+                with open(os.path.join(data_dir, f"output_{i}.pb"), "wb") as f:
+                    f.write(t.SerializeToString())
+            written += 1
+    print(f"parity: wrote {written} test directories under {out} (seed {seed})", flush=True)
+    return written
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["parity", "conformance"])
+    ap.add_argument("--onyx-run", required=True)
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--dir")
+    ap.add_argument("--skip")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--generate-only", action="store_true")
+    a = ap.parse_args()
+    if a.mode == "parity":
+        seed = a.seed if a.seed is not None else int.from_bytes(os.urandom(4), "little")
+        written = write_cases(a.out, seed)
+        if a.generate_only:
+            return 0
+        rc, passed, failed, unclaimed, _ = run_onyx(a.onyx_run, a.config, [a.out])
+        if unclaimed:
+            print(f"parity: {unclaimed} cases were not claimed by the provider under test")
+        ok = rc == 0 and failed == 0 and unclaimed == 0 and passed == written
+        print(f"parity: {'PASS' if ok else 'FAIL'} ({passed} of {written} passed, seed {seed})")
+        return 0 if ok else 1
+    if not a.dir or not os.path.isdir(a.dir):
+        skip(f"no ONNX node tests at {a.dir}")
+    args = ([] if not a.skip else ["--skip", a.skip]) + [a.dir]
+    rc, passed, failed, unclaimed, _ = run_onyx(a.onyx_run, a.config, args)
+    print(f"conformance: {passed} passed, {failed} failed, {unclaimed} not claimed")
+    return 0 if rc == 0 and failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
