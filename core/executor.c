@@ -459,8 +459,9 @@ onyx_status onyx__check_inputs(const onyx_session *s, const onyx_tensor *inputs,
   for (size_t i = 0; i < count; ++i) {
     const onyx__value *val = &g->values[g->inputs[i]];
     const onyx_tensor *t = &inputs[i];
-    if (t->device != ONYX_DEVICE_HOST) {
-      onyx__errf(err, err_cap, "input '%s': inputs must be host tensors", val->name);
+    if (t->device != ONYX_DEVICE_HOST && onyx__device_provider(s->runtime, t->device) == NULL) {
+      onyx__errf(err, err_cap, "input '%s' is in device memory (kind %u) that no loaded "
+                 "provider owns", val->name, t->device);
       return ONYX_STATUS_INVALID_ARGUMENT;
     }
     if (val->dtype != ONYX_DTYPE_UNDEFINED && t->dtype != val->dtype) {
@@ -503,6 +504,9 @@ static onyx_status bind_inputs(run_state *r, const onyx_tensor *inputs, size_t c
     sl->view = inputs[i];
     sl->set = true;
     sl->writable = writable != NULL && writable[i];
+    /* Device inputs (a KV cache on the GPU) are copied, where needed, by their owner. */
+    if (inputs[i].device != ONYX_DEVICE_HOST)
+      sl->provider = onyx__device_provider(r->s->runtime, inputs[i].device);
   }
   for (size_t v = 0; v < g->value_count; ++v) {
     if (!g->values[v].is_initializer) continue;
@@ -521,8 +525,9 @@ static onyx_status collect_outputs(run_state *r, onyx_tensor *outs, bool *out_bo
   for (; done < g->output_count && st == ONYX_STATUS_OK; ++done) {
     slot *sl = &r->slots[g->outputs[done]];
     if (out_borrowed) out_borrowed[done] = false;
-    if (out_borrowed && sl->writable && sl->buf == NULL && sl->view.device == ONYX_DEVICE_HOST) {
-      /* The caller's own writable buffer, written in place: hand it back as is. */
+    if (out_borrowed && sl->writable && sl->buf == NULL) {
+      /* The caller's own writable buffer, written in place: hand it back as is (on
+       * whatever device it lives). */
       outs[done] = sl->view;
       out_borrowed[done] = true;
       continue;

@@ -346,7 +346,8 @@ onyx_status onyx__plan_build(onyx_session *s, const onyx_tensor *inputs, size_t 
     geo *v = &vals[g->inputs[i]];
     v->t = inputs[i];
     v->set = true;
-    v->known = inputs[i].data != NULL && small_int(&inputs[i]);
+    v->known = inputs[i].data != NULL && inputs[i].device == ONYX_DEVICE_HOST &&
+               small_int(&inputs[i]);
     if (!v->known) v->t.data = NULL;
   }
   for (size_t k = 0; k < np; ++k) {

@@ -231,3 +231,10 @@ void *onyx__provider_stream(const onyx__provider *p) {
   if (p == NULL || !onyx__provider_has(p->table, stream) || p->table->stream == NULL) return NULL;
   return p->table->stream(p->state);
 }
+
+onyx__provider *onyx__device_provider(onyx_runtime *rt, uint32_t device) {
+  for (size_t i = 0; rt && i < rt->provider_count; ++i)
+    if (rt->providers[i].table->device == device && device != ONYX_DEVICE_HOST)
+      return &rt->providers[i];
+  return NULL;
+}

@@ -50,6 +50,9 @@ void onyx__provider_unload(onyx__provider *provider);
 #define onyx__provider_has(table, field)                                                     \
   ((table)->struct_size >= offsetof(onyx_provider_table, field) + sizeof((table)->field))
 
+/* The first loaded provider whose memory is `device` (not the host), or NULL. */
+onyx__provider *onyx__device_provider(onyx_runtime *runtime, uint32_t device);
+
 /* The provider's stream for ctx->stream, or NULL. */
 void *onyx__provider_stream(const onyx__provider *provider);
 
