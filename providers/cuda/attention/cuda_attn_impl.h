@@ -31,9 +31,9 @@ extern "C" {
 
 /* Where a problem's per-batch geometry comes from. */
 typedef enum onyx__cuda_attn_mode {
-  ONYX__CUDA_ATTN_GQA = 0,  /* total_b = seqlens[b] + 1, past_b = first ? 0 : total_b − sq */
-  ONYX__CUDA_ATTN_ONNX = 1  /* keys [0, min(nonpad[b] or total, mask_len)), q_pos0 = past or
-                               nonpad[b] − sq */
+  ONYX__CUDA_ATTN_GQA = 0, /* total_b = seqlens[b] + 1, past_b = first ? 0 : total_b − sq */
+  ONYX__CUDA_ATTN_ONNX = 1 /* keys [0, min(nonpad[b] or total, mask_len)), q_pos0 = past or
+                              nonpad[b] − sq */
 } onyx__cuda_attn_mode;
 
 /*
@@ -58,14 +58,14 @@ typedef struct onyx__cuda_attn_params {
   int64_t v_bs, v_gs, v_rs;
   int64_t kv_rows; /* rows of k/v per (b, g): no key at or past it is read */
 
-  uint32_t mode; /* onyx__cuda_attn_mode */
+  uint32_t mode;          /* onyx__cuda_attn_mode */
   const int32_t *seqlens; /* GQA, device */
   int32_t first;          /* GQA: first prompt (every past_b is 0) */
   int64_t total, past;    /* ONNX: keys in k/v, past rows among them */
   const int64_t *nonpad;  /* ONNX opset 24, device, or NULL */
   int64_t mask_len;       /* keys >= mask_len are masked (INT64_MAX: none) */
   int32_t causal;
-  int64_t window;         /* > 0: row at p sees keys >= p − window + 1 */
+  int64_t window; /* > 0: row at p sees keys >= p − window + 1 */
 
   /* Rotary of query rows (keys were rotated when written): cos/sin (rot_rows, rot_half)
    * of dtype. Position of (b, s): pos_ids[b·pos_bs + s·pos_ss] + s·pos_add_s, else
@@ -101,17 +101,26 @@ typedef enum onyx__cuda_attn_route {
 
 /* Tile shapes of the flash route. */
 typedef enum onyx__cuda_attn_tile {
-  ONYX__CUDA_TILE_PREFILL = 0, /* 4 warps × 16 rows, each warp all 64 keys of a tile */
-  ONYX__CUDA_TILE_DECODE = 1,  /* 1 × 16 rows, 4 warps split the 64 keys of a tile */
-  ONYX__CUDA_TILE_PREFILL128 = 2 /* 8 warps × 16 rows (bench variant) */
+  ONYX__CUDA_TILE_PREFILL = 0,    /* 4 warps × 16 rows, each warp all 64 keys of a tile */
+  ONYX__CUDA_TILE_DECODE = 1,     /* 1 × 16 rows, 4 warps split the 64 keys of a tile,
+                                     2-deep K/V ring (bench variant) */
+  ONYX__CUDA_TILE_PREFILL128 = 2, /* 8 warps × 16 rows (bench variant) */
+  ONYX__CUDA_TILE_PREFILL_M2 = 3, /* 4 warps × 2 × 16 rows, K/V fragments reused twice
+                                     (head sizes up to 128; bench variant) */
+  ONYX__CUDA_TILE_DECODE3 = 4     /* DECODE with a 3-deep K/V ring: the decode tile */
 } onyx__cuda_attn_tile;
 
 /* Rows of one CTA per tile shape. */
 int32_t onyx__cuda_attn_tile_rows(uint32_t tile);
 
-/* CTAs the split-K heuristic aims for (about two per SM of an H200). A constant, so
- * the plan stays a pure function of geometry. */
-#define ONYX__CUDA_ATTN_SPLIT_TARGET 264
+/* The split-K heuristic aims for about one decode CTA per SM (132 on an H200): the
+ * 3-deep decode tile streams K/V near the memory's rate with one CTA per SM, and more
+ * splits only add merge traffic (bench_attention_cuda's split sweep, H200, 2026-11-29).
+ * A constant, so the plan stays a pure function of geometry. */
+#define ONYX__CUDA_ATTN_SMS 132
+/* Only problems with at most this many rows (query rows × group heads) per kv head
+ * are split (decode, short chunks): splitting prefill costs large partials. */
+#define ONYX__CUDA_ATTN_SPLIT_MAX_ROWS 64
 /* A key split covers at least this many keys. */
 #define ONYX__CUDA_ATTN_SPLIT_MIN_KEYS 256
 /* Most splits. */
@@ -120,22 +129,29 @@ int32_t onyx__cuda_attn_tile_rows(uint32_t tile);
 #define ONYX__CUDA_ATTN_REF_MAX_HEAD 1024
 
 typedef struct onyx__cuda_attn_plan {
-  uint32_t route;       /* onyx__cuda_attn_route */
-  uint32_t tile;        /* onyx__cuda_attn_tile (flash route) */
-  int32_t row_tiles;    /* CTAs along the (query row × group head) rows of a kv head */
-  int32_t n_split;      /* key splits (1: none) */
+  uint32_t route;          /* onyx__cuda_attn_route */
+  uint32_t tile;           /* onyx__cuda_attn_tile (flash route) */
+  int32_t row_tiles;       /* CTAs along the (query row × group head) rows of a kv head */
+  int32_t n_split;         /* key splits (1: none) */
   uint64_t partials_bytes; /* split-K partials (0 without a split) */
   uint64_t scores_bytes;   /* reference route scores (0 on the flash route) */
   int64_t key_cols;        /* columns of the scores region (reference route) */
 } onyx__cuda_attn_plan;
 
+/* Tests and the benchmark only: when >= 0, the flash route uses this tile
+ * (onyx__cuda_attn_tile) instead of its own choice, where the tile takes the head
+ * size. Not thread-safe; production code never sets it. */
+extern int onyx__cuda_attn_force_tile;
+/* Tests and the benchmark only: when > 0, the flash route splits keys this many ways
+ * (capped at ONYX__CUDA_ATTN_MAX_SPLITS). */
+extern int onyx__cuda_attn_force_split;
+
 /* Whether the flash route takes this dtype and head geometry. */
 bool onyx__cuda_attn_flash_ok(uint32_t dtype, int64_t hk, int64_t hv);
 
 /* The plan for a problem; max_keys bounds the keys of any row (the scores columns). */
-void onyx__cuda_attn_plan_make(uint32_t dtype, int64_t batch, int64_t nq, int64_t nkv,
-                               int64_t sq, int64_t hk, int64_t hv, int64_t max_keys,
-                               onyx__cuda_attn_plan *out);
+void onyx__cuda_attn_plan_make(uint32_t dtype, int64_t batch, int64_t nq, int64_t nkv, int64_t sq,
+                               int64_t hk, int64_t hv, int64_t max_keys, onyx__cuda_attn_plan *out);
 
 /* Partials layout inside the split-K region: O floats (rows·n_split·hv) then (m, l)
  * pairs (rows·n_split·2), rows = batch·nq·sq in (b, h, s) order. */
@@ -166,7 +182,8 @@ typedef struct onyx__cuda_kv_fill {
   int64_t d_bs, d_gs, d_rs;
   const void *past; /* may be NULL (no past rows to copy) */
   int64_t p_bs, p_gs, p_rs;
-  const void *src; /* new rows: (b, g, s) at src[b·s_bs + g·s_gs + s·s_rs] */
+  int64_t past_cap; /* rows of past per (b, g): rows at or past it are never read */
+  const void *src;  /* new rows: (b, g, s) at src[b·s_bs + g·s_gs + s·s_rs] */
   int64_t s_bs, s_gs, s_rs;
   int32_t copy_past; /* 0: only the new rows are written (shared buffer) */
   uint32_t mode;     /* onyx__cuda_attn_mode: how past_b is found */

@@ -1,0 +1,13 @@
+/*
+ * Bridge for providers/cuda/provider.c, which lists ONYX_CUDA_ATTENTION_KERNELS in its
+ * kernel array when this header exists. The tables themselves are declared in
+ * cuda_attention_kernels.h.
+ */
+#ifndef ONYX_CUDA_ATTENTION_BRIDGE_H
+#define ONYX_CUDA_ATTENTION_BRIDGE_H
+
+#include "cuda_attention_kernels.h"
+
+#define ONYX_CUDA_ATTENTION_KERNELS &onyx_cuda_gqa_kernel, &onyx_cuda_attention_kernel
+
+#endif /* ONYX_CUDA_ATTENTION_BRIDGE_H */

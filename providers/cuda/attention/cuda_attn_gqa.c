@@ -1,0 +1,585 @@
+/*
+ * com.microsoft GroupQueryAttention (since 1) on CUDA.
+ *
+ * Inputs 0..11: query (or packed QKV), key, value, past_key, past_value, seqlens_k,
+ * total_sequence_length, cos_cache, sin_cache, position_ids, attention_bias, head_sink.
+ * Semantics are those of the CPU kernel (providers/cpu/attention/attn_gqa.c), which
+ * follows ONNX Runtime:
+ * - total_sequence_length T must be past_len + S (a growing cache) or at most past_len
+ *   (a fixed-capacity cache); the first prompt is S == T (then every past_b is 0).
+ * - Row b holds total_b = seqlens_k[b] + 1 tokens; past_b = total_b − S otherwise. Query
+ *   row s sits at p = past_b + s and sees keys [max(0, p − W + 1), min(p, total_b − 1)].
+ * - Rotary: query rows are rotated as the attention kernel loads them; new key rows as
+ *   they are written into present, so the kernels read present alone.
+ * - present (B, Nkv, max(T, L), H): past rows, new rows, zeros after — or, when past_len
+ *   >= T and the core lets present alias past, the past buffer itself with the new rows
+ *   written in place (ONNX Runtime's shared buffer).
+ * - kv_layout = 1 keeps the declared (B, Nkv, L, H) shape of past/present but lays the
+ *   bytes out (B, L, Nkv, H) (seq-major); 0 is BNSH.
+ *
+ * Routes: float16/bfloat16 with head size 64, 80, 96, 128 or 256 run the tensor-core
+ * kernel (cuda_attn_flash.cu); float32 and other head sizes the reference kernel.
+ * Workspace (STEP regions, each only on its route; see cuda_attn_plan.c):
+ *   gqa_splitk_partials  flash route with a key split (decode with few batch·kv heads)
+ *   gqa_scores           reference route only
+ * No transposes (Q, packed QKV and Y are read and written in place) and no staging.
+ *
+ * Not taken here (supports() says so and placement falls back): qk_output, quantized
+ * KV, the windowed cache, later ONNX Runtime inputs, nodes without both presents.
+ *
+ * total_sequence_length sets the present shape: a host-resident value (ONNX Runtime keeps
+ * it on the CPU) costs nothing, a device-resident one a 4-byte synchronous copy. seqlens_k
+ * and position_ids stay on the device and are never read back (decode stays free of host
+ * round trips): out-of-range values are clamped there (a row then sees fewer keys,
+ * positions stick to the table's ends) instead of being reported as the CPU kernel does.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_attention_kernels.h"
+#include "cuda_attn_impl.h"
+#include "cuda_attn_util.h"
+
+enum {
+  GQA_QUERY = 0,
+  GQA_KEY,
+  GQA_VALUE,
+  GQA_PAST_KEY,
+  GQA_PAST_VALUE,
+  GQA_SEQLENS,
+  GQA_TOTAL,
+  GQA_COS,
+  GQA_SIN,
+  GQA_POS,
+  GQA_BIAS,
+  GQA_SINK,
+  GQA_INPUTS
+};
+
+typedef struct gqa_state {
+  onyx__cuda_attn_node head;
+  int64_t nq, nkv;
+  float scale; /* 0: 1/sqrt(H) */
+  float softcap;
+  int64_t window; /* > 0 or -1 */
+  bool causal, rotary, interleaved, smooth;
+  int64_t kv_layout; /* 0 BNSH, 1 BSNH */
+} gqa_state;
+
+static const char *const gqa_op = "GroupQueryAttention";
+
+static bool gqa_supports(const onyx_node_info *node, char *reason, size_t cap) {
+  int64_t qk = 0, swc = 0, bits = 0;
+  onyx__cuda_attn_attr_int(node, "qk_output", 0, &qk, NULL, 0);
+  onyx__cuda_attn_attr_int(node, "sliding_window_cache", 0, &swc, NULL, 0);
+  onyx__cuda_attn_attr_int(node, "kv_cache_bit_width", 0, &bits, NULL, 0);
+  const char *why = NULL;
+  if (qk != 0)
+    why = "qk_output is not supported by the CUDA kernel";
+  else if (swc != 0)
+    why = "sliding_window_cache = 1 is not supported by the CUDA kernel";
+  else if (bits != 0 || !onyx__cuda_attn_attr_string_is(node, "k_quant_type", "NONE") ||
+           !onyx__cuda_attn_attr_string_is(node, "v_quant_type", "NONE"))
+    why = "a quantized KV cache is not supported by the CUDA kernel";
+  else if (node->output_count < 3 ||
+           (node->output_present != NULL && (!node->output_present[1] || !node->output_present[2])))
+    why = "the CUDA kernel needs both present_key and present_value named";
+  for (size_t i = GQA_INPUTS; why == NULL && i < node->input_count; ++i)
+    if (node->input_present == NULL || node->input_present[i])
+      why = "inputs past head_sink (quantized-KV scales, Q/K norms) are not supported";
+  if (why != NULL && reason != NULL && cap > 0) snprintf(reason, cap, "%s", why);
+  return why == NULL;
+}
+
+static onyx_status gqa_create(void *provider_state, const onyx_node_info *node, void **out_state,
+                              char *err, size_t err_cap) {
+  (void)provider_state;
+  int64_t nq = 0, nkv = 0, window = -1, rotary = 0, inter = 0, smooth = 0, layout = 0, causal = 1;
+  float scale = 0.0f, softcap = 0.0f;
+  onyx_status st;
+  if ((st = onyx__cuda_attn_attr_int(node, "num_heads", 0, &nq, err, err_cap)) ||
+      (st = onyx__cuda_attn_attr_int(node, "kv_num_heads", 0, &nkv, err, err_cap)) ||
+      (st = onyx__cuda_attn_attr_float(node, "scale", 0.0f, &scale, err, err_cap)) ||
+      (st = onyx__cuda_attn_attr_float(node, "softcap", 0.0f, &softcap, err, err_cap)) ||
+      (st = onyx__cuda_attn_attr_int(node, "local_window_size", -1, &window, err, err_cap)) ||
+      (st = onyx__cuda_attn_attr_int(node, "do_rotary", 0, &rotary, err, err_cap)) ||
+      (st = onyx__cuda_attn_attr_int(node, "rotary_interleaved", 0, &inter, err, err_cap)) ||
+      (st = onyx__cuda_attn_attr_int(node, "smooth_softmax", 0, &smooth, err, err_cap)) ||
+      (st = onyx__cuda_attn_attr_int(node, "kv_layout", 0, &layout, err, err_cap)) ||
+      (st = onyx__cuda_attn_attr_int(node, "causal", 1, &causal, err, err_cap)))
+    return st;
+  char why[128];
+  if (!gqa_supports(node, why, sizeof why))
+    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED, "%s: %s", gqa_op, why);
+  if (nq <= 0 || nkv <= 0 || nq % nkv != 0)
+    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                                "%s: num_heads (%lld) must be a positive multiple of kv_num_heads "
+                                "(%lld)",
+                                gqa_op, (long long)nq, (long long)nkv);
+  if (window == 0 || window < -1)
+    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                                "%s: local_window_size must be -1 or positive, got %lld", gqa_op,
+                                (long long)window);
+  if ((causal != 0 && causal != 1) || (causal == 0 && window != -1))
+    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                                "%s: causal must be 0 or 1 (and 1 with a local window), got %lld",
+                                gqa_op, (long long)causal);
+  if (layout != 0 && layout != 1)
+    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                                "%s: kv_layout must be 0 (BNSH) or 1 (BSNH, seq-major), got %lld",
+                                gqa_op, (long long)layout);
+  if (!(softcap >= 0.0f) || !(scale >= 0.0f) || isinf(scale) || isinf(softcap))
+    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                                "%s: scale (%g) and softcap (%g) must be finite and not negative",
+                                gqa_op, (double)scale, (double)softcap);
+  if (node->output_count < 1 || (node->output_present != NULL && !node->output_present[0]))
+    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                                "%s: output 0 (output) must be named", gqa_op);
+  gqa_state *s = onyx__cuda_attn_state_new(sizeof *s, node, gqa_op, err, err_cap);
+  if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+  s->nq = nq;
+  s->nkv = nkv;
+  s->scale = scale;
+  s->softcap = softcap;
+  s->window = window;
+  s->causal = causal != 0;
+  s->rotary = rotary != 0;
+  s->interleaved = inter != 0;
+  s->smooth = smooth != 0;
+  s->kv_layout = layout;
+  *out_state = s;
+  return ONYX_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------ geometry */
+
+typedef struct gqa_geom {
+  int64_t batch, seq, head, hidden; /* hidden: per-token width of the query input */
+  bool packed;
+  int64_t past_len; /* dims[2] of past_key, 0 without */
+} gqa_geom;
+
+static onyx_status gqa_geometry(const gqa_state *st, const onyx_tensor *const *in, gqa_geom *g,
+                                char *msg, size_t cap) {
+  const onyx_tensor *q = in[GQA_QUERY], *k = in[GQA_KEY], *v = in[GQA_VALUE];
+  const onyx_tensor *pk = in[GQA_PAST_KEY], *pv = in[GQA_PAST_VALUE];
+  memset(g, 0, sizeof *g);
+  if (q == NULL || q->rank != 3)
+    return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                                "query must be 3-D (batch, sequence, hidden), got %s",
+                                q ? onyx__cuda_attn_shape(q).s : "nothing");
+  g->batch = q->dims[0];
+  g->seq = q->dims[1];
+  g->hidden = q->dims[2];
+  if ((k == NULL) != (v == NULL))
+    return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                                "key and value must both be given or both be absent (packed QKV)");
+  g->packed = k == NULL;
+  int64_t heads = g->packed ? st->nq + 2 * st->nkv : st->nq;
+  if (g->hidden % heads != 0 || g->hidden == 0)
+    return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                                "query width %lld is not a multiple of %lld heads%s",
+                                (long long)g->hidden, (long long)heads,
+                                g->packed ? " (packed: num_heads + 2*kv_num_heads)" : "");
+  g->head = g->hidden / heads;
+  if (g->head > ONYX__CUDA_ATTN_REF_MAX_HEAD)
+    return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_UNSUPPORTED,
+                                "head size %lld exceeds the CUDA kernels' limit of %d",
+                                (long long)g->head, ONYX__CUDA_ATTN_REF_MAX_HEAD);
+  if (!g->packed) {
+    const onyx_tensor *kv[2] = {k, v};
+    for (int i = 0; i < 2; ++i)
+      if (kv[i]->rank != 3 || kv[i]->dims[0] != g->batch || kv[i]->dims[1] != g->seq ||
+          kv[i]->dims[2] != st->nkv * g->head)
+        return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                                    "%s must be (%lld, %lld, %lld), got %s", i ? "value" : "key",
+                                    (long long)g->batch, (long long)g->seq,
+                                    (long long)(st->nkv * g->head), onyx__cuda_attn_shape(kv[i]).s);
+  }
+  if ((pk == NULL) != (pv == NULL))
+    return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                                "past_key and past_value must both be given or both be absent");
+  if (pk != NULL) {
+    const onyx_tensor *pp[2] = {pk, pv};
+    for (int i = 0; i < 2; ++i)
+      if (pp[i]->rank != 4 || pp[i]->dims[0] != g->batch || pp[i]->dims[1] != st->nkv ||
+          pp[i]->dims[3] != g->head || pp[i]->dims[2] != pk->dims[2])
+        return onyx__cuda_attn_fail(
+            msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+            "%s must be (%lld, %lld, L, %lld) with the same L for both, got "
+            "%s",
+            i ? "past_value" : "past_key", (long long)g->batch, (long long)st->nkv,
+            (long long)g->head, onyx__cuda_attn_shape(pp[i]).s);
+    g->past_len = pk->dims[2];
+  }
+  return ONYX_STATUS_OK;
+}
+
+/* The plan of a geometry: keys of any row are bounded by L + S (T is L + S or <= L). */
+static void gqa_plan(const gqa_state *st, uint32_t dtype, const gqa_geom *g,
+                     onyx__cuda_attn_plan *plan) {
+  onyx__cuda_attn_plan_make(dtype, g->batch, st->nq, st->nkv, g->seq, g->head, g->head,
+                            g->past_len + g->seq, plan);
+}
+
+static onyx_status gqa_workspace(void *state, const onyx_tensor *inputs, size_t input_count,
+                                 onyx_workspace_requirement *out_req) {
+  const gqa_state *st = state;
+  const onyx_tensor *in[GQA_INPUTS] = {NULL};
+  for (size_t i = 0; i < input_count && i < GQA_INPUTS; ++i)
+    in[i] = inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+  out_req->count = 0;
+  gqa_geom g;
+  char msg[8];
+  /* Invalid geometry needs no workspace; compute() reports it with a message. */
+  if (gqa_geometry(st, in, &g, msg, sizeof msg) != ONYX_STATUS_OK) return ONYX_STATUS_OK;
+  onyx__cuda_attn_plan plan;
+  gqa_plan(st, in[GQA_QUERY]->dtype, &g, &plan);
+  onyx__cuda_attn_region(out_req, "gqa_splitk_partials", plan.partials_bytes);
+  onyx__cuda_attn_region(out_req, "gqa_scores", plan.scores_bytes);
+  return ONYX_STATUS_OK;
+}
+
+static onyx_status gqa_infer(void *state, const onyx_tensor *inputs, size_t input_count,
+                             onyx_tensor *outputs, size_t output_count) {
+  const gqa_state *st = state;
+  const onyx_tensor *in[GQA_INPUTS] = {NULL};
+  for (size_t i = 0; i < input_count && i < GQA_INPUTS; ++i)
+    in[i] = inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+  gqa_geom g;
+  char msg[8];
+  if (gqa_geometry(st, in, &g, msg, sizeof msg) != ONYX_STATUS_OK)
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  const onyx_tensor *total = in[GQA_TOTAL];
+  if (output_count > 1 &&
+      (total == NULL || total->data == NULL || total->dtype != ONYX_DTYPE_INT32))
+    return ONYX_STATUS_UNSUPPORTED; /* the present length is a value */
+  uint32_t dt = in[GQA_QUERY]->dtype;
+  for (size_t i = 0; i < output_count; ++i) memset(&outputs[i], 0, sizeof outputs[i]);
+  if (output_count > 0) {
+    outputs[0].dtype = dt;
+    outputs[0].rank = 3;
+    outputs[0].dims[0] = g.batch;
+    outputs[0].dims[1] = g.seq;
+    outputs[0].dims[2] = st->nq * g.head;
+  }
+  if (output_count > 1) {
+    int64_t T = ((const int32_t *)total->data)[0];
+    int64_t P = T > g.past_len ? T : g.past_len;
+    for (size_t i = 1; i < 3 && i < output_count; ++i) {
+      outputs[i].dtype = dt;
+      outputs[i].rank = 4;
+      outputs[i].dims[0] = g.batch;
+      outputs[i].dims[1] = st->nkv;
+      outputs[i].dims[2] = P;
+      outputs[i].dims[3] = g.head;
+    }
+  }
+  return ONYX_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------ compute */
+
+/* Element strides of a past/present buffer with `rows` rows per (b, g). */
+typedef struct gqa_cache_strides {
+  int64_t bs, gs, rs;
+} gqa_cache_strides;
+
+static gqa_cache_strides gqa_cache(const gqa_state *st, int64_t rows, int64_t head) {
+  gqa_cache_strides c;
+  if (st->kv_layout == 1) { /* (B, L, Nkv, H) bytes */
+    c.bs = rows * st->nkv * head;
+    c.gs = head;
+    c.rs = st->nkv * head;
+  } else { /* (B, Nkv, L, H) */
+    c.bs = st->nkv * rows * head;
+    c.gs = rows * head;
+    c.rs = head;
+  }
+  return c;
+}
+
+static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
+                               size_t input_count) {
+  const gqa_state *st = state;
+  for (size_t i = GQA_INPUTS; i < input_count; ++i)
+    if (inputs[i] != NULL)
+      return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+                                   "input %zu is not supported by the CUDA kernel", i);
+  const onyx_tensor *in[GQA_INPUTS];
+  for (size_t i = 0; i < GQA_INPUTS; ++i) in[i] = onyx__cuda_attn_input(inputs, input_count, i);
+  onyx_status status = onyx__cuda_attn_check_device(ctx, in, GQA_INPUTS, 1u << GQA_TOTAL);
+  if (status != ONYX_STATUS_OK) return status;
+  const onyx_tensor *q = in[GQA_QUERY];
+  char msg[256];
+  gqa_geom g;
+  if ((status = gqa_geometry(st, in, &g, msg, sizeof msg)) != ONYX_STATUS_OK)
+    return onyx__cuda_attn_error(ctx, status, "%s", msg);
+  uint32_t dt = q->dtype;
+  if (dt != ONYX_DTYPE_FLOAT32 && dt != ONYX_DTYPE_FLOAT16 && dt != ONYX_DTYPE_BFLOAT16)
+    return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+                                 "query has type %s; float32, float16 or bfloat16 expected",
+                                 onyx__cuda_attn_dtype_name(dt));
+  static const int same_type[] = {GQA_KEY, GQA_VALUE, GQA_PAST_KEY, GQA_PAST_VALUE,
+                                  GQA_COS, GQA_SIN,   GQA_BIAS,     GQA_SINK};
+  static const char *const same_name[] = {"key",       "value",     "past_key",       "past_value",
+                                          "cos_cache", "sin_cache", "attention_bias", "head_sink"};
+  for (size_t i = 0; i < sizeof same_type / sizeof same_type[0]; ++i) {
+    const onyx_tensor *t = in[same_type[i]];
+    if (t != NULL && t->dtype != dt)
+      return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                                   "%s (input %d) has type %s; the query's type %s expected",
+                                   same_name[i], same_type[i], onyx__cuda_attn_dtype_name(t->dtype),
+                                   onyx__cuda_attn_dtype_name(dt));
+  }
+  const onyx_tensor *seqlens_t = in[GQA_SEQLENS], *total_t = in[GQA_TOTAL];
+  if (seqlens_t == NULL || total_t == NULL)
+    return onyx__cuda_attn_error(
+        ctx, ONYX_STATUS_INVALID_ARGUMENT,
+        "seqlens_k (input 5) and total_sequence_length (input 6) are required");
+  int64_t S = g.seq, B = g.batch, H = g.head, L = g.past_len;
+  if (seqlens_t->dtype != ONYX_DTYPE_INT32 || seqlens_t->rank != 1 || seqlens_t->dims[0] != B)
+    return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                                 "seqlens_k must be int32 (%lld), got %s %s", (long long)B,
+                                 onyx__cuda_attn_dtype_name(seqlens_t->dtype),
+                                 onyx__cuda_attn_shape(seqlens_t).s);
+  if (total_t->dtype != ONYX_DTYPE_INT32 || onyx_tensor_numel(total_t) != 1)
+    return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                                 "total_sequence_length must be an int32 scalar, got %s %s",
+                                 onyx__cuda_attn_dtype_name(total_t->dtype),
+                                 onyx__cuda_attn_shape(total_t).s);
+  if (B == 0 || S == 0)
+    return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+                                 "empty batch or sequence (%lld, %lld)", (long long)B,
+                                 (long long)S);
+  if (B * st->nkv > 65535)
+    return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+                                 "batch %lld times kv heads %lld exceeds the CUDA kernel's grid",
+                                 (long long)B, (long long)st->nkv);
+  int32_t T32 = 0;
+  if ((status = onyx__cuda_attn_read(ctx, total_t, &T32, sizeof T32)) != ONYX_STATUS_OK)
+    return status;
+  int64_t T = T32;
+  if (T < 1 || !(T == L + S || T <= L))
+    return onyx__cuda_attn_error(
+        ctx, ONYX_STATUS_INVALID_ARGUMENT,
+        "total_sequence_length %lld must equal past length %lld + sequence length %lld (growing "
+        "cache) or be at most the past length (shared buffer)",
+        (long long)T, (long long)L, (long long)S);
+  bool first = S == T;
+  int64_t P = T > L ? T : L;
+  if (P > INT32_MAX)
+    return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+                                 "a KV cache of %lld rows exceeds the CUDA kernel's 2^31 - 1",
+                                 (long long)P);
+
+  onyx__cuda_attn_params p;
+  memset(&p, 0, sizeof p);
+  if (st->rotary) {
+    const onyx_tensor *cos = in[GQA_COS], *sin = in[GQA_SIN], *pos = in[GQA_POS];
+    if (cos == NULL || sin == NULL)
+      return onyx__cuda_attn_error(
+          ctx, ONYX_STATUS_INVALID_ARGUMENT,
+          "do_rotary = 1 needs cos_cache (input 7) and sin_cache (input 8)");
+    if (cos->rank != 2 || cos->dims[1] < 1 || 2 * cos->dims[1] > H || cos->dims[0] < 1 ||
+        sin->rank != 2 || sin->dims[0] != cos->dims[0] || sin->dims[1] != cos->dims[1])
+      return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                                   "cos_cache %s and sin_cache %s must both be (max_position, D) "
+                                   "with 1 <= 2*D <= head size %lld",
+                                   onyx__cuda_attn_shape(cos).s, onyx__cuda_attn_shape(sin).s,
+                                   (long long)H);
+    p.cos = cos->data;
+    p.sin = sin->data;
+    p.rot_half = (int32_t)cos->dims[1];
+    p.rot_rows = cos->dims[0];
+    p.interleaved = st->interleaved;
+    if (pos != NULL) {
+      if (pos->dtype != ONYX_DTYPE_INT64 || pos->rank != 2 || pos->dims[0] != B ||
+          pos->dims[1] != S)
+        return onyx__cuda_attn_error(
+            ctx, ONYX_STATUS_INVALID_ARGUMENT, "position_ids must be int64 (%lld, %lld), got %s %s",
+            (long long)B, (long long)S, onyx__cuda_attn_dtype_name(pos->dtype),
+            onyx__cuda_attn_shape(pos).s);
+      p.pos_ids = pos->data;
+      if (first) { /* ONNX Runtime reads only position_ids[0, 0] in the first prompt */
+        p.pos_add_s = 1;
+      } else {
+        p.pos_bs = S;
+        p.pos_ss = 1;
+      }
+    }
+  }
+  const onyx_tensor *bias = in[GQA_BIAS], *sink = in[GQA_SINK];
+  if (bias != NULL &&
+      (bias->rank != 4 || (bias->dims[0] != 1 && bias->dims[0] != B) ||
+       (bias->dims[1] != 1 && bias->dims[1] != st->nq) || bias->dims[2] != S || bias->dims[3] != T))
+    return onyx__cuda_attn_error(
+        ctx, ONYX_STATUS_INVALID_ARGUMENT,
+        "attention_bias must be (%lld or 1, %lld or 1, %lld, %lld), got %s", (long long)B,
+        (long long)st->nq, (long long)S, (long long)T, onyx__cuda_attn_shape(bias).s);
+  if (sink != NULL && (sink->rank != 1 || sink->dims[0] != st->nq))
+    return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                                 "head_sink must be (%lld), got %s", (long long)st->nq,
+                                 onyx__cuda_attn_shape(sink).s);
+
+  /* Workspace of this route. */
+  onyx__cuda_attn_plan plan;
+  gqa_plan(st, dt, &g, &plan);
+  void *partials = NULL, *scores = NULL;
+  if (plan.partials_bytes > 0 &&
+      (status = onyx__cuda_attn_workspace(ctx, "gqa_splitk_partials", plan.partials_bytes,
+                                          &partials)) != ONYX_STATUS_OK)
+    return status;
+  if (plan.scores_bytes > 0 &&
+      (status = onyx__cuda_attn_workspace(ctx, "gqa_scores", plan.scores_bytes, &scores)) !=
+          ONYX_STATUS_OK)
+    return status;
+
+  /* Outputs. */
+  onyx_tensor *y = NULL;
+  void *present[2] = {NULL, NULL};
+  bool aliased[2] = {false, false};
+  int64_t ydims[3] = {B, S, st->nq * H};
+  if ((status = ctx->alloc_output(ctx, 0, dt, 3, ydims, &y)) != ONYX_STATUS_OK) return status;
+  int64_t pdims[4] = {B, st->nkv, P, H};
+  for (int i = 0; i < 2; ++i) {
+    const onyx_tensor *past = in[GQA_PAST_KEY + i];
+    if (past != NULL && L >= T && ctx->alias_output != NULL &&
+        ctx->alias_output(ctx, (size_t)(1 + i), (size_t)(GQA_PAST_KEY + i)) == ONYX_STATUS_OK) {
+      aliased[i] = true;
+      present[i] = past->data;
+      continue;
+    }
+    onyx_tensor *view = NULL;
+    if ((status = ctx->alloc_output(ctx, (size_t)(1 + i), dt, 4, pdims, &view)) != ONYX_STATUS_OK)
+      return status;
+    present[i] = view->data;
+  }
+
+  /* New rows: element (b, s, g, d) of the new keys and values. */
+  size_t es = onyx_dtype_size(dt);
+  const void *new_kv[2];
+  int64_t k_bs, k_ss;
+  if (g.packed) {
+    new_kv[0] = (const unsigned char *)q->data + (size_t)(st->nq * H) * es;
+    new_kv[1] = (const unsigned char *)q->data + (size_t)((st->nq + st->nkv) * H) * es;
+    k_bs = S * g.hidden;
+    k_ss = g.hidden;
+  } else {
+    new_kv[0] = in[GQA_KEY]->data;
+    new_kv[1] = in[GQA_VALUE]->data;
+    k_bs = S * st->nkv * H;
+    k_ss = st->nkv * H;
+  }
+  gqa_cache_strides ps = gqa_cache(st, L, H), cs = gqa_cache(st, P, H);
+  for (int i = 0; i < 2; ++i) {
+    onyx__cuda_kv_fill f;
+    memset(&f, 0, sizeof f);
+    f.dtype = dt;
+    f.batch = (int32_t)B;
+    f.nkv = (int32_t)st->nkv;
+    f.head = (int32_t)H;
+    f.seq = (int32_t)S;
+    f.rows = P;
+    f.dst = present[i];
+    f.d_bs = cs.bs;
+    f.d_gs = cs.gs;
+    f.d_rs = cs.rs;
+    f.past = in[GQA_PAST_KEY + i] != NULL ? in[GQA_PAST_KEY + i]->data : NULL;
+    f.p_bs = ps.bs;
+    f.p_gs = ps.gs;
+    f.p_rs = ps.rs;
+    f.src = new_kv[i];
+    f.s_bs = k_bs;
+    f.s_gs = H;
+    f.s_rs = k_ss;
+    f.copy_past = !aliased[i];
+    f.past_cap = L;
+    f.mode = ONYX__CUDA_ATTN_GQA;
+    f.seqlens = seqlens_t->data;
+    f.first = first;
+    if (i == 0 && st->rotary) {
+      f.cos = p.cos;
+      f.sin = p.sin;
+      f.rot_half = p.rot_half;
+      f.rot_rows = p.rot_rows;
+      f.interleaved = p.interleaved;
+      f.pos_ids = p.pos_ids;
+      f.pos_bs = p.pos_bs;
+      f.pos_ss = p.pos_ss;
+      f.pos_add_s = p.pos_add_s;
+    }
+    int e = onyx__cuda_attn_kv_fill(&f, ctx->stream);
+    if (e != 0) return onyx__cuda_attn_launch_error(ctx, "present fill", e);
+  }
+
+  /* Attention over present. */
+  p.dtype = dt;
+  p.batch = (int32_t)B;
+  p.nq = (int32_t)st->nq;
+  p.nkv = (int32_t)st->nkv;
+  p.group = (int32_t)(st->nq / st->nkv);
+  p.sq = (int32_t)S;
+  p.hk = p.hv = (int32_t)H;
+  p.scale = st->scale > 0.0f ? st->scale : 1.0f / sqrtf((float)H);
+  p.softcap = st->softcap;
+  p.q = q->data;
+  p.q_bs = S * g.hidden;
+  p.q_ss = g.hidden;
+  p.q_hs = H;
+  p.y = y->data;
+  p.y_bs = S * st->nq * H;
+  p.y_ss = st->nq * H;
+  p.y_hs = H;
+  p.k = present[0];
+  p.v = present[1];
+  p.k_bs = p.v_bs = cs.bs;
+  p.k_gs = p.v_gs = cs.gs;
+  p.k_rs = p.v_rs = cs.rs;
+  p.kv_rows = P;
+  p.mode = ONYX__CUDA_ATTN_GQA;
+  p.seqlens = seqlens_t->data;
+  p.first = first;
+  p.mask_len = INT64_MAX;
+  p.causal = st->causal;
+  p.window = st->window > 0 ? st->window : 0;
+  if (bias != NULL) {
+    p.mask = bias->data;
+    p.mask_dtype = dt;
+    p.m_bs = bias->dims[0] == 1 ? 0 : bias->dims[1] * S * T;
+    p.m_hs = bias->dims[1] == 1 ? 0 : S * T;
+    p.m_ss = T;
+    p.m_js = 1;
+  }
+  p.sink = sink != NULL ? sink->data : NULL;
+  p.smooth = st->smooth;
+  p.partials = partials;
+  p.n_split = plan.n_split;
+  int e;
+  if (plan.route == ONYX__CUDA_ROUTE_FLASH)
+    e = onyx__cuda_attn_flash(&p, plan.tile, plan.row_tiles, ctx->stream);
+  else
+    e = onyx__cuda_attn_reference(&p, scores, P, ctx->stream);
+  if (e != 0) return onyx__cuda_attn_launch_error(ctx, "GroupQueryAttention kernel", e);
+  return ONYX_STATUS_OK;
+}
+
+const onyx_kernel_table onyx_cuda_gqa_kernel = {
+    .struct_size = sizeof(onyx_kernel_table),
+    .version = ONYX_ABI_VERSION,
+    .domain = "com.microsoft",
+    .op_type = "GroupQueryAttention",
+    .since_opset = 1,
+    .until_opset = 0,
+    .type_input = 0,
+    .type_mask = ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT16) |
+                 ONYX_DTYPE_BIT(ONYX_DTYPE_BFLOAT16),
+    .supports = gqa_supports,
+    .create = gqa_create,
+    .destroy = onyx__cuda_attn_state_free,
+    .workspace = gqa_workspace,
+    .compute = gqa_compute,
+    .infer = gqa_infer,
+};

@@ -1,0 +1,494 @@
+/*
+ * ONNX Attention (opsets 23 and 24) on CUDA.
+ *
+ * Inputs Q, K, V, attn_mask, past_key, past_value, nonpad_kv_seqlen (24). Q/K/V are all
+ * 4-D (B, N, S, H) or all 3-D (B, S, N·H) with q_num_heads/kv_num_heads; query head h
+ * uses kv head h / (Nq / Nkv). Semantics are those of the CPU kernel
+ * (providers/cpu/attention/attn_onnx.c) and the ONNX node tests:
+ * - scores = scale·QKᵀ → softcap → + mask (bool false → −inf; opset 24 pads a mask
+ *   whose last axis is shorter than the keys with −inf) → softmax → ·V.
+ * - is_causal: query i sees key j iff j <= i + offset, offset = past length, or
+ *   nonpad_kv_seqlen[b] − Sq when that input is given (then keys >= nonpad are masked).
+ * - A row whose every key is masked yields zeros.
+ * - present = concat(past, new) along the sequence (BNSH).
+ *
+ * Routes as for GroupQueryAttention: float16/bfloat16 with Hk == Hv in {64, 80, 96,
+ * 128, 256} run the tensor-core kernel, everything else the reference kernel. The
+ * kernels read keys from present when it is produced, else straight from K (no past),
+ * else from a staging region (past given, present not named). Workspace (STEP):
+ *   attention_splitk_partials  flash route with a key split
+ *   attention_scores           reference route only
+ *   attention_kv_staging       past given but present_key/present_value not both named
+ * qk_matmul_output is not taken (supports() says so).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_attention_kernels.h"
+#include "cuda_attn_impl.h"
+#include "cuda_attn_util.h"
+
+enum { AT_Q = 0, AT_K, AT_V, AT_MASK, AT_PAST_K, AT_PAST_V, AT_NONPAD, AT_INPUTS };
+
+typedef struct at_state {
+  onyx__cuda_attn_node head;
+  int64_t q_heads, kv_heads; /* attributes, 0 when absent */
+  bool causal;
+  float scale, softcap;
+} at_state;
+
+static bool at_wants(const at_state *st, size_t out) {
+  return st->head.output_count > out && st->head.output_present[out];
+}
+
+static bool at_supports(const onyx_node_info *node, char *reason, size_t cap) {
+  const char *why = NULL;
+  if (node->output_count > 3 && (node->output_present == NULL || node->output_present[3]))
+    why = "qk_matmul_output is not supported by the CUDA kernel";
+  if (why != NULL && reason != NULL && cap > 0) snprintf(reason, cap, "%s", why);
+  return why == NULL;
+}
+
+static onyx_status at_create(void *provider_state, const onyx_node_info *node, void **out_state,
+                             char *err, size_t err_cap) {
+  (void)provider_state;
+  int64_t causal = 0, qh = 0, kvh = 0, mode = 0, prec = 0;
+  float scale = 0.0f, softcap = 0.0f;
+  onyx_status st;
+  if ((st = onyx__cuda_attn_attr_int(node, "is_causal", 0, &causal, err, err_cap)) ||
+      (st = onyx__cuda_attn_attr_int(node, "q_num_heads", 0, &qh, err, err_cap)) ||
+      (st = onyx__cuda_attn_attr_int(node, "kv_num_heads", 0, &kvh, err, err_cap)) ||
+      (st = onyx__cuda_attn_attr_int(node, "qk_matmul_output_mode", 0, &mode, err, err_cap)) ||
+      (st = onyx__cuda_attn_attr_int(node, "softmax_precision", 0, &prec, err, err_cap)) ||
+      (st = onyx__cuda_attn_attr_float(node, "scale", 0.0f, &scale, err, err_cap)) ||
+      (st = onyx__cuda_attn_attr_float(node, "softcap", 0.0f, &softcap, err, err_cap)))
+    return st;
+  char why[128];
+  if (!at_supports(node, why, sizeof why))
+    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED, "Attention: %s", why);
+  if (causal != 0 && causal != 1)
+    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                                "Attention: is_causal must be 0 or 1, got %lld", (long long)causal);
+  if (qh < 0 || kvh < 0 || (qh > 0 && kvh > 0 && qh % kvh != 0))
+    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                                "Attention: q_num_heads (%lld) must be a multiple of kv_num_heads "
+                                "(%lld)",
+                                (long long)qh, (long long)kvh);
+  if (!(softcap >= 0.0f) || isinf(softcap) || !(scale >= 0.0f) || isinf(scale))
+    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                                "Attention: scale (%g) and softcap (%g) must be finite and not "
+                                "negative",
+                                (double)scale, (double)softcap);
+  if (node->output_count < 1 || (node->output_present != NULL && !node->output_present[0]))
+    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                                "Attention: output 0 (Y) must be named");
+  at_state *s = onyx__cuda_attn_state_new(sizeof *s, node, "Attention", err, err_cap);
+  if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+  s->q_heads = qh;
+  s->kv_heads = kvh;
+  s->causal = causal != 0;
+  s->scale = scale;
+  s->softcap = softcap;
+  *out_state = s;
+  return ONYX_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------ geometry */
+
+typedef struct at_geom {
+  bool four_d;
+  int64_t batch, nq, nkv, sq, skv, hk, hv, past, total;
+} at_geom;
+
+static onyx_status at_geometry(const at_state *st, const onyx_tensor *const *in, at_geom *g,
+                               char *msg, size_t cap) {
+  const onyx_tensor *q = in[AT_Q], *k = in[AT_K], *v = in[AT_V];
+  const onyx_tensor *pk = in[AT_PAST_K], *pv = in[AT_PAST_V];
+  memset(g, 0, sizeof *g);
+  if (q == NULL || k == NULL || v == NULL)
+    return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT, "Q, K and V are required");
+  if (q->rank != k->rank || q->rank != v->rank || (q->rank != 3 && q->rank != 4))
+    return onyx__cuda_attn_fail(
+        msg, cap, ONYX_STATUS_INVALID_ARGUMENT, "Q %s, K %s and V %s must all be 4-D or all be 3-D",
+        onyx__cuda_attn_shape(q).s, onyx__cuda_attn_shape(k).s, onyx__cuda_attn_shape(v).s);
+  g->batch = q->dims[0];
+  if (k->dims[0] != g->batch || v->dims[0] != g->batch)
+    return onyx__cuda_attn_fail(
+        msg, cap, ONYX_STATUS_INVALID_ARGUMENT, "Q %s, K %s and V %s disagree on the batch size",
+        onyx__cuda_attn_shape(q).s, onyx__cuda_attn_shape(k).s, onyx__cuda_attn_shape(v).s);
+  if (q->rank == 4) {
+    g->four_d = true;
+    g->nq = q->dims[1];
+    g->sq = q->dims[2];
+    g->hk = q->dims[3];
+    g->nkv = k->dims[1];
+    g->skv = k->dims[2];
+    if (k->dims[3] != g->hk || v->dims[1] != g->nkv || v->dims[2] != g->skv)
+      return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                                  "K %s must be (B, Nkv, Skv, %lld) and V %s (B, Nkv, Skv, Hv)",
+                                  onyx__cuda_attn_shape(k).s, (long long)g->hk,
+                                  onyx__cuda_attn_shape(v).s);
+    g->hv = v->dims[3];
+  } else {
+    if (st->q_heads <= 0 || st->kv_heads <= 0)
+      return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                                  "3-D inputs need the q_num_heads and kv_num_heads attributes");
+    g->nq = st->q_heads;
+    g->nkv = st->kv_heads;
+    g->sq = q->dims[1];
+    g->skv = k->dims[1];
+    if (q->dims[2] % g->nq != 0 || k->dims[2] % g->nkv != 0 || v->dims[2] % g->nkv != 0 ||
+        v->dims[1] != g->skv)
+      return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                                  "Q %s, K %s, V %s do not split into %lld query and %lld kv heads",
+                                  onyx__cuda_attn_shape(q).s, onyx__cuda_attn_shape(k).s,
+                                  onyx__cuda_attn_shape(v).s, (long long)g->nq, (long long)g->nkv);
+    g->hk = q->dims[2] / g->nq;
+    g->hv = v->dims[2] / g->nkv;
+    if (k->dims[2] / g->nkv != g->hk)
+      return onyx__cuda_attn_fail(
+          msg, cap, ONYX_STATUS_INVALID_ARGUMENT, "K %s head size differs from Q %s head size %lld",
+          onyx__cuda_attn_shape(k).s, onyx__cuda_attn_shape(q).s, (long long)g->hk);
+  }
+  if (g->nkv <= 0 || g->nq % g->nkv != 0)
+    return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                                "query heads %lld must be a positive multiple of kv heads %lld",
+                                (long long)g->nq, (long long)g->nkv);
+  if (g->hk > ONYX__CUDA_ATTN_REF_MAX_HEAD || g->hv > ONYX__CUDA_ATTN_REF_MAX_HEAD || g->hk < 1 ||
+      g->hv < 1)
+    return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_UNSUPPORTED,
+                                "head sizes %lld/%lld are outside the CUDA kernels' range 1..%d",
+                                (long long)g->hk, (long long)g->hv, ONYX__CUDA_ATTN_REF_MAX_HEAD);
+  if ((pk == NULL) != (pv == NULL))
+    return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                                "past_key and past_value must both be given or both be absent");
+  if (pk != NULL) {
+    if (pk->rank != 4 || pk->dims[0] != g->batch || pk->dims[1] != g->nkv || pk->dims[3] != g->hk ||
+        pv->rank != 4 || pv->dims[0] != g->batch || pv->dims[1] != g->nkv ||
+        pv->dims[2] != pk->dims[2] || pv->dims[3] != g->hv)
+      return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                                  "past_key %s must be (%lld, %lld, P, %lld) and past_value %s "
+                                  "(%lld, %lld, P, %lld)",
+                                  onyx__cuda_attn_shape(pk).s, (long long)g->batch,
+                                  (long long)g->nkv, (long long)g->hk, onyx__cuda_attn_shape(pv).s,
+                                  (long long)g->batch, (long long)g->nkv, (long long)g->hv);
+    g->past = pk->dims[2];
+  }
+  g->total = g->past + g->skv;
+  return ONYX_STATUS_OK;
+}
+
+/* Whether keys must be staged: a past is given and the presents are not both produced. */
+static bool at_staged(const at_state *st, const at_geom *g) {
+  return g->past > 0 && !(at_wants(st, 1) && at_wants(st, 2));
+}
+
+static uint64_t at_staging_bytes(const at_state *st, const at_geom *g, uint32_t dtype) {
+  if (!at_staged(st, g)) return 0;
+  return (uint64_t)g->batch * (uint64_t)g->nkv * (uint64_t)g->total * (uint64_t)(g->hk + g->hv) *
+         onyx_dtype_size(dtype);
+}
+
+static onyx_status at_workspace(void *state, const onyx_tensor *inputs, size_t input_count,
+                                onyx_workspace_requirement *out_req) {
+  const at_state *st = state;
+  const onyx_tensor *in[AT_INPUTS] = {NULL};
+  for (size_t i = 0; i < input_count && i < AT_INPUTS; ++i)
+    in[i] = inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+  out_req->count = 0;
+  at_geom g;
+  char msg[8];
+  if (at_geometry(st, in, &g, msg, sizeof msg) != ONYX_STATUS_OK) return ONYX_STATUS_OK;
+  uint32_t dt = in[AT_Q]->dtype;
+  onyx__cuda_attn_plan plan;
+  onyx__cuda_attn_plan_make(dt, g.batch, g.nq, g.nkv, g.sq, g.hk, g.hv, g.total, &plan);
+  onyx__cuda_attn_region(out_req, "attention_splitk_partials", plan.partials_bytes);
+  onyx__cuda_attn_region(out_req, "attention_scores", plan.scores_bytes);
+  onyx__cuda_attn_region(out_req, "attention_kv_staging", at_staging_bytes(st, &g, dt));
+  return ONYX_STATUS_OK;
+}
+
+static onyx_status at_infer(void *state, const onyx_tensor *inputs, size_t input_count,
+                            onyx_tensor *outputs, size_t output_count) {
+  const at_state *st = state;
+  const onyx_tensor *in[AT_INPUTS] = {NULL};
+  for (size_t i = 0; i < input_count && i < AT_INPUTS; ++i)
+    in[i] = inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+  at_geom g;
+  char msg[8];
+  if (at_geometry(st, in, &g, msg, sizeof msg) != ONYX_STATUS_OK)
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  uint32_t dt = in[AT_Q]->dtype;
+  for (size_t i = 0; i < output_count; ++i) memset(&outputs[i], 0, sizeof outputs[i]);
+  if (output_count > 0) {
+    outputs[0].dtype = dt;
+    if (g.four_d) {
+      outputs[0].rank = 4;
+      outputs[0].dims[0] = g.batch;
+      outputs[0].dims[1] = g.nq;
+      outputs[0].dims[2] = g.sq;
+      outputs[0].dims[3] = g.hv;
+    } else {
+      outputs[0].rank = 3;
+      outputs[0].dims[0] = g.batch;
+      outputs[0].dims[1] = g.sq;
+      outputs[0].dims[2] = g.nq * g.hv;
+    }
+  }
+  for (size_t i = 1; i < 3 && i < output_count; ++i) {
+    outputs[i].dtype = dt;
+    outputs[i].rank = 4;
+    outputs[i].dims[0] = g.batch;
+    outputs[i].dims[1] = g.nkv;
+    outputs[i].dims[2] = g.total;
+    outputs[i].dims[3] = i == 1 ? g.hk : g.hv;
+  }
+  return ONYX_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------ compute */
+
+static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
+                              size_t input_count) {
+  const at_state *st = state;
+  const onyx_tensor *in[AT_INPUTS];
+  for (size_t i = 0; i < AT_INPUTS; ++i) in[i] = onyx__cuda_attn_input(inputs, input_count, i);
+  onyx_status status = onyx__cuda_attn_check_device(ctx, in, AT_INPUTS, 0);
+  if (status != ONYX_STATUS_OK) return status;
+  char msg[256];
+  at_geom g;
+  if ((status = at_geometry(st, in, &g, msg, sizeof msg)) != ONYX_STATUS_OK)
+    return onyx__cuda_attn_error(ctx, status, "%s", msg);
+  uint32_t dt = in[AT_Q]->dtype;
+  if (dt != ONYX_DTYPE_FLOAT32 && dt != ONYX_DTYPE_FLOAT16 && dt != ONYX_DTYPE_BFLOAT16)
+    return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+                                 "Q has type %s; float32, float16 or bfloat16 expected",
+                                 onyx__cuda_attn_dtype_name(dt));
+  static const int same[] = {AT_K, AT_V, AT_PAST_K, AT_PAST_V};
+  static const char *const same_name[] = {"K", "V", "past_key", "past_value"};
+  for (size_t i = 0; i < 4; ++i)
+    if (in[same[i]] != NULL && in[same[i]]->dtype != dt)
+      return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+                                   "%s has type %s; the CUDA kernel needs Q, K, V and the past in "
+                                   "one type (%s)",
+                                   same_name[i], onyx__cuda_attn_dtype_name(in[same[i]]->dtype),
+                                   onyx__cuda_attn_dtype_name(dt));
+  int64_t B = g.batch, T = g.total;
+  if (B == 0 || g.sq == 0)
+    return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED, "empty batch or query sequence");
+  if (T > INT32_MAX || B * g.nkv > 65535)
+    return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+                                 "%lld keys or %lld batch x kv heads exceed the CUDA kernel's grid",
+                                 (long long)T, (long long)(B * g.nkv));
+
+  onyx__cuda_attn_params p;
+  memset(&p, 0, sizeof p);
+  p.mask_len = INT64_MAX;
+  const onyx_tensor *mask = in[AT_MASK];
+  if (mask != NULL) {
+    if (mask->dtype != ONYX_DTYPE_BOOL && mask->dtype != ONYX_DTYPE_FLOAT32 &&
+        mask->dtype != ONYX_DTYPE_FLOAT16 && mask->dtype != ONYX_DTYPE_BFLOAT16)
+      return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+                                   "attn_mask has type %s; bool, float32, float16 or bfloat16 "
+                                   "expected",
+                                   onyx__cuda_attn_dtype_name(mask->dtype));
+    if (mask->rank < 1 || mask->rank > 4)
+      return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                                   "attn_mask must have rank 1 to 4, got %s",
+                                   onyx__cuda_attn_shape(mask).s);
+    int64_t md[4] = {1, 1, 1, 1};
+    for (uint32_t i = 0; i < mask->rank; ++i) md[4 - mask->rank + i] = mask->dims[i];
+    int64_t want[3] = {B, g.nq, g.sq};
+    for (int i = 0; i < 3; ++i)
+      if (md[i] != 1 && md[i] != want[i])
+        return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                                     "attn_mask %s does not broadcast to (%lld, %lld, %lld, %lld)",
+                                     onyx__cuda_attn_shape(mask).s, (long long)B, (long long)g.nq,
+                                     (long long)g.sq, (long long)T);
+    p.m_js = 1;
+    if (md[3] == T) {
+      /* the usual case */
+    } else if (md[3] < T && st->head.opset >= 24) {
+      p.mask_len = md[3]; /* keys past the mask are padding (−inf) */
+    } else if (md[3] == 1) {
+      p.m_js = 0; /* broadcast along the keys */
+    } else {
+      return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                                   "attn_mask %s: its last axis must be the %lld keys (past + new)",
+                                   onyx__cuda_attn_shape(mask).s, (long long)T);
+    }
+    p.mask = mask->data;
+    p.mask_dtype = mask->dtype;
+    p.m_ss = md[2] == 1 ? 0 : md[3];
+    p.m_hs = md[1] == 1 ? 0 : md[2] * md[3];
+    p.m_bs = md[0] == 1 ? 0 : md[1] * md[2] * md[3];
+  }
+  const onyx_tensor *nonpad_t = in[AT_NONPAD];
+  if (nonpad_t != NULL) {
+    if (st->head.opset < 24)
+      return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                                   "nonpad_kv_seqlen (input 6) needs opset 24, the model uses %lld",
+                                   (long long)st->head.opset);
+    if (nonpad_t->dtype != ONYX_DTYPE_INT64 || nonpad_t->rank != 1 || nonpad_t->dims[0] != B)
+      return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                                   "nonpad_kv_seqlen must be int64 (%lld), got %s %s", (long long)B,
+                                   onyx__cuda_attn_dtype_name(nonpad_t->dtype),
+                                   onyx__cuda_attn_shape(nonpad_t).s);
+    if (g.past > 0)
+      return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                                   "nonpad_kv_seqlen cannot be combined with past_key/past_value");
+    p.nonpad = nonpad_t->data; /* values are clamped to [0, total] on the device */
+  }
+
+  onyx__cuda_attn_plan plan;
+  onyx__cuda_attn_plan_make(dt, B, g.nq, g.nkv, g.sq, g.hk, g.hv, T, &plan);
+  void *partials = NULL, *scores = NULL, *staging = NULL;
+  uint64_t staging_bytes = at_staging_bytes(st, &g, dt);
+  if (plan.partials_bytes > 0 &&
+      (status = onyx__cuda_attn_workspace(ctx, "attention_splitk_partials", plan.partials_bytes,
+                                          &partials)) != ONYX_STATUS_OK)
+    return status;
+  if (plan.scores_bytes > 0 &&
+      (status = onyx__cuda_attn_workspace(ctx, "attention_scores", plan.scores_bytes, &scores)) !=
+          ONYX_STATUS_OK)
+    return status;
+  if (staging_bytes > 0 &&
+      (status = onyx__cuda_attn_workspace(ctx, "attention_kv_staging", staging_bytes, &staging)) !=
+          ONYX_STATUS_OK)
+    return status;
+
+  /* Outputs. */
+  onyx_tensor *y = NULL, *pres[2] = {NULL, NULL};
+  int64_t ydims4[4] = {B, g.nq, g.sq, g.hv}, ydims3[3] = {B, g.sq, g.nq * g.hv};
+  if ((status = ctx->alloc_output(ctx, 0, dt, g.four_d ? 4 : 3, g.four_d ? ydims4 : ydims3, &y)) !=
+      ONYX_STATUS_OK)
+    return status;
+  for (int i = 0; i < 2; ++i) {
+    if (!at_wants(st, (size_t)(1 + i))) continue;
+    int64_t pd[4] = {B, g.nkv, T, i == 0 ? g.hk : g.hv};
+    if ((status = ctx->alloc_output(ctx, (size_t)(1 + i), dt, 4, pd, &pres[i])) != ONYX_STATUS_OK)
+      return status;
+  }
+
+  /* New K/V rows: element (b, g, j, d). */
+  int64_t hs[2] = {g.hk, g.hv};
+  int64_t n_bs[2], n_gs[2], n_rs[2];
+  for (int i = 0; i < 2; ++i) {
+    if (g.four_d) {
+      n_bs[i] = g.nkv * g.skv * hs[i], n_gs[i] = g.skv * hs[i], n_rs[i] = hs[i];
+    } else {
+      n_bs[i] = g.skv * g.nkv * hs[i], n_gs[i] = hs[i], n_rs[i] = g.nkv * hs[i];
+    }
+  }
+  /* Where the kernels read keys: present, staging or the inputs themselves. */
+  const void *src_kv[2];
+  int64_t s_bs[2], s_gs[2], s_rs[2];
+  size_t es = onyx_dtype_size(dt);
+  for (int i = 0; i < 2; ++i) {
+    void *stage = staging == NULL ? NULL
+                  : i == 0        ? staging
+                                  : (unsigned char *)staging + (size_t)(B * g.nkv * T * g.hk) * es;
+    void *targets[2] = {pres[i] != NULL ? pres[i]->data : NULL, stage};
+    for (int t = 0; t < 2; ++t) {
+      if (targets[t] == NULL) continue;
+      onyx__cuda_kv_fill f;
+      memset(&f, 0, sizeof f);
+      f.dtype = dt;
+      f.batch = (int32_t)B;
+      f.nkv = (int32_t)g.nkv;
+      f.head = (int32_t)hs[i];
+      f.seq = (int32_t)g.skv;
+      f.rows = T;
+      f.dst = targets[t];
+      f.d_bs = g.nkv * T * hs[i];
+      f.d_gs = T * hs[i];
+      f.d_rs = hs[i];
+      f.past = in[AT_PAST_K + i] != NULL ? in[AT_PAST_K + i]->data : NULL;
+      f.p_bs = g.nkv * g.past * hs[i];
+      f.p_gs = g.past * hs[i];
+      f.p_rs = hs[i];
+      f.src = in[AT_K + i]->data;
+      f.s_bs = n_bs[i];
+      f.s_gs = n_gs[i];
+      f.s_rs = n_rs[i];
+      f.copy_past = 1;
+      f.mode = ONYX__CUDA_ATTN_ONNX;
+      f.past_rows = g.past;
+      f.past_cap = g.past;
+      int e = onyx__cuda_attn_kv_fill(&f, ctx->stream);
+      if (e != 0) return onyx__cuda_attn_launch_error(ctx, "present fill", e);
+    }
+    if (pres[i] != NULL && !at_staged(st, &g)) {
+      src_kv[i] = pres[i]->data;
+    } else if (stage != NULL) {
+      src_kv[i] = stage;
+    } else {
+      src_kv[i] = in[AT_K + i]->data; /* no past: the new rows are all the keys */
+      s_bs[i] = n_bs[i];
+      s_gs[i] = n_gs[i];
+      s_rs[i] = n_rs[i];
+      continue;
+    }
+    s_bs[i] = g.nkv * T * hs[i];
+    s_gs[i] = T * hs[i];
+    s_rs[i] = hs[i];
+  }
+
+  p.dtype = dt;
+  p.batch = (int32_t)B;
+  p.nq = (int32_t)g.nq;
+  p.nkv = (int32_t)g.nkv;
+  p.group = (int32_t)(g.nq / g.nkv);
+  p.sq = (int32_t)g.sq;
+  p.hk = (int32_t)g.hk;
+  p.hv = (int32_t)g.hv;
+  p.scale = st->scale > 0.0f ? st->scale : 1.0f / sqrtf((float)g.hk);
+  p.softcap = st->softcap;
+  p.q = in[AT_Q]->data;
+  p.y = y->data;
+  if (g.four_d) {
+    p.q_bs = g.nq * g.sq * g.hk, p.q_ss = g.hk, p.q_hs = g.sq * g.hk;
+    p.y_bs = g.nq * g.sq * g.hv, p.y_ss = g.hv, p.y_hs = g.sq * g.hv;
+  } else {
+    p.q_bs = g.sq * g.nq * g.hk, p.q_ss = g.nq * g.hk, p.q_hs = g.hk;
+    p.y_bs = g.sq * g.nq * g.hv, p.y_ss = g.nq * g.hv, p.y_hs = g.hv;
+  }
+  p.k = src_kv[0];
+  p.k_bs = s_bs[0], p.k_gs = s_gs[0], p.k_rs = s_rs[0];
+  p.v = src_kv[1];
+  p.v_bs = s_bs[1], p.v_gs = s_gs[1], p.v_rs = s_rs[1];
+  p.kv_rows = T;
+  p.mode = ONYX__CUDA_ATTN_ONNX;
+  p.total = T;
+  p.past = g.past;
+  p.causal = st->causal;
+  p.partials = partials;
+  p.n_split = plan.n_split;
+  int e;
+  if (plan.route == ONYX__CUDA_ROUTE_FLASH)
+    e = onyx__cuda_attn_flash(&p, plan.tile, plan.row_tiles, ctx->stream);
+  else
+    e = onyx__cuda_attn_reference(&p, scores, T, ctx->stream);
+  if (e != 0) return onyx__cuda_attn_launch_error(ctx, "Attention kernel", e);
+  return ONYX_STATUS_OK;
+}
+
+const onyx_kernel_table onyx_cuda_attention_kernel = {
+    .struct_size = sizeof(onyx_kernel_table),
+    .version = ONYX_ABI_VERSION,
+    .domain = "",
+    .op_type = "Attention",
+    .since_opset = 23,
+    .until_opset = 24,
+    .type_input = 0,
+    .type_mask = ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT32) | ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT16) |
+                 ONYX_DTYPE_BIT(ONYX_DTYPE_BFLOAT16),
+    .supports = at_supports,
+    .create = at_create,
+    .destroy = onyx__cuda_attn_state_free,
+    .workspace = at_workspace,
+    .compute = at_compute,
+    .infer = at_infer,
+};

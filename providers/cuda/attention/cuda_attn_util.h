@@ -1,0 +1,80 @@
+/*
+ * Host-side helpers of the CUDA attention ops (private): node state, attributes,
+ * messages, workspace views and small reads of device scalars.
+ */
+#ifndef ONYX_CUDA_ATTN_UTIL_H
+#define ONYX_CUDA_ATTN_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "onyx_abi.h"
+
+#if defined(__GNUC__)
+#define ONYX__CUDA_ATTN_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define ONYX__CUDA_ATTN_PRINTF(a, b)
+#endif
+
+/* The head every CUDA attention kernel state starts with. */
+typedef struct onyx__cuda_attn_node {
+  int64_t opset;
+  size_t output_count;
+  bool output_present[4]; /* outputs 0..3 named by the node */
+} onyx__cuda_attn_node;
+
+/* Allocates a zeroed state of `size` bytes and fills its head; NULL (message in err)
+ * when memory runs out or the node names more than four outputs. */
+void *onyx__cuda_attn_state_new(size_t size, const onyx_node_info *node, const char *op, char *err,
+                                size_t err_cap);
+void onyx__cuda_attn_state_free(void *state); /* NULL-safe */
+
+onyx_status onyx__cuda_attn_fail(char *err, size_t err_cap, onyx_status status, const char *fmt,
+                                 ...) ONYX__CUDA_ATTN_PRINTF(4, 5);
+onyx_status onyx__cuda_attn_error(onyx_compute_ctx *ctx, onyx_status status, const char *fmt, ...)
+    ONYX__CUDA_ATTN_PRINTF(3, 4);
+
+/* Typed attribute lookups: absent → dflt; another type → INVALID_ARGUMENT. */
+onyx_status onyx__cuda_attn_attr_int(const onyx_node_info *node, const char *name, int64_t dflt,
+                                     int64_t *out, char *err, size_t err_cap);
+onyx_status onyx__cuda_attn_attr_float(const onyx_node_info *node, const char *name, float dflt,
+                                       float *out, char *err, size_t err_cap);
+/* STRING attribute compared with `expect` (absent counts as equal). */
+bool onyx__cuda_attn_attr_string_is(const onyx_node_info *node, const char *name,
+                                    const char *expect);
+
+const char *onyx__cuda_attn_dtype_name(uint32_t dtype);
+
+typedef struct onyx__cuda_attn_shape_text {
+  char s[ONYX_MAX_RANK * 22 + 4];
+} onyx__cuda_attn_shape_text;
+onyx__cuda_attn_shape_text onyx__cuda_attn_shape(const onyx_tensor *t);
+
+static inline const onyx_tensor *onyx__cuda_attn_input(const onyx_tensor *const *inputs,
+                                                       size_t count, size_t i) {
+  return i < count ? inputs[i] : NULL;
+}
+
+/* Checks that every present input other than those in host_ok (a bit per index) is a
+ * CUDA tensor with data when it has elements. */
+onyx_status onyx__cuda_attn_check_device(onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
+                                         size_t input_count, uint32_t host_ok);
+
+/* The workspace view called name with at least `need` bytes, or NULL and a
+ * WORKSPACE_TOO_SMALL status reported through ctx. */
+onyx_status onyx__cuda_attn_workspace(onyx_compute_ctx *ctx, const char *name, uint64_t need,
+                                      void **out);
+
+/* Copies `bytes` of a tensor to host memory: a plain copy for host tensors, else a
+ * device-to-host copy on the stream followed by a stream synchronisation. */
+onyx_status onyx__cuda_attn_read(onyx_compute_ctx *ctx, const onyx_tensor *t, void *dst,
+                                 size_t bytes);
+
+/* Adds a region to a requirement when bytes > 0. */
+void onyx__cuda_attn_region(onyx_workspace_requirement *req, const char *name, uint64_t bytes);
+
+/* Reports a CUDA error code from a launch. */
+onyx_status onyx__cuda_attn_launch_error(onyx_compute_ctx *ctx, const char *what, int err);
+
+#endif /* ONYX_CUDA_ATTN_UTIL_H */

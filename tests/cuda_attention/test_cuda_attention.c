@@ -1,0 +1,1255 @@
+/*
+ * cmocka tests of the CUDA attention kernels (providers/cuda/attention), driven through
+ * a fake core (cuda_attn_harness.c) and compared with a plain float64 reference written
+ * here, on fresh random non-zero inputs, with outputs and workspace poisoned (0xFF,
+ * NaN) before each run so unwritten elements show.
+ *
+ * - Workspace bytes per route (needs no device: workspace() is host arithmetic).
+ * - GroupQueryAttention: first prompt (right padded), decode, chunked prefill, growing
+ *   and shared KV buffer, packed QKV, rotary (halves, interleaved, position ids), local
+ *   window, softcap, smooth softmax, head sink, attention bias, BNSH vs BSNH, batch > 1
+ *   with different lengths, head sizes 64/80/96/128/256, float32 reference route, split-K.
+ * - Attention 23/24: 3-D and 4-D, GQA, causal, bool/float masks, fully masked rows,
+ *   past/present, softcap, scale, nonpad_kv_seqlen, short mask, Hk != Hv, staging.
+ * Every device test prints "skipped: no CUDA device" and passes without a device.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cuda_attention_kernels.h"
+#include "cuda_attn_harness.h"
+#include "cuda_attn_impl.h"
+
+#define SKIP_WITHOUT_DEVICE()                                                                      \
+  do {                                                                                             \
+    if (!ch_have_device()) {                                                                       \
+      printf("skipped: no CUDA device\n");                                                         \
+      return;                                                                                      \
+    }                                                                                              \
+  } while (0)
+
+static double tol_abs(uint32_t dt) {
+  return dt == ONYX_DTYPE_BFLOAT16 ? 2e-2 : dt == ONYX_DTYPE_FLOAT16 ? 4e-3 : 2e-4;
+}
+static double tol_rel(uint32_t dt) {
+  return dt == ONYX_DTYPE_BFLOAT16 ? 2e-2 : dt == ONYX_DTYPE_FLOAT16 ? 4e-3 : 2e-4;
+}
+
+static const char *dt_name(uint32_t dt) {
+  return dt == ONYX_DTYPE_BFLOAT16 ? "bf16" : dt == ONYX_DTYPE_FLOAT16 ? "fp16" : "fp32";
+}
+
+/* Element d of row x after rotation with cos/sin row `row` (halves or pairs). */
+static double rope_ref(const double *x, int d, const double *cos, const double *sin, int half,
+                       int64_t row, bool inter) {
+  if (d >= 2 * half) return x[d];
+  int i = inter ? d / 2 : (d < half ? d : d - half);
+  double c = cos[row * half + i], s = sin[row * half + i];
+  double x1 = inter ? x[2 * i] : x[i], x2 = inter ? x[2 * i + 1] : x[i + half];
+  bool second = inter ? (d & 1) != 0 : d >= half;
+  return second ? s * x1 + c * x2 : c * x1 - s * x2;
+}
+
+/* Softmax-weighted sum of one row: scores[j] (−inf: masked) over n keys; v(j, d). */
+static void softmax_row(const double *scores, int64_t n, bool has_sink, double sink,
+                        const double *v, int64_t v_rs, int hv, double *out) {
+  double m = -INFINITY;
+  for (int64_t j = 0; j < n; ++j)
+    if (scores[j] > m) m = scores[j];
+  for (int d = 0; d < hv; ++d) out[d] = 0.0;
+  if (m == -INFINITY) return;
+  double mm = has_sink && sink > m ? sink : m;
+  double denom = has_sink ? exp(sink - mm) : 0.0;
+  for (int64_t j = 0; j < n; ++j)
+    if (scores[j] != -INFINITY) denom += exp(scores[j] - mm);
+  for (int64_t j = 0; j < n; ++j) {
+    if (scores[j] == -INFINITY) continue;
+    double w = exp(scores[j] - mm) / denom;
+    for (int d = 0; d < hv; ++d) out[d] += w * v[j * v_rs + d];
+  }
+}
+
+/* ================================================================== GroupQueryAttention */
+
+typedef struct gqa_case {
+  const char *name;
+  uint32_t dtype;
+  int B, S, nq, nkv, H;
+  int L; /* past rows (0: no past) */
+  int T; /* total_sequence_length */
+  int seqlens[8];
+  bool packed, rotary, interleaved, pos_ids;
+  int rot_half; /* 0: H / 2 */
+  int window;   /* 0: off */
+  float softcap, scale;
+  bool smooth, sink, bias;
+  int layout; /* 0 BNSH, 1 BSNH */
+  bool share; /* allow present to alias past */
+  bool total_on_host;
+  int causal; /* -1: attribute absent (1) */
+} gqa_case;
+
+typedef struct gqa_result {
+  double *y, *pk, *pv; /* downloaded output, present (logical (b, g, r, d) order) */
+  int64_t P;
+  onyx_workspace_requirement req;
+  bool aliased;
+} gqa_result;
+
+/* Element offset of logical (b, g, r, d) in a cache of `rows` rows. */
+static int64_t cache_at(int layout, int nkv, int64_t rows, int H, int b, int g, int64_t r, int d) {
+  if (layout == 1) return (((int64_t)b * rows + r) * nkv + g) * H + d;
+  return (((int64_t)b * nkv + g) * rows + r) * H + d;
+}
+
+static void run_gqa_case(const gqa_case *c, uint64_t seed, gqa_result *res) {
+  const uint32_t dt = c->dtype;
+  const int B = c->B, S = c->S, nq = c->nq, nkv = c->nkv, H = c->H, L = c->L, T = c->T;
+  const int G = nq / nkv;
+  const int half = c->rot_half > 0 ? c->rot_half : H / 2;
+  const bool first = S == T;
+  const int64_t P = T > L ? T : L;
+  ch_rng rng = {seed};
+  int64_t hidden = (int64_t)(c->packed ? nq + 2 * nkv : nq) * H;
+
+  ch_tensor q, k, v, pk, pv, sl, tot, cs, sn, pid, bias, sink;
+  memset(&k, 0, sizeof k);
+  memset(&v, 0, sizeof v);
+  memset(&pk, 0, sizeof pk);
+  memset(&pv, 0, sizeof pv);
+  memset(&cs, 0, sizeof cs);
+  memset(&sn, 0, sizeof sn);
+  memset(&pid, 0, sizeof pid);
+  memset(&bias, 0, sizeof bias);
+  memset(&sink, 0, sizeof sink);
+  int64_t qd[3] = {B, S, hidden};
+  ch_tensor_random(&q, dt, 3, qd, &rng, 1.0);
+  if (!c->packed) {
+    int64_t kd[3] = {B, S, (int64_t)nkv * H};
+    ch_tensor_random(&k, dt, 3, kd, &rng, 1.0);
+    ch_tensor_random(&v, dt, 3, kd, &rng, 1.0);
+  }
+  if (L > 0) {
+    int64_t pd[4] = {B, nkv, L, H};
+    ch_tensor_random(&pk, dt, 4, pd, &rng, 1.0);
+    ch_tensor_random(&pv, dt, 4, pd, &rng, 1.0);
+  }
+  int32_t seqlens[8];
+  for (int b = 0; b < B; ++b) seqlens[b] = c->seqlens[b];
+  int64_t bd[1] = {B};
+  ch_tensor_bytes(&sl, ONYX_DTYPE_INT32, 1, bd, seqlens, false);
+  int32_t t32 = T;
+  ch_tensor_bytes(&tot, ONYX_DTYPE_INT32, 0, NULL, &t32, c->total_on_host);
+  int64_t max_pos = P + 16;
+  if (c->rotary) {
+    int64_t rd[2] = {max_pos, half};
+    double *cv = malloc((size_t)(max_pos * half) * sizeof(double));
+    double *sv = malloc((size_t)(max_pos * half) * sizeof(double));
+    for (int64_t p = 0; p < max_pos; ++p)
+      for (int i = 0; i < half; ++i) {
+        double th = (double)p * pow(10000.0, -2.0 * i / (2.0 * half)) + 0.1 * ch_uniform(&rng);
+        cv[p * half + i] = cos(th);
+        sv[p * half + i] = sin(th);
+      }
+    ch_tensor_values(&cs, dt, 2, rd, cv);
+    ch_tensor_values(&sn, dt, 2, rd, sv);
+    free(cv);
+    free(sv);
+    if (c->pos_ids) {
+      int64_t *ids = malloc((size_t)(B * S) * sizeof(int64_t));
+      for (int b = 0; b < B; ++b) {
+        int past = first ? 0 : seqlens[b] + 1 - S;
+        for (int s = 0; s < S; ++s) ids[b * S + s] = past + s + 5 + b;
+      }
+      int64_t idd[2] = {B, S};
+      ch_tensor_bytes(&pid, ONYX_DTYPE_INT64, 2, idd, ids, false);
+      free(ids);
+    }
+  }
+  if (c->bias) {
+    int64_t bsd[4] = {B, 1, S, T};
+    ch_tensor_random(&bias, dt, 4, bsd, &rng, 2.0);
+  }
+  if (c->sink) {
+    int64_t skd[1] = {nq};
+    ch_tensor_random(&sink, dt, 1, skd, &rng, 2.0);
+  }
+
+  const onyx_tensor *in[12] = {&q.t,
+                               c->packed ? NULL : &k.t,
+                               c->packed ? NULL : &v.t,
+                               L > 0 ? &pk.t : NULL,
+                               L > 0 ? &pv.t : NULL,
+                               &sl.t,
+                               &tot.t,
+                               c->rotary ? &cs.t : NULL,
+                               c->rotary ? &sn.t : NULL,
+                               c->pos_ids ? &pid.t : NULL,
+                               c->bias ? &bias.t : NULL,
+                               c->sink ? &sink.t : NULL};
+  ch_node node;
+  ch_node_init(&node, "com.microsoft", "GroupQueryAttention", 1, 12, 3);
+  ch_node_int(&node, "num_heads", nq);
+  ch_node_int(&node, "kv_num_heads", nkv);
+  if (c->scale > 0.0f) ch_node_float(&node, "scale", c->scale);
+  if (c->softcap > 0.0f) ch_node_float(&node, "softcap", c->softcap);
+  if (c->window > 0) ch_node_int(&node, "local_window_size", c->window);
+  if (c->rotary) ch_node_int(&node, "do_rotary", 1);
+  if (c->interleaved) ch_node_int(&node, "rotary_interleaved", 1);
+  if (c->smooth) ch_node_int(&node, "smooth_softmax", 1);
+  if (c->layout) ch_node_int(&node, "kv_layout", c->layout);
+  if (c->causal >= 0) ch_node_int(&node, "causal", c->causal);
+
+  /* The layout only changes bytes: re-lay the past (generated as BNSH values). */
+  if (L > 0 && c->layout == 1) {
+    ch_tensor *pp[2] = {&pk, &pv};
+    for (int i = 0; i < 2; ++i) {
+      double *lay = malloc((size_t)(B * nkv * L * H) * sizeof(double));
+      for (int b = 0; b < B; ++b)
+        for (int g = 0; g < nkv; ++g)
+          for (int r = 0; r < L; ++r)
+            for (int d = 0; d < H; ++d)
+              lay[cache_at(1, nkv, L, H, b, g, r, d)] =
+                  pp[i]->val[cache_at(0, nkv, L, H, b, g, r, d)];
+      double *logical = pp[i]->val;
+      pp[i]->val = NULL;
+      ch_tensor_free(pp[i]);
+      int64_t pd[4] = {B, nkv, L, H};
+      ch_tensor_values(pp[i], dt, 4, pd, lay);
+      free(pp[i]->val);
+      pp[i]->val = logical; /* keep the logical (BNSH-ordered) values for the reference */
+      free(lay);
+    }
+  }
+
+  ch_ctx ctx;
+  ch_ctx_init(&ctx, in, 12, c->share);
+  onyx_status st = ch_run(&onyx_cuda_gqa_kernel, &node, in, 12, &ctx, &res->req, -1, 0);
+  if (st != ONYX_STATUS_OK) fprintf(stderr, "  %s: status %d: %s\n", c->name, st, ctx.err);
+  assert_int_equal(st, ONYX_STATUS_OK);
+  assert_true(ctx.out_set[0] && ctx.out_set[1] && ctx.out_set[2]);
+  assert_int_equal(ctx.outs[1].dims[2], P);
+  res->P = P;
+  res->aliased = ctx.out_aliased[1];
+  if (c->share && L >= T) assert_true(ctx.out_aliased[1] && ctx.out_aliased[2]);
+
+  /* Downloads: output, presents in logical order. */
+  size_t ny = (size_t)B * S * nq * H, np = (size_t)B * nkv * P * H;
+  res->y = ch_download(dt, ctx.outs[0].data, ny);
+  double *praw[2] = {ch_download(dt, ctx.outs[1].data, np), ch_download(dt, ctx.outs[2].data, np)};
+  res->pk = malloc(np * sizeof(double));
+  res->pv = malloc(np * sizeof(double));
+  double *pl[2] = {res->pk, res->pv};
+  for (int i = 0; i < 2; ++i)
+    for (int b = 0; b < B; ++b)
+      for (int g = 0; g < nkv; ++g)
+        for (int64_t r = 0; r < P; ++r)
+          for (int d = 0; d < H; ++d)
+            pl[i][cache_at(0, nkv, P, H, b, g, r, d)] =
+                praw[i][cache_at(c->layout, nkv, P, H, b, g, r, d)];
+  free(praw[0]);
+  free(praw[1]);
+
+  /* ---- reference ---- */
+  double *rk = calloc(np, sizeof(double)), *rv = calloc(np, sizeof(double));
+  const double *newk = c->packed ? q.val : k.val, *newv = c->packed ? q.val : v.val;
+  int64_t koff = c->packed ? (int64_t)nq * H : 0, voff = c->packed ? (int64_t)(nq + nkv) * H : 0;
+  int64_t n_ss = c->packed ? hidden : (int64_t)nkv * H;
+  double *row = malloc((size_t)H * sizeof(double));
+  for (int b = 0; b < B; ++b) {
+    int total = seqlens[b] + 1, past = first ? 0 : total - S;
+    for (int g = 0; g < nkv; ++g) {
+      for (int64_t r = 0; r < P; ++r) {
+        bool keep_past = res->aliased ? true : r < past;
+        for (int d = 0; d < H; ++d) {
+          int64_t at = cache_at(0, nkv, P, H, b, g, r, d);
+          if (keep_past && L > 0 && r < L) {
+            rk[at] = pk.val[cache_at(0, nkv, L, H, b, g, r, d)];
+            rv[at] = pv.val[cache_at(0, nkv, L, H, b, g, r, d)];
+          }
+        }
+      }
+      for (int s = 0; s < S; ++s) {
+        const double *kr = newk + ((int64_t)b * S + s) * n_ss + koff + (int64_t)g * H;
+        const double *vr = newv + ((int64_t)b * S + s) * n_ss + voff + (int64_t)g * H;
+        int64_t pos = c->pos_ids ? (first ? (past + 0 + 5 + 0) + s : past + s + 5 + b) : past + s;
+        for (int d = 0; d < H; ++d) {
+          double kv =
+              c->rotary ? rope_ref(kr, d, cs.val, sn.val, half, pos, c->interleaved) : kr[d];
+          int64_t at = cache_at(0, nkv, P, H, b, g, past + s, d);
+          rk[at] = ch_round(dt, kv);
+          rv[at] = vr[d];
+        }
+      }
+    }
+  }
+  double *ry = calloc(ny, sizeof(double));
+  double *scores = malloc((size_t)P * sizeof(double));
+  double scale = c->scale > 0.0f ? c->scale : 1.0 / sqrt((double)H);
+  bool causal = c->causal != 0;
+  for (int b = 0; b < B; ++b) {
+    int total = seqlens[b] + 1, past = first ? 0 : total - S;
+    for (int h = 0; h < nq; ++h) {
+      int g = h / G;
+      for (int s = 0; s < S; ++s) {
+        const double *qr = q.val + ((int64_t)b * S + s) * hidden + (int64_t)h * H;
+        int64_t pos = past + s;
+        int64_t rpos = c->pos_ids ? (first ? 5 + s : past + s + 5 + b) : pos;
+        for (int d = 0; d < H; ++d)
+          row[d] = c->rotary ? rope_ref(qr, d, cs.val, sn.val, half, rpos, c->interleaved) : qr[d];
+        int64_t lo = c->window > 0 ? pos - c->window + 1 : 0;
+        int64_t hi = causal ? (pos + 1 < total ? pos + 1 : total) : total;
+        for (int64_t j = 0; j < P; ++j) {
+          scores[j] = -INFINITY;
+          if (j < lo || j >= hi) continue;
+          double acc = 0.0;
+          for (int d = 0; d < H; ++d) acc += row[d] * rk[cache_at(0, nkv, P, H, b, g, j, d)];
+          double x = acc * scale;
+          if (c->softcap > 0.0f) x = c->softcap * tanh(x / c->softcap);
+          if (c->bias) x += bias.val[((int64_t)b * S + s) * T + j];
+          scores[j] = x;
+        }
+        double sk = c->sink ? sink.val[h] : 0.0;
+        softmax_row(scores, P, c->sink || c->smooth, sk, rv + cache_at(0, nkv, P, H, b, g, 0, 0), H,
+                    H, ry + ((int64_t)b * S + s) * nq * H + (int64_t)h * H);
+      }
+    }
+  }
+  char what[160];
+  snprintf(what, sizeof what, "%s %s output", c->name, dt_name(dt));
+  size_t bad = ch_compare(what, res->y, ry, ny, tol_abs(dt), tol_rel(dt));
+  snprintf(what, sizeof what, "%s %s present_key", c->name, dt_name(dt));
+  bad += ch_compare(what, res->pk, rk, np, tol_abs(dt), tol_rel(dt));
+  snprintf(what, sizeof what, "%s %s present_value", c->name, dt_name(dt));
+  bad += ch_compare(what, res->pv, rv, np, 0.0, 0.0);
+  assert_int_equal(bad, 0);
+
+  free(rk);
+  free(rv);
+  free(ry);
+  free(scores);
+  free(row);
+  ch_ctx_free(&ctx);
+  ch_tensor *all[] = {&q, &k, &v, &pk, &pv, &sl, &tot, &cs, &sn, &pid, &bias, &sink};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) ch_tensor_free(all[i]);
+}
+
+static void gqa_result_free(gqa_result *r) {
+  free(r->y);
+  free(r->pk);
+  free(r->pv);
+  memset(r, 0, sizeof *r);
+}
+
+static void check_gqa(const gqa_case *c, uint64_t seed) {
+  gqa_result r;
+  memset(&r, 0, sizeof r);
+  run_gqa_case(c, seed, &r);
+  gqa_result_free(&r);
+}
+
+static const uint32_t k_half_types[2] = {ONYX_DTYPE_FLOAT16, ONYX_DTYPE_BFLOAT16};
+
+static void test_gqa_first_prompt(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  for (int t = 0; t < 2; ++t) {
+    gqa_case c = {.name = "first prompt padded B2 S77 8/2 H128",
+                  .dtype = k_half_types[t],
+                  .B = 2,
+                  .S = 77,
+                  .nq = 8,
+                  .nkv = 2,
+                  .H = 128,
+                  .L = 0,
+                  .T = 77,
+                  .seqlens = {76, 50},
+                  .causal = -1};
+    check_gqa(&c, 11 + (uint64_t)t);
+  }
+}
+
+static void test_gqa_decode_growing(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  for (int t = 0; t < 2; ++t) {
+    gqa_case c = {.name = "decode growing B3 L300 32/8 H128 (split-K)",
+                  .dtype = k_half_types[t],
+                  .B = 3,
+                  .S = 1,
+                  .nq = 32,
+                  .nkv = 8,
+                  .H = 128,
+                  .L = 300,
+                  .T = 301,
+                  .seqlens = {300, 200, 17},
+                  .causal = -1};
+    check_gqa(&c, 21 + (uint64_t)t);
+  }
+}
+
+static void test_gqa_decode_shared(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  for (int t = 0; t < 2; ++t) {
+    gqa_case c = {.name = "decode shared buffer B2 cap 1024 14/2 H64",
+                  .dtype = k_half_types[t],
+                  .B = 2,
+                  .S = 1,
+                  .nq = 14,
+                  .nkv = 2,
+                  .H = 64,
+                  .L = 1024,
+                  .T = 701,
+                  .seqlens = {700, 333},
+                  .share = true,
+                  .total_on_host = true,
+                  .causal = -1};
+    check_gqa(&c, 31 + (uint64_t)t);
+  }
+}
+
+static void test_gqa_chunked_prefill(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  for (int t = 0; t < 2; ++t) {
+    gqa_case c = {.name = "chunked prefill S40 past 200 B2 8/2 H96",
+                  .dtype = k_half_types[t],
+                  .B = 2,
+                  .S = 40,
+                  .nq = 8,
+                  .nkv = 2,
+                  .H = 96,
+                  .L = 200,
+                  .T = 240,
+                  .seqlens = {239, 120},
+                  .causal = -1};
+    check_gqa(&c, 41 + (uint64_t)t);
+    gqa_case s = {.name = "chunked prefill shared S33 cap 512 B2 4/4 H80",
+                  .dtype = k_half_types[t],
+                  .B = 2,
+                  .S = 33,
+                  .nq = 4,
+                  .nkv = 4,
+                  .H = 80,
+                  .L = 512,
+                  .T = 300,
+                  .seqlens = {299, 90},
+                  .share = true,
+                  .causal = -1};
+    check_gqa(&s, 43 + (uint64_t)t);
+  }
+}
+
+static void test_gqa_packed_rotary(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  for (int t = 0; t < 2; ++t) {
+    gqa_case c = {.name = "packed QKV + rotary first prompt B2 S50 8/2 H128",
+                  .dtype = k_half_types[t],
+                  .B = 2,
+                  .S = 50,
+                  .nq = 8,
+                  .nkv = 2,
+                  .H = 128,
+                  .L = 0,
+                  .T = 50,
+                  .seqlens = {49, 31},
+                  .packed = true,
+                  .rotary = true,
+                  .causal = -1};
+    check_gqa(&c, 51 + (uint64_t)t);
+    gqa_case d = {.name = "packed + interleaved rotary + pos ids decode",
+                  .dtype = k_half_types[t],
+                  .B = 2,
+                  .S = 1,
+                  .nq = 8,
+                  .nkv = 2,
+                  .H = 64,
+                  .L = 128,
+                  .T = 100,
+                  .seqlens = {99, 60},
+                  .packed = true,
+                  .rotary = true,
+                  .interleaved = true,
+                  .pos_ids = true,
+                  .share = true,
+                  .causal = -1};
+    check_gqa(&d, 53 + (uint64_t)t);
+    gqa_case e = {.name = "partial rotary (dim 32) chunked BSNH",
+                  .dtype = k_half_types[t],
+                  .B = 2,
+                  .S = 24,
+                  .nq = 8,
+                  .nkv = 2,
+                  .H = 128,
+                  .L = 64,
+                  .T = 88,
+                  .seqlens = {87, 30},
+                  .rotary = true,
+                  .rot_half = 16,
+                  .layout = 1,
+                  .causal = -1};
+    check_gqa(&e, 55 + (uint64_t)t);
+  }
+}
+
+static void test_gqa_window_softcap(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  for (int t = 0; t < 2; ++t) {
+    gqa_case c = {.name = "window 37 + softcap 30 prefill B2 S130 8/2",
+                  .dtype = k_half_types[t],
+                  .B = 2,
+                  .S = 130,
+                  .nq = 8,
+                  .nkv = 2,
+                  .H = 64,
+                  .L = 0,
+                  .T = 130,
+                  .seqlens = {129, 100},
+                  .window = 37,
+                  .softcap = 30.0f,
+                  .scale = 0.3f,
+                  .causal = -1};
+    check_gqa(&c, 61 + (uint64_t)t);
+    gqa_case d = {.name = "window 100 decode split-K B1 L2000 16/2",
+                  .dtype = k_half_types[t],
+                  .B = 1,
+                  .S = 1,
+                  .nq = 16,
+                  .nkv = 2,
+                  .H = 128,
+                  .L = 2000,
+                  .T = 2001,
+                  .seqlens = {2000},
+                  .window = 100,
+                  .softcap = 5.0f,
+                  .causal = -1};
+    check_gqa(&d, 63 + (uint64_t)t);
+  }
+}
+
+static void test_gqa_sinks_bias(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  for (int t = 0; t < 2; ++t) {
+    gqa_case a = {.name = "smooth softmax chunked B2 S20 8/2",
+                  .dtype = k_half_types[t],
+                  .B = 2,
+                  .S = 20,
+                  .nq = 8,
+                  .nkv = 2,
+                  .H = 128,
+                  .L = 100,
+                  .T = 120,
+                  .seqlens = {119, 40},
+                  .smooth = true,
+                  .causal = -1};
+    check_gqa(&a, 71 + (uint64_t)t);
+    gqa_case b = {.name = "head sink decode split-K B1 L1500 8/1",
+                  .dtype = k_half_types[t],
+                  .B = 1,
+                  .S = 1,
+                  .nq = 8,
+                  .nkv = 1,
+                  .H = 64,
+                  .L = 1500,
+                  .T = 1501,
+                  .seqlens = {1500},
+                  .sink = true,
+                  .causal = -1};
+    check_gqa(&b, 73 + (uint64_t)t);
+    gqa_case c = {.name = "attention bias + sink prefill B2 S48",
+                  .dtype = k_half_types[t],
+                  .B = 2,
+                  .S = 48,
+                  .nq = 4,
+                  .nkv = 2,
+                  .H = 64,
+                  .L = 0,
+                  .T = 48,
+                  .seqlens = {47, 20},
+                  .bias = true,
+                  .sink = true,
+                  .causal = -1};
+    check_gqa(&c, 75 + (uint64_t)t);
+  }
+}
+
+/* BNSH and BSNH give identical outputs and identical logical presents. */
+static void test_gqa_layouts_identical(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  for (int t = 0; t < 2; ++t) {
+    gqa_case c = {.name = "layout chunked B2 S9 past 70 8/2 H128",
+                  .dtype = k_half_types[t],
+                  .B = 2,
+                  .S = 9,
+                  .nq = 8,
+                  .nkv = 2,
+                  .H = 128,
+                  .L = 70,
+                  .T = 79,
+                  .seqlens = {78, 20},
+                  .rotary = true,
+                  .causal = -1};
+    gqa_result r0, r1;
+    memset(&r0, 0, sizeof r0);
+    memset(&r1, 0, sizeof r1);
+    run_gqa_case(&c, 81, &r0);
+    c.layout = 1;
+    c.name = "layout chunked (BSNH)";
+    run_gqa_case(&c, 81, &r1);
+    size_t ny = (size_t)c.B * c.S * c.nq * c.H, np = (size_t)c.B * c.nkv * r0.P * c.H;
+    assert_int_equal(ch_compare("BNSH vs BSNH output", r0.y, r1.y, ny, 0.0, 0.0), 0);
+    assert_int_equal(ch_compare("BNSH vs BSNH present_key", r0.pk, r1.pk, np, 0.0, 0.0), 0);
+    gqa_result_free(&r0);
+    gqa_result_free(&r1);
+    gqa_case d = {.name = "layout BSNH decode shared",
+                  .dtype = k_half_types[t],
+                  .B = 3,
+                  .S = 1,
+                  .nq = 8,
+                  .nkv = 2,
+                  .H = 64,
+                  .L = 300,
+                  .T = 260,
+                  .seqlens = {259, 100, 7},
+                  .layout = 1,
+                  .share = true,
+                  .causal = -1};
+    check_gqa(&d, 83 + (uint64_t)t);
+  }
+}
+
+static void test_gqa_head_sizes(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  static const int heads[5] = {64, 80, 96, 128, 256};
+  for (int t = 0; t < 2; ++t)
+    for (int i = 0; i < 5; ++i) {
+      char name[64];
+      snprintf(name, sizeof name, "H%d prefill B2 S70 12/4", heads[i]);
+      gqa_case c = {.name = name,
+                    .dtype = k_half_types[t],
+                    .B = 2,
+                    .S = 70,
+                    .nq = 12,
+                    .nkv = 4,
+                    .H = heads[i],
+                    .L = 0,
+                    .T = 70,
+                    .seqlens = {69, 44},
+                    .causal = -1};
+      check_gqa(&c, 91 + (uint64_t)(i * 2 + t));
+      snprintf(name, sizeof name, "H%d decode B2 L600 12/4", heads[i]);
+      gqa_case d = {.name = name,
+                    .dtype = k_half_types[t],
+                    .B = 2,
+                    .S = 1,
+                    .nq = 12,
+                    .nkv = 4,
+                    .H = heads[i],
+                    .L = 600,
+                    .T = 601,
+                    .seqlens = {600, 255},
+                    .causal = -1};
+      check_gqa(&d, 101 + (uint64_t)(i * 2 + t));
+    }
+}
+
+static void test_gqa_reference_route(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  gqa_case a = {.name = "fp32 reference chunked + rotary + window",
+                .dtype = ONYX_DTYPE_FLOAT32,
+                .B = 2,
+                .S = 12,
+                .nq = 6,
+                .nkv = 2,
+                .H = 64,
+                .L = 40,
+                .T = 52,
+                .seqlens = {51, 30},
+                .rotary = true,
+                .window = 20,
+                .softcap = 20.0f,
+                .sink = true,
+                .causal = -1};
+  check_gqa(&a, 111);
+  gqa_case b = {.name = "fp32 reference decode shared BSNH",
+                .dtype = ONYX_DTYPE_FLOAT32,
+                .B = 2,
+                .S = 1,
+                .nq = 4,
+                .nkv = 1,
+                .H = 32,
+                .L = 64,
+                .T = 50,
+                .seqlens = {49, 10},
+                .layout = 1,
+                .share = true,
+                .smooth = true,
+                .causal = -1};
+  check_gqa(&b, 112);
+  gqa_case c = {.name = "fp16 head 40 (reference route) packed",
+                .dtype = ONYX_DTYPE_FLOAT16,
+                .B = 2,
+                .S = 16,
+                .nq = 4,
+                .nkv = 2,
+                .H = 40,
+                .L = 0,
+                .T = 16,
+                .seqlens = {15, 9},
+                .packed = true,
+                .rotary = true,
+                .causal = -1};
+  check_gqa(&c, 113);
+  gqa_case d = {.name = "bf16 non-causal prefill",
+                .dtype = ONYX_DTYPE_BFLOAT16,
+                .B = 1,
+                .S = 64,
+                .nq = 4,
+                .nkv = 2,
+                .H = 64,
+                .L = 0,
+                .T = 64,
+                .seqlens = {63},
+                .causal = 0};
+  check_gqa(&d, 114);
+}
+
+static void test_gqa_large_group_prefill(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  gqa_case c = {.name = "prefill 32/8 S300 B1 (many row tiles)",
+                .dtype = ONYX_DTYPE_BFLOAT16,
+                .B = 1,
+                .S = 300,
+                .nq = 32,
+                .nkv = 8,
+                .H = 128,
+                .L = 0,
+                .T = 300,
+                .seqlens = {299},
+                .rotary = true,
+                .causal = -1};
+  check_gqa(&c, 121);
+}
+
+/* Every tile shape of the flash route on the same cases (the plan is overridden). */
+static void test_tile_variants(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  static const int tiles[5] = {ONYX__CUDA_TILE_PREFILL, ONYX__CUDA_TILE_PREFILL128,
+                               ONYX__CUDA_TILE_PREFILL_M2, ONYX__CUDA_TILE_DECODE,
+                               ONYX__CUDA_TILE_DECODE3};
+  for (int i = 0; i < 5; ++i) {
+    onyx__cuda_attn_force_tile = tiles[i];
+    printf(" tile %d\n", tiles[i]);
+    for (int t = 0; t < 2; ++t) {
+      gqa_case a = {.name = "tile: packed rotary first prompt H128",
+                    .dtype = k_half_types[t],
+                    .B = 2,
+                    .S = 70,
+                    .nq = 8,
+                    .nkv = 2,
+                    .H = 128,
+                    .L = 0,
+                    .T = 70,
+                    .seqlens = {69, 40},
+                    .packed = true,
+                    .rotary = true,
+                    .causal = -1};
+      check_gqa(&a, 131 + (uint64_t)(i * 8 + t));
+      gqa_case b = {.name = "tile: window softcap bias sink chunked H64",
+                    .dtype = k_half_types[t],
+                    .B = 2,
+                    .S = 33,
+                    .nq = 8,
+                    .nkv = 2,
+                    .H = 64,
+                    .L = 90,
+                    .T = 123,
+                    .seqlens = {122, 50},
+                    .window = 40,
+                    .softcap = 8.0f,
+                    .bias = true,
+                    .sink = true,
+                    .causal = -1};
+      check_gqa(&b, 133 + (uint64_t)(i * 8 + t));
+      gqa_case c = {.name = "tile: shared BSNH chunked H96",
+                    .dtype = k_half_types[t],
+                    .B = 2,
+                    .S = 21,
+                    .nq = 12,
+                    .nkv = 4,
+                    .H = 96,
+                    .L = 200,
+                    .T = 150,
+                    .seqlens = {149, 60},
+                    .layout = 1,
+                    .share = true,
+                    .smooth = true,
+                    .causal = -1};
+      check_gqa(&c, 135 + (uint64_t)(i * 8 + t));
+      gqa_case d = {.name = "tile: H80 decode-like S3 split",
+                    .dtype = k_half_types[t],
+                    .B = 1,
+                    .S = 3,
+                    .nq = 8,
+                    .nkv = 2,
+                    .H = 80,
+                    .L = 900,
+                    .T = 903,
+                    .seqlens = {902},
+                    .rotary = true,
+                    .interleaved = true,
+                    .causal = -1};
+      check_gqa(&d, 137 + (uint64_t)(i * 8 + t));
+      gqa_case e = {.name = "tile: H256 prefill",
+                    .dtype = k_half_types[t],
+                    .B = 1,
+                    .S = 40,
+                    .nq = 4,
+                    .nkv = 1,
+                    .H = 256,
+                    .L = 0,
+                    .T = 40,
+                    .seqlens = {39},
+                    .causal = -1};
+      check_gqa(&e, 139 + (uint64_t)(i * 8 + t));
+    }
+  }
+  /* Decode with a forced split count larger than the tiles of some splits. */
+  onyx__cuda_attn_force_tile = ONYX__CUDA_TILE_DECODE3;
+  onyx__cuda_attn_force_split = 7;
+  gqa_case f = {.name = "DECODE3 7 splits decode B2 L700 16/2",
+                .dtype = ONYX_DTYPE_BFLOAT16,
+                .B = 2,
+                .S = 1,
+                .nq = 16,
+                .nkv = 2,
+                .H = 128,
+                .L = 700,
+                .T = 701,
+                .seqlens = {700, 100},
+                .sink = true,
+                .causal = -1};
+  check_gqa(&f, 151);
+  onyx__cuda_attn_force_split = -1;
+  onyx__cuda_attn_force_tile = -1;
+}
+
+/* A short workspace view is refused with WORKSPACE_TOO_SMALL before any output. */
+static void test_gqa_workspace_too_small(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  ch_rng rng = {7};
+  ch_tensor q, k, v, pk, pv, sl, tot;
+  int64_t qd[3] = {1, 1, 8 * 64}, kd[3] = {1, 1, 64}, pd[4] = {1, 1, 4000, 64}, bd[1] = {1};
+  ch_tensor_random(&q, ONYX_DTYPE_FLOAT16, 3, qd, &rng, 1.0);
+  ch_tensor_random(&k, ONYX_DTYPE_FLOAT16, 3, kd, &rng, 1.0);
+  ch_tensor_random(&v, ONYX_DTYPE_FLOAT16, 3, kd, &rng, 1.0);
+  ch_tensor_random(&pk, ONYX_DTYPE_FLOAT16, 4, pd, &rng, 1.0);
+  ch_tensor_random(&pv, ONYX_DTYPE_FLOAT16, 4, pd, &rng, 1.0);
+  int32_t s32 = 4000, t32 = 4001;
+  ch_tensor_bytes(&sl, ONYX_DTYPE_INT32, 1, bd, &s32, false);
+  ch_tensor_bytes(&tot, ONYX_DTYPE_INT32, 0, NULL, &t32, false);
+  const onyx_tensor *in[7] = {&q.t, &k.t, &v.t, &pk.t, &pv.t, &sl.t, &tot.t};
+  ch_node node;
+  ch_node_init(&node, "com.microsoft", "GroupQueryAttention", 1, 7, 3);
+  ch_node_int(&node, "num_heads", 8);
+  ch_node_int(&node, "kv_num_heads", 1);
+  ch_ctx ctx;
+  ch_ctx_init(&ctx, in, 7, false);
+  onyx_workspace_requirement req;
+  onyx_status st = ch_run(&onyx_cuda_gqa_kernel, &node, in, 7, &ctx, &req, 0, 4);
+  assert_int_equal(req.count, 1);
+  assert_int_equal(st, ONYX_STATUS_WORKSPACE_TOO_SMALL);
+  assert_false(ctx.out_set[0]);
+  printf("  refused: %s\n", ctx.err);
+  ch_ctx_free(&ctx);
+  ch_tensor *all[] = {&q, &k, &v, &pk, &pv, &sl, &tot};
+  for (size_t i = 0; i < 7; ++i) ch_tensor_free(all[i]);
+}
+
+/* ================================================================== workspace per route */
+
+/* Requirement of a GQA node for a geometry (no data, no device). */
+static onyx_workspace_requirement gqa_req(uint32_t dt, int B, int S, int nq, int nkv, int H, int L,
+                                          bool packed, bool *ok) {
+  onyx_tensor t[7];
+  memset(t, 0, sizeof t);
+  t[0].dtype = dt;
+  t[0].rank = 3;
+  t[0].dims[0] = B;
+  t[0].dims[1] = S;
+  t[0].dims[2] = (int64_t)(packed ? nq + 2 * nkv : nq) * H;
+  if (!packed)
+    for (int i = 1; i < 3; ++i) {
+      t[i].dtype = dt;
+      t[i].rank = 3;
+      t[i].dims[0] = B;
+      t[i].dims[1] = S;
+      t[i].dims[2] = (int64_t)nkv * H;
+    }
+  if (L > 0)
+    for (int i = 3; i < 5; ++i) {
+      t[i].dtype = dt;
+      t[i].rank = 4;
+      t[i].dims[0] = B;
+      t[i].dims[1] = nkv;
+      t[i].dims[2] = L;
+      t[i].dims[3] = H;
+    }
+  t[5].dtype = ONYX_DTYPE_INT32;
+  t[5].rank = 1;
+  t[5].dims[0] = B;
+  t[6].dtype = ONYX_DTYPE_INT32;
+  ch_node node;
+  ch_node_init(&node, "com.microsoft", "GroupQueryAttention", 1, 7, 3);
+  ch_node_int(&node, "num_heads", nq);
+  ch_node_int(&node, "kv_num_heads", nkv);
+  void *state = NULL;
+  char err[128];
+  onyx_workspace_requirement req;
+  memset(&req, 0, sizeof req);
+  *ok = onyx_cuda_gqa_kernel.create(NULL, &node.info, &state, err, sizeof err) == ONYX_STATUS_OK &&
+        onyx_cuda_gqa_kernel.workspace(state, t, 7, &req) == ONYX_STATUS_OK;
+  onyx_cuda_gqa_kernel.destroy(state);
+  return req;
+}
+
+static void test_workspace_routes(void **state) {
+  (void)state;
+  bool ok;
+  /* Decode with at least one CTA per SM (B64 Hkv8 = 512 CTAs): no split, the whole
+   * requirement is NONE. */
+  onyx_workspace_requirement r = gqa_req(ONYX_DTYPE_BFLOAT16, 64, 1, 32, 8, 128, 2047, false, &ok);
+  assert_true(ok);
+  assert_int_equal(r.count, 0);
+  /* Decode B1 Hkv8 Skv 4096: 8 CTAs → 16 splits (the cap, 4096 / 256): partials only. */
+  r = gqa_req(ONYX_DTYPE_BFLOAT16, 1, 1, 32, 8, 128, 4095, false, &ok);
+  assert_int_equal(r.count, 1);
+  assert_string_equal(r.regions[0].name, "gqa_splitk_partials");
+  assert_int_equal(r.regions[0].bytes, 1ull * 32 * 1 * 16 * (128 + 2) * 4);
+  assert_int_equal(r.regions[0].lifetime, ONYX_LIFETIME_STEP);
+  /* Decode B1 Hkv8 Skv 32768: 17 splits (about one CTA per SM: 132 / 8). */
+  r = gqa_req(ONYX_DTYPE_FLOAT16, 1, 1, 32, 8, 128, 32767, false, &ok);
+  assert_int_equal(ch_region_bytes(&r, "gqa_splitk_partials"), 1ull * 32 * 17 * 130 * 4);
+  assert_int_equal(r.count, 1);
+  /* Prefill B1 S4096 (2048 CTAs, and prefill is never split): no transposes, no
+   * staging, nothing. Packed too. Chunked prefill with 256 rows per kv head: none. */
+  r = gqa_req(ONYX_DTYPE_BFLOAT16, 1, 4096, 32, 8, 128, 0, false, &ok);
+  assert_int_equal(r.count, 0);
+  r = gqa_req(ONYX_DTYPE_BFLOAT16, 1, 4096, 32, 8, 128, 0, true, &ok);
+  assert_int_equal(r.count, 0);
+  r = gqa_req(ONYX_DTYPE_BFLOAT16, 1, 64, 32, 8, 128, 8000, false, &ok);
+  assert_int_equal(r.count, 0);
+  /* Packed decode B16 (128 CTAs, about one per SM): no split and no staging: NONE. */
+  r = gqa_req(ONYX_DTYPE_FLOAT16, 16, 1, 32, 8, 128, 4095, true, &ok);
+  assert_int_equal(r.count, 0);
+  /* Packed decode B4 (32 CTAs): 4 splits. */
+  r = gqa_req(ONYX_DTYPE_FLOAT16, 4, 1, 32, 8, 128, 4095, true, &ok);
+  assert_int_equal(r.count, 1);
+  assert_int_equal(ch_region_bytes(&r, "gqa_splitk_partials"), 4ull * 32 * 4 * 130 * 4);
+  /* float32: the reference route, scores (B·Nq·S·(L + S) floats) and nothing else. */
+  r = gqa_req(ONYX_DTYPE_FLOAT32, 2, 128, 8, 2, 64, 0, false, &ok);
+  assert_int_equal(r.count, 1);
+  assert_string_equal(r.regions[0].name, "gqa_scores");
+  assert_int_equal(r.regions[0].bytes, 2ull * 8 * 128 * 128 * 4);
+  r = gqa_req(ONYX_DTYPE_FLOAT32, 2, 1, 8, 2, 64, 999, false, &ok);
+  assert_int_equal(r.count, 1);
+  assert_int_equal(ch_region_bytes(&r, "gqa_scores"), 2ull * 8 * 1 * 1000 * 4);
+  /* float16 with a head size the tensor cores do not take: reference route. */
+  r = gqa_req(ONYX_DTYPE_FLOAT16, 1, 16, 4, 2, 40, 0, false, &ok);
+  assert_int_equal(r.count, 1);
+  assert_int_equal(ch_region_bytes(&r, "gqa_scores"), 1ull * 4 * 16 * 16 * 4);
+  printf("  workspace routes: decode NONE / partials, prefill NONE, fp32 scores only\n");
+}
+
+static void test_attention_workspace_routes(void **state) {
+  (void)state;
+  onyx_tensor t[6];
+  memset(t, 0, sizeof t);
+  int64_t qd[4] = {2, 8, 1, 64}, kd[4] = {2, 2, 1, 64}, pd[4] = {2, 2, 3000, 64};
+  for (int i = 0; i < 3; ++i) {
+    t[i].dtype = ONYX_DTYPE_FLOAT16;
+    t[i].rank = 4;
+    memcpy(t[i].dims, i == 0 ? qd : kd, sizeof qd);
+  }
+  for (int i = 4; i < 6; ++i) {
+    t[i].dtype = ONYX_DTYPE_FLOAT16;
+    t[i].rank = 4;
+    memcpy(t[i].dims, pd, sizeof pd);
+  }
+  ch_node node;
+  ch_node_init(&node, "", "Attention", 23, 6, 3);
+  void *st = NULL;
+  char err[128];
+  assert_int_equal(onyx_cuda_attention_kernel.create(NULL, &node.info, &st, err, sizeof err),
+                   ONYX_STATUS_OK);
+  onyx_workspace_requirement r;
+  memset(&r, 0, sizeof r);
+  assert_int_equal(onyx_cuda_attention_kernel.workspace(st, t, 6, &r), ONYX_STATUS_OK);
+  /* 4 CTAs (B2 × Hkv2) over 3001 keys → 11 splits (the cap); presents produced: no
+   * staging. */
+  assert_int_equal(r.count, 1);
+  assert_int_equal(ch_region_bytes(&r, "attention_splitk_partials"), 2ull * 8 * 1 * 11 * 66 * 4);
+  onyx_cuda_attention_kernel.destroy(st);
+  /* Without presents, the past is staged (B·Nkv·T·(Hk + Hv) elements). */
+  ch_node_init(&node, "", "Attention", 23, 6, 1);
+  assert_int_equal(onyx_cuda_attention_kernel.create(NULL, &node.info, &st, err, sizeof err),
+                   ONYX_STATUS_OK);
+  memset(&r, 0, sizeof r);
+  assert_int_equal(onyx_cuda_attention_kernel.workspace(st, t, 6, &r), ONYX_STATUS_OK);
+  assert_int_equal(ch_region_bytes(&r, "attention_kv_staging"), 2ull * 2 * 3001 * 128 * 2);
+  assert_int_equal(r.count, 2);
+  onyx_cuda_attention_kernel.destroy(st);
+}
+
+/* ================================================================== ONNX Attention */
+
+typedef struct at_case {
+  const char *name;
+  uint32_t dtype;
+  int opset;
+  bool four_d;
+  int B, nq, nkv, sq, skv, hk, hv, past;
+  bool causal;
+  float scale, softcap;
+  int mask; /* 0 none, 1 float (B,1,Sq,T), 2 bool (1,Nq,Sq,T) with a fully masked row,
+               3 float (Sq, T), 4 bool short (opset 24: last axis T − 5) */
+  bool nonpad;
+  bool presents;
+} at_case;
+
+static void check_attention(const at_case *c, uint64_t seed) {
+  const uint32_t dt = c->dtype;
+  const int B = c->B, nq = c->nq, nkv = c->nkv, sq = c->sq, skv = c->skv, hk = c->hk, hv = c->hv;
+  const int past = c->past, T = past + skv, G = nq / nkv;
+  ch_rng rng = {seed};
+  ch_tensor q, k, v, mask, pk, pv, np;
+  memset(&mask, 0, sizeof mask);
+  memset(&pk, 0, sizeof pk);
+  memset(&pv, 0, sizeof pv);
+  memset(&np, 0, sizeof np);
+  if (c->four_d) {
+    int64_t qd[4] = {B, nq, sq, hk}, kd[4] = {B, nkv, skv, hk}, vd[4] = {B, nkv, skv, hv};
+    ch_tensor_random(&q, dt, 4, qd, &rng, 1.0);
+    ch_tensor_random(&k, dt, 4, kd, &rng, 1.0);
+    ch_tensor_random(&v, dt, 4, vd, &rng, 1.0);
+  } else {
+    int64_t qd[3] = {B, sq, (int64_t)nq * hk}, kd[3] = {B, skv, (int64_t)nkv * hk},
+            vd[3] = {B, skv, (int64_t)nkv * hv};
+    ch_tensor_random(&q, dt, 3, qd, &rng, 1.0);
+    ch_tensor_random(&k, dt, 3, kd, &rng, 1.0);
+    ch_tensor_random(&v, dt, 3, vd, &rng, 1.0);
+  }
+  if (past > 0) {
+    int64_t pkd[4] = {B, nkv, past, hk}, pvd[4] = {B, nkv, past, hv};
+    ch_tensor_random(&pk, dt, 4, pkd, &rng, 1.0);
+    ch_tensor_random(&pv, dt, 4, pvd, &rng, 1.0);
+  }
+  /* Mask as (mb, mh, Sq, mcols) with broadcast flags. */
+  int mcols = T;
+  uint8_t *bmask = NULL;
+  if (c->mask == 1) {
+    int64_t md[4] = {B, 1, sq, T};
+    ch_tensor_random(&mask, dt, 4, md, &rng, 2.0);
+  } else if (c->mask == 2 || c->mask == 4) {
+    if (c->mask == 4) mcols = T - 5;
+    size_t n = (size_t)nq * sq * mcols;
+    bmask = malloc(n);
+    for (size_t i = 0; i < n; ++i) bmask[i] = ch_uniform(&rng) > -0.4;
+    /* Head 1, row 0: every key masked → zeros. */
+    for (int j = 0; j < mcols; ++j) bmask[((size_t)1 * sq + 0) * mcols + j] = 0;
+    int64_t md[4] = {1, nq, sq, mcols};
+    ch_tensor_bytes(&mask, ONYX_DTYPE_BOOL, 4, md, bmask, false);
+  } else if (c->mask == 3) {
+    int64_t md[2] = {sq, T};
+    ch_tensor_random(&mask, ONYX_DTYPE_FLOAT32, 2, md, &rng, 1.5);
+  }
+  int64_t nonpad[8];
+  if (c->nonpad) {
+    for (int b = 0; b < B; ++b) nonpad[b] = T - 3 * b - (b == B - 1 ? 1 : 0);
+    int64_t nd[1] = {B};
+    ch_tensor_bytes(&np, ONYX_DTYPE_INT64, 1, nd, nonpad, false);
+  }
+  const onyx_tensor *in[7] = {&q.t,
+                              &k.t,
+                              &v.t,
+                              c->mask ? &mask.t : NULL,
+                              past > 0 ? &pk.t : NULL,
+                              past > 0 ? &pv.t : NULL,
+                              c->nonpad ? &np.t : NULL};
+  size_t nin = c->nonpad ? 7 : 6;
+  ch_node node;
+  ch_node_init(&node, "", "Attention", c->opset, nin, c->presents ? 3 : 1);
+  if (c->causal) ch_node_int(&node, "is_causal", 1);
+  if (!c->four_d) {
+    ch_node_int(&node, "q_num_heads", nq);
+    ch_node_int(&node, "kv_num_heads", nkv);
+  }
+  if (c->scale > 0.0f) ch_node_float(&node, "scale", c->scale);
+  if (c->softcap > 0.0f) ch_node_float(&node, "softcap", c->softcap);
+  ch_ctx ctx;
+  ch_ctx_init(&ctx, in, nin, false);
+  onyx_workspace_requirement req;
+  onyx_status st = ch_run(&onyx_cuda_attention_kernel, &node, in, nin, &ctx, &req, -1, 0);
+  if (st != ONYX_STATUS_OK) fprintf(stderr, "  %s: status %d: %s\n", c->name, st, ctx.err);
+  assert_int_equal(st, ONYX_STATUS_OK);
+
+  /* Reference: logical K/V (b, g, j, d) over past + new. */
+  double *rk = malloc((size_t)B * nkv * T * hk * sizeof(double));
+  double *rv = malloc((size_t)B * nkv * T * hv * sizeof(double));
+  for (int b = 0; b < B; ++b)
+    for (int g = 0; g < nkv; ++g)
+      for (int j = 0; j < T; ++j) {
+        for (int d = 0; d < hk; ++d) {
+          double x;
+          if (j < past) {
+            x = pk.val[(((int64_t)b * nkv + g) * past + j) * hk + d];
+          } else {
+            int jj = j - past;
+            x = c->four_d ? k.val[(((int64_t)b * nkv + g) * skv + jj) * hk + d]
+                          : k.val[(((int64_t)b * skv + jj) * nkv + g) * hk + d];
+          }
+          rk[(((int64_t)b * nkv + g) * T + j) * hk + d] = x;
+        }
+        for (int d = 0; d < hv; ++d) {
+          double x;
+          if (j < past) {
+            x = pv.val[(((int64_t)b * nkv + g) * past + j) * hv + d];
+          } else {
+            int jj = j - past;
+            x = c->four_d ? v.val[(((int64_t)b * nkv + g) * skv + jj) * hv + d]
+                          : v.val[(((int64_t)b * skv + jj) * nkv + g) * hv + d];
+          }
+          rv[(((int64_t)b * nkv + g) * T + j) * hv + d] = x;
+        }
+      }
+  size_t ny = (size_t)B * nq * sq * hv;
+  double *ry = calloc(ny, sizeof(double));
+  double *scores = malloc((size_t)T * sizeof(double));
+  double scale = c->scale > 0.0f ? c->scale : 1.0 / sqrt((double)hk);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < nq; ++h)
+      for (int s = 0; s < sq; ++s) {
+        int g = h / G;
+        int64_t limit = c->nonpad ? nonpad[b] : T;
+        if (c->mask == 4 && mcols < limit) limit = mcols;
+        int64_t pos = c->nonpad ? nonpad[b] - sq + s : past + s;
+        const double *qr = c->four_d ? q.val + (((int64_t)b * nq + h) * sq + s) * hk
+                                     : q.val + (((int64_t)b * sq + s) * nq + h) * hk;
+        for (int j = 0; j < T; ++j) {
+          scores[j] = -INFINITY;
+          if (j >= limit || (c->causal && j > pos)) continue;
+          double acc = 0.0;
+          for (int d = 0; d < hk; ++d) acc += qr[d] * rk[(((int64_t)b * nkv + g) * T + j) * hk + d];
+          double x = acc * scale;
+          if (c->softcap > 0.0f) x = c->softcap * tanh(x / c->softcap);
+          if (c->mask == 1) x += mask.val[(((int64_t)b * sq) + s) * T + j];
+          if (c->mask == 3) x += mask.val[(int64_t)s * T + j];
+          if ((c->mask == 2 || c->mask == 4) && !bmask[((int64_t)h * sq + s) * mcols + j])
+            x = -INFINITY;
+          scores[j] = x;
+        }
+        double *out = c->four_d ? ry + (((int64_t)b * nq + h) * sq + s) * hv
+                                : ry + (((int64_t)b * sq + s) * nq + h) * hv;
+        softmax_row(scores, T, false, 0.0, rv + ((int64_t)b * nkv + g) * T * hv, hv, hv, out);
+      }
+  double *gy = ch_download(dt, ctx.outs[0].data, ny);
+  char what[160];
+  snprintf(what, sizeof what, "%s %s Y", c->name, dt_name(dt));
+  size_t bad = ch_compare(what, gy, ry, ny, tol_abs(dt), tol_rel(dt));
+  if (c->presents) {
+    size_t npk = (size_t)B * nkv * T * hk, npv = (size_t)B * nkv * T * hv;
+    double *gk = ch_download(dt, ctx.outs[1].data, npk),
+           *gv = ch_download(dt, ctx.outs[2].data, npv);
+    snprintf(what, sizeof what, "%s %s present_key", c->name, dt_name(dt));
+    bad += ch_compare(what, gk, rk, npk, 0.0, 0.0);
+    snprintf(what, sizeof what, "%s %s present_value", c->name, dt_name(dt));
+    bad += ch_compare(what, gv, rv, npv, 0.0, 0.0);
+    free(gk);
+    free(gv);
+  }
+  assert_int_equal(bad, 0);
+  free(gy);
+  free(ry);
+  free(rk);
+  free(rv);
+  free(scores);
+  free(bmask);
+  ch_ctx_free(&ctx);
+  ch_tensor *all[] = {&q, &k, &v, &mask, &pk, &pv, &np};
+  for (size_t i = 0; i < 7; ++i) ch_tensor_free(all[i]);
+}
+
+static void test_attention_cases(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  const uint32_t types[3] = {ONYX_DTYPE_FLOAT16, ONYX_DTYPE_BFLOAT16, ONYX_DTYPE_FLOAT32};
+  for (int t = 0; t < 3; ++t) {
+    uint32_t dt = types[t];
+    at_case cases[] = {
+        {"4D GQA float mask + past/present", dt, 23, true, 2, 8, 2, 33, 33, 64, 64, 50, false, 0.0f,
+         0.0f, 1, false, true},
+        {"3D causal no past Sq=Skv", dt, 23, false, 2, 6, 3, 70, 70, 128, 128, 0, true, 0.0f, 0.0f,
+         0, false, false},
+        {"4D causal Sq<Skv no past", dt, 23, true, 1, 4, 4, 20, 90, 80, 80, 0, true, 0.0f, 0.0f, 0,
+         false, false},
+        {"bool mask with a fully masked row", dt, 23, true, 2, 4, 2, 17, 40, 96, 96, 0, false, 0.0f,
+         0.0f, 2, false, false},
+        {"softcap + scale + 2-D float mask", dt, 23, false, 2, 8, 8, 24, 24, 64, 64, 30, true, 0.2f,
+         10.0f, 3, false, true},
+        {"decode past 1200 (split-K) 4D GQA", dt, 23, true, 2, 16, 2, 1, 1, 128, 128, 1200, true,
+         0.0f, 0.0f, 0, false, true},
+        {"nonpad_kv_seqlen causal (opset 24)", dt, 24, true, 3, 4, 2, 10, 60, 64, 64, 0, true, 0.0f,
+         0.0f, 0, true, false},
+        {"short bool mask (opset 24)", dt, 24, true, 2, 4, 2, 12, 48, 64, 64, 0, false, 0.0f, 0.0f,
+         4, false, false},
+        {"Hk 64 != Hv 32 (reference route)", dt, 23, true, 1, 4, 2, 9, 9, 64, 32, 5, true, 0.0f,
+         0.0f, 0, false, true},
+        {"past without presents (staging)", dt, 23, true, 2, 4, 2, 5, 5, 64, 64, 100, true, 0.0f,
+         0.0f, 1, false, false},
+        {"head 256 4D causal", dt, 23, true, 1, 2, 1, 40, 40, 256, 256, 0, true, 0.0f, 0.0f, 0,
+         false, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+      check_attention(&cases[i], 1000 + (uint64_t)(t * 100 + i));
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_workspace_routes),
+      cmocka_unit_test(test_attention_workspace_routes),
+      cmocka_unit_test(test_gqa_first_prompt),
+      cmocka_unit_test(test_gqa_decode_growing),
+      cmocka_unit_test(test_gqa_decode_shared),
+      cmocka_unit_test(test_gqa_chunked_prefill),
+      cmocka_unit_test(test_gqa_packed_rotary),
+      cmocka_unit_test(test_gqa_window_softcap),
+      cmocka_unit_test(test_gqa_sinks_bias),
+      cmocka_unit_test(test_gqa_layouts_identical),
+      cmocka_unit_test(test_gqa_head_sizes),
+      cmocka_unit_test(test_gqa_reference_route),
+      cmocka_unit_test(test_gqa_large_group_prefill),
+      cmocka_unit_test(test_tile_variants),
+      cmocka_unit_test(test_gqa_workspace_too_small),
+      cmocka_unit_test(test_attention_cases),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,331 @@
+/*
+ * bench_attention_cuda — times the CUDA GroupQueryAttention kernel (bfloat16) on the
+ * standard shapes of GPU.md and sets it beside PyTorch's scaled_dot_product_attention
+ * (tools/torch_sdpa_gqa.py, run from here in the same process tree) as a ratio.
+ *
+ *   onyx_bench_attention_cuda [path/to/torch_sdpa_gqa.py | -]   ("-": no anchor)
+ *
+ * Method (as the anchor): fresh random inputs, 10 warm-up calls, then 50 calls each
+ * timed with CUDA events, median. Prefill is the whole GQA op (first prompt: present
+ * written, causal attention) with the planned tile and with the other tile shapes
+ * (onyx__cuda_attn_force_tile); TFLOP/s counts 4·B·Nq·S²·D/2 (causal). Decode is one token
+ * against a shared KV buffer of Skv rows (present aliases past, the new row written in
+ * place); GB/s counts the 2·B·Nkv·Skv·D·2 bytes of K and V read. Build: the
+ * tests/cuda_attention CMake project (target onyx_bench_attention_cuda).
+ */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_attention_kernels.h"
+#include "cuda_attn_harness.h"
+#include "cuda_attn_impl.h"
+
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess) {                                                                       \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+enum { WARM = 10, ITERS = 50 };
+
+/* A compute context whose outputs are preallocated (no allocation in the timed loop). */
+typedef struct bench_ctx {
+  onyx_compute_ctx ctx;
+  const onyx_tensor *const *inputs;
+  onyx_tensor outs[3];
+  void *mem[3];
+  size_t cap[3];
+  char err[512];
+} bench_ctx;
+
+static onyx_status b_alloc(onyx_compute_ctx *ctx, size_t index, uint32_t dtype, uint32_t rank,
+                           const int64_t *dims, onyx_tensor **out) {
+  bench_ctx *c = (bench_ctx *)ctx;
+  onyx_tensor *t = &c->outs[index];
+  memset(t, 0, sizeof *t);
+  t->dtype = dtype;
+  t->device = ONYX_DEVICE_CUDA;
+  t->rank = rank;
+  for (uint32_t i = 0; i < rank; ++i) t->dims[i] = dims[i];
+  size_t bytes = (size_t)onyx_tensor_numel(t) * onyx_dtype_size(dtype);
+  if (bytes > c->cap[index]) {
+    if (c->mem[index] != NULL) CHECK(cudaFree(c->mem[index]));
+    CHECK(cudaMalloc(&c->mem[index], bytes));
+    c->cap[index] = bytes;
+  }
+  t->data = c->mem[index];
+  *out = t;
+  return ONYX_STATUS_OK;
+}
+
+static onyx_status b_alias(onyx_compute_ctx *ctx, size_t index, size_t input_index) {
+  bench_ctx *c = (bench_ctx *)ctx;
+  c->outs[index] = *c->inputs[input_index];
+  return ONYX_STATUS_OK;
+}
+
+static void b_err(onyx_compute_ctx *ctx, const char *fmt, ...) {
+  bench_ctx *c = (bench_ctx *)ctx;
+  snprintf(c->err, sizeof c->err, "%s", fmt);
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median milliseconds of ITERS event-timed calls of compute after WARM warm-ups. */
+static float time_op(void *state, bench_ctx *c, const onyx_tensor *const *in, size_t n) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  float ts[ITERS];
+  for (int i = 0; i < WARM + ITERS; ++i) {
+    CHECK(cudaEventRecord(a, 0));
+    onyx_status st = onyx_cuda_gqa_kernel.compute(state, &c->ctx, in, n);
+    CHECK(cudaEventRecord(b, 0));
+    CHECK(cudaEventSynchronize(b));
+    if (st != ONYX_STATUS_OK) {
+      fprintf(stderr, "compute failed: %d %s\n", st, c->err);
+      exit(1);
+    }
+    if (i >= WARM) CHECK(cudaEventElapsedTime(&ts[i - WARM], a, b));
+  }
+  CHECK(cudaGetLastError());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  qsort(ts, ITERS, sizeof ts[0], cmp_float);
+  return ts[ITERS / 2];
+}
+
+/* Requirement for the current overrides, fresh views, then time_op; workspace bytes
+ * out through *ws. */
+static float measure(void *state, bench_ctx *c, const onyx_tensor *const *in, size_t n,
+                     uint64_t *ws) {
+  onyx_tensor geo[8];
+  memset(geo, 0, sizeof geo);
+  for (size_t i = 0; i < n; ++i)
+    if (in[i] != NULL) {
+      geo[i] = *in[i];
+      geo[i].data = NULL;
+    }
+  onyx_workspace_requirement req;
+  memset(&req, 0, sizeof req);
+  onyx_cuda_gqa_kernel.workspace(state, geo, n, &req);
+  onyx_workspace_view views[ONYX_MAX_WORKSPACE_REGIONS];
+  *ws = 0;
+  for (uint32_t i = 0; i < req.count; ++i) {
+    views[i].name = req.regions[i].name;
+    views[i].bytes = req.regions[i].bytes;
+    CHECK(cudaMalloc(&views[i].data, req.regions[i].bytes));
+    *ws += req.regions[i].bytes;
+  }
+  c->ctx.workspace = views;
+  c->ctx.workspace_count = req.count;
+  float ms = time_op(state, c, in, n);
+  for (uint32_t i = 0; i < req.count; ++i) cudaFree(views[i].data);
+  c->ctx.workspace = NULL;
+  c->ctx.workspace_count = 0;
+  return ms;
+}
+
+/* Results, keyed like the anchor's lines. */
+typedef struct result {
+  char kind[8]; /* prefill / decode */
+  int B, hq, hkv, s, d;
+  double ours;                /* TFLOP/s or GB/s: the whole op */
+  double kernel64, kernel128; /* prefill: the op with the 128-row tiles (8 warps; 4 × 2) */
+  double flash, cudnn;        /* anchor, 0 when missing */
+} result;
+
+static result results[16];
+static int n_results;
+
+static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D) {
+  const bool prefill = strcmp(kind, "prefill") == 0;
+  const uint32_t dt = ONYX_DTYPE_BFLOAT16;
+  const int S = prefill ? S_kv : 1;
+  const int L = prefill ? 0 : S_kv; /* decode: shared buffer of S_kv rows */
+  const int T = S_kv;
+  ch_rng rng = {(uint64_t)(B * 131 + S_kv * 7 + D)};
+  ch_tensor q, k, v, pk, pv, sl, tot;
+  memset(&pk, 0, sizeof pk);
+  memset(&pv, 0, sizeof pv);
+  int64_t qd[3] = {B, S, (int64_t)hq * D}, kd[3] = {B, S, (int64_t)hkv * D};
+  ch_tensor_random(&q, dt, 3, qd, &rng, 1.0);
+  ch_tensor_random(&k, dt, 3, kd, &rng, 1.0);
+  ch_tensor_random(&v, dt, 3, kd, &rng, 1.0);
+  if (L > 0) {
+    int64_t pd[4] = {B, hkv, L, D};
+    ch_tensor_random(&pk, dt, 4, pd, &rng, 1.0);
+    ch_tensor_random(&pv, dt, 4, pd, &rng, 1.0);
+  }
+  int32_t *seqlens = malloc((size_t)B * sizeof(int32_t));
+  for (int b = 0; b < B; ++b) seqlens[b] = T - 1;
+  int64_t bd[1] = {B};
+  ch_tensor_bytes(&sl, ONYX_DTYPE_INT32, 1, bd, seqlens, false);
+  int32_t t32 = T;
+  ch_tensor_bytes(&tot, ONYX_DTYPE_INT32, 0, NULL, &t32, true); /* host, as ONNX Runtime */
+  const onyx_tensor *in[7] = {&q.t,  &k.t,  &v.t, L > 0 ? &pk.t : NULL, L > 0 ? &pv.t : NULL,
+                              &sl.t, &tot.t};
+  ch_node node;
+  ch_node_init(&node, "com.microsoft", "GroupQueryAttention", 1, 7, 3);
+  ch_node_int(&node, "num_heads", hq);
+  ch_node_int(&node, "kv_num_heads", hkv);
+  for (int i = 0; i < 7; ++i) node.in_present[i] = in[i] != NULL;
+  void *state = NULL;
+  char err[256];
+  if (onyx_cuda_gqa_kernel.create(NULL, &node.info, &state, err, sizeof err) != ONYX_STATUS_OK) {
+    fprintf(stderr, "create: %s\n", err);
+    exit(1);
+  }
+  bench_ctx c;
+  memset(&c, 0, sizeof c);
+  c.ctx.struct_size = sizeof c.ctx;
+  c.ctx.version = ONYX_ABI_VERSION;
+  c.ctx.alloc_output = b_alloc;
+  c.ctx.alias_output = b_alias;
+  c.ctx.set_error = b_err;
+  c.inputs = in;
+  uint64_t ws = 0;
+  float ms = measure(state, &c, in, 7, &ws);
+  result *r = &results[n_results++];
+  memset(r, 0, sizeof *r);
+  snprintf(r->kind, sizeof r->kind, "%s", kind);
+  r->B = B, r->hq = hq, r->hkv = hkv, r->s = S_kv, r->d = D;
+  if (prefill) {
+    double flops = 4.0 * B * hq * (double)S * S * D / 2.0;
+    r->ours = flops / ms / 1e9;
+    /* The other tile shapes of the flash route, through the same op. */
+    uint64_t ws2;
+    onyx__cuda_attn_force_tile = ONYX__CUDA_TILE_PREFILL128;
+    float k128 = measure(state, &c, in, 7, &ws2);
+    onyx__cuda_attn_force_tile = ONYX__CUDA_TILE_PREFILL_M2;
+    float km2 = measure(state, &c, in, 7, &ws2);
+    onyx__cuda_attn_force_tile = -1;
+    r->kernel64 = flops / k128 / 1e9;
+    r->kernel128 = flops / km2 / 1e9;
+    printf(
+        "onyx prefill B=%d Hq=%d Hkv=%d S=%d D=%d causal: op %.4f ms %.1f TFLOP/s | "
+        "8 warps x 16 rows %.4f ms %.1f | 4 warps x 2 x 16 rows %.4f ms %.1f | workspace %llu B\n",
+        B, hq, hkv, S, D, ms, r->ours, k128, r->kernel64, km2, r->kernel128,
+        (unsigned long long)ws);
+  } else {
+    double bytes = 2.0 * B * hkv * (double)S_kv * D * 2.0;
+    r->ours = bytes / ms / 1e6;
+    printf("onyx decode B=%d Hq=%d Hkv=%d Skv=%d D=%d: op %.4f ms %.0f GB/s | workspace %llu B\n",
+           B, hq, hkv, S_kv, D, ms, r->ours, (unsigned long long)ws);
+    /* Split counts and ring depths, for the plan's next revision. */
+    static const int splits[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 33, 45, 64, 96, 128};
+    static const int tiles[2] = {ONYX__CUDA_TILE_DECODE, ONYX__CUDA_TILE_DECODE3};
+    double best = 0.0;
+    int best_tile = 0, best_split = 0;
+    for (int ti = 0; ti < 2; ++ti)
+      for (size_t si = 0; si < sizeof splits / sizeof splits[0]; ++si) {
+        if (splits[si] > S_kv / ONYX__CUDA_ATTN_SPLIT_MIN_KEYS && splits[si] > 1) continue;
+        onyx__cuda_attn_force_tile = tiles[ti];
+        onyx__cuda_attn_force_split = splits[si];
+        uint64_t w2;
+        float t = measure(state, &c, in, 7, &w2);
+        double gbs = bytes / t / 1e6;
+        printf("  sweep decode B=%d Skv=%d D=%d tile %d split %d: %.4f ms %.0f GB/s\n", B, S_kv, D,
+               tiles[ti], splits[si], t, gbs);
+        if (gbs > best) best = gbs, best_tile = tiles[ti], best_split = splits[si];
+      }
+    onyx__cuda_attn_force_tile = -1;
+    onyx__cuda_attn_force_split = -1;
+    r->kernel64 = best;
+    printf("onyx decode best B=%d Hkv=%d Skv=%d D=%d: tile %d split %d %.0f GB/s\n", B, hkv, S_kv,
+           D, best_tile, best_split, best);
+  }
+  fflush(stdout);
+  for (int i = 0; i < 3; ++i)
+    if (c.mem[i] != NULL) cudaFree(c.mem[i]);
+  onyx_cuda_gqa_kernel.destroy(state);
+  free(seqlens);
+  ch_tensor *all[] = {&q, &k, &v, &pk, &pv, &sl, &tot};
+  for (int i = 0; i < 7; ++i) ch_tensor_free(all[i]);
+}
+
+/* Reads the anchor's lines and files its numbers under the matching results. */
+static void run_anchor(const char *script) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "python3 %s 2>&1", script);
+  FILE *f = popen(cmd, "r");
+  if (f == NULL) {
+    printf("anchor: cannot run %s\n", script);
+    return;
+  }
+  char line[512];
+  while (fgets(line, sizeof line, f) != NULL) {
+    fputs(line, stdout);
+    char kind[16], back[16];
+    int B, hq, hkv, s, d;
+    double ms, val;
+    bool got = false;
+    if (sscanf(line, "prefill %15s B=%d Hq=%d Hkv=%d S=%d D=%d causal ms=%lf TFLOPs=%lf", back, &B,
+               &hq, &hkv, &s, &d, &ms, &val) == 8) {
+      snprintf(kind, sizeof kind, "prefill");
+      got = true;
+    } else if (sscanf(line, "decode %15s B=%d Hq=%d Hkv=%d Skv=%d D=%d ms=%lf KV_GBps=%lf", back,
+                      &B, &hq, &hkv, &s, &d, &ms, &val) == 8) {
+      snprintf(kind, sizeof kind, "decode");
+      got = true;
+    }
+    if (!got) continue;
+    for (int i = 0; i < n_results; ++i) {
+      result *r = &results[i];
+      if (strcmp(r->kind, kind) || r->B != B || r->hq != hq || r->hkv != hkv || r->s != s ||
+          r->d != d)
+        continue;
+      if (strcmp(back, "flash") == 0) r->flash = val;
+      if (strcmp(back, "cudnn") == 0) r->cudnn = val;
+    }
+  }
+  pclose(f);
+}
+
+int main(int argc, char **argv) {
+  const char *script = argc > 1 ? argv[1] : "tools/torch_sdpa_gqa.py";
+  if (!ch_have_device()) {
+    printf("skipped: no CUDA device\n");
+    return 0;
+  }
+  struct cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
+         prop.l2CacheSize >> 20);
+  static const int pre[4][5] = {
+      {1, 32, 8, 1024, 128}, {1, 32, 8, 4096, 128}, {4, 32, 8, 4096, 128}, {1, 14, 2, 2048, 64}};
+  static const int dec[5][5] = {{1, 32, 8, 4096, 128},
+                                {1, 32, 8, 32768, 128},
+                                {16, 32, 8, 4096, 128},
+                                {64, 32, 8, 2048, 128},
+                                {1, 14, 2, 4096, 64}};
+  for (int i = 0; i < 4; ++i)
+    bench_gqa("prefill", pre[i][0], pre[i][1], pre[i][2], pre[i][3], pre[i][4]);
+  for (int i = 0; i < 5; ++i)
+    bench_gqa("decode", dec[i][0], dec[i][1], dec[i][2], dec[i][3], dec[i][4]);
+  if (strcmp(script, "-") != 0) run_anchor(script);
+  printf("\n%-8s %-26s %10s %10s %10s %10s %8s %8s\n", "route", "shape (bf16)", "onyx op",
+         "best tile", "torch fl", "torch cudnn", "x flash", "x cudnn");
+  for (int i = 0; i < n_results; ++i) {
+    result *r = &results[i];
+    char shape[64];
+    snprintf(shape, sizeof shape, "B%d Hq%d Hkv%d %s%d D%d", r->B, r->hq, r->hkv,
+             r->kind[0] == 'p' ? "S" : "Skv", r->s, r->d);
+    double best = r->ours;
+    if (r->kernel64 > best) best = r->kernel64;
+    if (r->kernel128 > best) best = r->kernel128;
+    printf("%-8s %-26s %10.1f %10.1f %10.1f %10.1f %8.2f %8.2f %s\n", r->kind, shape, r->ours, best,
+           r->flash, r->cudnn, r->flash > 0 ? r->ours / r->flash : 0.0,
+           r->cudnn > 0 ? r->ours / r->cudnn : 0.0, r->kind[0] == 'p' ? "TFLOP/s" : "GB/s");
+  }
+  return 0;
+}
