@@ -1,0 +1,66 @@
+#!/bin/sh
+# The GPU machine's suite, from the repository root, with .deps (the C dependency
+# prefix) and a copy of the ONNX node tests carried along:
+#   sh tests/gpu/run_gpu_suite.sh NODE_TESTS_DIR OUT_DIR
+# 1. builds everything with the CUDA provider (sm_90a) and runs every CTest suite;
+# 2. runs the ONNX node tests with the CUDA provider first and strict (CPU fallback is an
+#    error, so every test counted ran on the GPU), and the attention parity cases;
+# 3. generates from the tiny decoder on the CPU and with CUDA: the tokens must agree, and
+#    the KV cache must grow in place on device virtual memory;
+# 4. times the CUDA attention against PyTorch SDPA (tools/torch_sdpa_gqa.py).
+# Logs go to OUT_DIR; a summary to stdout.
+set -u
+node=$1 out=$2
+mkdir -p "$out"
+. .deps/env.sh
+export PATH=/usr/local/cuda/bin:$PATH
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+b=build-gpu
+cmake -S . -B $b -DONYX_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_BUILD_TYPE=Release \
+  -DONYX_WERROR=ON -DONYX_SHARED_DIR="$(dirname "$(dirname "$node")")" \
+  -DPython3_EXECUTABLE="$(command -v python3)" >"$out/cmake.log" 2>&1 || { tail -20 "$out/cmake.log"; exit 1; }
+cmake --build $b -j16 >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -30; exit 1; }
+echo "== ctest (all suites)"
+ctest --test-dir $b -j8 --timeout 300 >"$out/ctest.log" 2>&1
+grep -E "tests passed|tests failed|\*\*\*Failed|\*\*\*Timeout" "$out/ctest.log"
+
+cpu_so=$PWD/$b/providers/cpu/libonyx_cpu.so cuda_so=$PWD/$b/providers/cuda/libonyx_cuda.so
+printf '[provider.cpu]\npath = %s\n' "$cpu_so" >"$out/cpu.ini"
+printf '[provider.cuda]\npath = %s\n[provider.cpu]\npath = %s\n' "$cuda_so" "$cpu_so" >"$out/cuda.ini"
+printf '[onyx]\nstrict = true\n[provider.cuda]\npath = %s\n[provider.cpu]\npath = %s\n' \
+  "$cuda_so" "$cpu_so" >"$out/cuda_strict.ini"
+
+echo "== ONNX node tests, CUDA strict"
+$b/tools/onyx-run --config "$out/cuda_strict.ini" -q --conformance "$node" >"$out/node_cuda.log" 2>&1
+tail -2 "$out/node_cuda.log"
+echo "== attention parity cases (ONNX Runtime outputs), CUDA first"
+python3 tools/parity/make_attention_cases.py "$out/attn_cases" >/dev/null 2>&1 &&
+  $b/tools/onyx-run --config "$out/cuda.ini" -q --conformance "$out/attn_cases" >"$out/attn_cuda.log" 2>&1
+tail -1 "$out/attn_cuda.log"
+grep -c "GroupQueryAttention *-> cuda\|Attention *-> cuda" "$out/attn_cuda.log" >/dev/null 2>&1
+
+echo "== tiny decoder: CPU vs CUDA"
+p="The GNU General Public License is"
+$b/tools/onyx-generate models/tiny-decoder --config "$out/cpu.ini" --prompt "$p" \
+  --max-new-tokens 160 --quiet >"$out/gen_cpu.log" 2>&1
+$b/tools/onyx-generate models/tiny-decoder --config "$out/cuda.ini" --prompt "$p" \
+  --max-new-tokens 160 --quiet >"$out/gen_cuda.log" 2>&1
+$b/tools/onyx-generate models/tiny-decoder --config "$out/cuda.ini" --prompt "$p" \
+  --max-new-tokens 160 --quiet --kv-growth copy >"$out/gen_cuda_copy.log" 2>&1
+for f in gen_cpu gen_cuda gen_cuda_copy; do grep -E "^(prefill|kv cache)|onyx-generate:" "$out/$f.log" | sed "s/^/$f: /"; done
+if [ "$(grep '^ids:' "$out/gen_cpu.log")" = "$(grep '^ids:' "$out/gen_cuda.log")" ] &&
+   [ "$(grep '^ids:' "$out/gen_cpu.log")" = "$(grep '^ids:' "$out/gen_cuda_copy.log")" ]; then
+  echo "tokens: CUDA identical to CPU ($(grep '^ids:' "$out/gen_cpu.log" | wc -w) ids)"
+else
+  echo "tokens: CUDA DIFFERS from CPU"
+fi
+$b/tools/onyx-run --config "$out/cuda.ini" --placement models/tiny-decoder/model.onnx \
+  >"$out/placement.log" 2>&1
+grep -E "^  (cuda|cpu): " "$out/placement.log"
+
+echo "== attention benchmark vs PyTorch SDPA"
+if [ -x $b/tests/cuda_attention/onyx_bench_attention_cuda ]; then
+  PYTHONUNBUFFERED=1 timeout 200 $b/tests/cuda_attention/onyx_bench_attention_cuda \
+    tools/torch_sdpa_gqa.py >"$out/bench.log" 2>&1
+  tail -12 "$out/bench.log"
+fi
