@@ -193,6 +193,16 @@ typedef struct onyx_kernel_table {
    * does), which the core reads as "geometry only". */
   onyx_status (*infer)(void *state, const onyx_tensor *inputs, size_t input_count,
                        onyx_tensor *outputs, size_t output_count);
+  /* Inputs the kernel reads on the host although its provider's device is not the
+   * host: small integer tensors whose values size the work (a shape, axes, starts and
+   * ends, a total sequence length). Bit i set: compute receives input i in host
+   * memory (device ONYX_DEVICE_HOST) — the core keeps it there, or moves it there,
+   * and never copies it to the device — so the kernel reads the values without a
+   * synchronising copy. Other inputs are unaffected; infer and workspace see the same
+   * geometry either way. Inputs 64 and above cannot be marked. 0 for host providers,
+   * and read as 0 from a table whose struct_size ends before this field. */
+  uint64_t host_inputs; /* bit i set: input i is wanted in host memory (shape values,
+                         * axes, lengths); the core keeps or moves it there */
   /* fields above: v1 */
 } onyx_kernel_table;
 

@@ -139,6 +139,14 @@ static onyx_status ctx_alias_output(onyx_compute_ctx *ctx, size_t index, size_t 
   }
   slot *out = &r->slots[n->outputs[index]];
   const slot *in = &r->slots[n->inputs[input_index]];
+  if (r->node_inputs[input_index] != &in->view) {
+    /* The kernel saw a copy made for this call (another device's value, a host view
+     * of it), freed when the node returns: not a buffer an output can keep. */
+    snprintf(r->kernel_err, sizeof r->kernel_err,
+             "alias_output: output %zu cannot alias input %zu (a copy made for this call)", index,
+             input_index);
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  }
   if (out->set || (in->buf == NULL && !in->writable)) {
     /* Borrowed memory is read-only to the run unless the caller said otherwise. */
     /* A refusal, not an error: the kernel may allocate the output and copy. */
@@ -351,6 +359,7 @@ static onyx_status run_node(run_state *r, size_t i) {
   onyx_tensor *geometry = calloc(n->input_count + 1, sizeof *geometry);
   slot *moved = calloc(n->input_count + 1, sizeof *moved);
   onyx_status st = (inputs && geometry && moved) ? ONYX_STATUS_OK : ONYX_STATUS_OUT_OF_MEMORY;
+  const uint64_t host_inputs = onyx__kernel_host_inputs(pn->kernel);
   for (size_t k = 0; st == ONYX_STATUS_OK && k < n->input_count; ++k) {
     int32_t v = n->inputs[k];
     if (v < 0) continue;
@@ -360,7 +369,15 @@ static onyx_status run_node(run_state *r, size_t i) {
       st = ONYX_STATUS_INTERNAL;
       break;
     }
-    if (!slot_on(sl, pn->provider)) {
+    if (k < 64 && (host_inputs >> k & 1u)) {
+      /* The kernel reads these values on the host (a shape, axes, a length): the
+       * host copy as it is — the usual case, as their producers run on the CPU
+       * provider — or a device value brought back; never a copy to the device. */
+      if (sl->view.device != ONYX_DEVICE_HOST) {
+        st = transfer(r, sl, NULL, &moved[k]);
+        sl = &moved[k];
+      }
+    } else if (!slot_on(sl, pn->provider)) {
       if (s->graph->values[v].is_initializer && s->device_inits[v] == NULL &&
           pn->provider->table->device != ONYX_DEVICE_HOST) {
         /* Weights move once per session, not once per run. */

@@ -262,7 +262,7 @@ static onyx_status node_outputs(onyx_session *s, size_t i, geo *g, const onyx_te
   }
   bool host = pn->provider->table->device == ONYX_DEVICE_HOST;
   bool inferred = false;
-  if (st == ONYX_STATUS_OK && pn->kernel->infer != NULL) {
+  if (st == ONYX_STATUS_OK && onyx__kernel_has(pn->kernel, infer) && pn->kernel->infer) {
     onyx_status ist = infer_outputs(pn, n, in_geo, outs);
     inferred = ist == ONYX_STATUS_OK;
     if (!inferred) reset_outputs(outs, n->output_count);

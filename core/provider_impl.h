@@ -50,6 +50,16 @@ void onyx__provider_unload(onyx__provider *provider);
 #define onyx__provider_has(table, field)                                                     \
   ((table)->struct_size >= offsetof(onyx_provider_table, field) + sizeof((table)->field))
 
+/* The same for a kernel table: fields appended after a provider was built read as
+ * NULL / 0 when its table's struct_size does not reach them. */
+#define onyx__kernel_has(table, field)                                                       \
+  ((table)->struct_size >= offsetof(onyx_kernel_table, field) + sizeof((table)->field))
+
+/* The kernel's host_inputs mask (0 from a table that predates the field). */
+static inline uint64_t onyx__kernel_host_inputs(const onyx_kernel_table *k) {
+  return onyx__kernel_has(k, host_inputs) ? k->host_inputs : 0;
+}
+
 /* The first loaded provider whose memory is `device` (not the host), or NULL. */
 onyx__provider *onyx__device_provider(onyx_runtime *runtime, uint32_t device);
 

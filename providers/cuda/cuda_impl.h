@@ -13,7 +13,7 @@
  *   cuda_memory.c       device_alloc/free, copy, sync, stream, memory_capacity
  *   cuda_vmm.c          the onyx_vmm_table over the driver's cuMem* calls
  *   cuda_util.c         attributes, messages, kernel state, input checks, reading
- *                       small integer tensors back from the device
+ *                       small integer tensors handed over on the host (host_inputs)
  *   cuda_broadcast.c    numpy broadcasting and strided-copy plans (host side)
  *   cuda_elementwise.*  Add Sub Mul Div Pow Neg Sqrt Sigmoid Tanh Relu Erf Equal Where
  *   cuda_matmul.c       MatMul and Gemm through cuBLASLt (host only)
@@ -31,7 +31,11 @@
  * tensors in a decoder are shape arithmetic (Shape -> Gather -> Concat -> Reshape,
  * attention-mask sums), which is cheapest where it already is, on the host: claiming
  * it would bounce every value to the device and back. Integer *index* inputs (Gather
- * indices, Reshape's shape, Slice's starts, position ids) are accepted.
+ * indices, position ids) are accepted on the device. Inputs whose values size the
+ * output (Reshape's and Expand's shape, Slice's starts/ends/axes/steps, axes of
+ * Squeeze/Unsqueeze 13, GroupQueryAttention's total_sequence_length) are listed in
+ * the kernel tables' host_inputs: the core hands them over in host memory, so no
+ * kernel reads a value back from the device or syncs its stream during compute.
  */
 #ifndef ONYX_CUDA_IMPL_H
 #define ONYX_CUDA_IMPL_H
@@ -160,6 +164,10 @@ int64_t onyx__cuda_dims_product(const int64_t *dims, uint32_t begin, uint32_t en
  * device view (data may be NULL only when it has no elements). */
 onyx_status onyx__cuda_check_inputs(onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
                                     size_t input_count, size_t required);
+/* The same for a kernel whose table sets host_inputs: those inputs must be host views. */
+onyx_status onyx__cuda_check_inputs_host(onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
+                                         size_t input_count, size_t required,
+                                         uint64_t host_inputs);
 
 /* The input at `i`, or NULL when absent or past the end. */
 static inline const onyx_tensor *onyx__cuda_input(const onyx_tensor *const *inputs, size_t count,
@@ -168,14 +176,13 @@ static inline const onyx_tensor *onyx__cuda_input(const onyx_tensor *const *inpu
 }
 
 /*
- * Reads a scalar or 1-D int32/int64 tensor's values into out[cap]. A device tensor
- * is copied back with a small synchronous copy on the provider stream (the ABI has
- * no way yet to ask the core for a host input; shape inputs are a few dozen bytes).
- * A host tensor (the planner's known values) is read directly.
+ * Reads a scalar or 1-D int32/int64 tensor's values into out[cap]. The tensor must be
+ * an input the kernel table lists in host_inputs, which the core hands over in host
+ * memory: the values are read in place, with no copy back from the device and no
+ * stream sync (a device tensor is refused as a table defect).
  */
-onyx_status onyx__cuda_read_ints(onyx_compute_ctx *ctx, const onyx__cuda_provider *p,
-                                 const onyx_tensor *t, size_t input_index, const char *what,
-                                 int64_t *out, size_t cap, size_t *out_count);
+onyx_status onyx__cuda_read_ints(onyx_compute_ctx *ctx, const onyx_tensor *t, size_t input_index,
+                                 const char *what, int64_t *out, size_t cap, size_t *out_count);
 /* The same for infer(): only host values (the planner's) can be read; a tensor
  * without data answers UNSUPPORTED. */
 onyx_status onyx__cuda_known_ints(const onyx_tensor *t, int64_t *out, size_t cap,

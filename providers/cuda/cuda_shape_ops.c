@@ -4,9 +4,10 @@
  * copy per input), Gather, Cast and CastLike.
  *
  * Output shapes that depend on values (Reshape's shape, Slice's starts/ends/axes/
- * steps, Expand's shape, axes inputs of opset 13) are read back from the device with a
- * small synchronous copy; infer() answers from the planner's known host values, or
- * UNSUPPORTED without them. Every shape rule is one function used by both.
+ * steps, Expand's shape, axes inputs of opset 13) come from inputs the tables list in
+ * host_inputs: the core hands them over in host memory, so compute reads them in place
+ * (no copy back, no stream sync); infer() answers from the planner's known host
+ * values, or UNSUPPORTED without them. Every shape rule is one function used by both.
  */
 #include <string.h>
 
@@ -29,18 +30,22 @@ typedef struct shape_state {
   uint32_t to; /* Cast */
 } shape_state;
 
-/* Where int-list values come from: compute reads device inputs back, infer reads the
- * planner's host values. */
+/* Inputs read on the host (the tables' host_inputs). */
+#define RESHAPE_HOST_INPUTS (UINT64_C(1) << 1)   /* shape */
+#define AXES13_HOST_INPUTS (UINT64_C(1) << 1)    /* axes of Squeeze/Unsqueeze 13 */
+#define SLICE10_HOST_INPUTS (UINT64_C(0xF) << 1) /* starts, ends, axes, steps */
+#define EXPAND_HOST_INPUTS (UINT64_C(1) << 1)    /* shape */
+
+/* Where int-list values come from: compute reads its host inputs, infer reads the
+ * planner's known host values. */
 typedef struct int_source {
   onyx_compute_ctx *ctx; /* NULL in infer */
-  const onyx__cuda_provider *provider;
 } int_source;
 
 static onyx_status source_ints(const int_source *src, const onyx_tensor *t, size_t index,
                                const char *what, int64_t *out, size_t *count) {
   if (src->ctx != NULL)
-    return onyx__cuda_read_ints(src->ctx, src->provider, t, index, what, out, SHAPE_MAX_VALUES,
-                                count);
+    return onyx__cuda_read_ints(src->ctx, t, index, what, out, SHAPE_MAX_VALUES, count);
   return onyx__cuda_known_ints(t, out, SHAPE_MAX_VALUES, count);
 }
 
@@ -136,9 +141,9 @@ static onyx_status reshape_dims(const shape_state *s, const int_source *src, con
 static onyx_status reshape_compute(void *state, onyx_compute_ctx *ctx,
                                    const onyx_tensor *const *inputs, size_t input_count) {
   const shape_state *s = state;
-  onyx_status st = onyx__cuda_check_inputs(ctx, inputs, input_count, 2);
+  onyx_status st = onyx__cuda_check_inputs_host(ctx, inputs, input_count, 2, RESHAPE_HOST_INPUTS);
   if (st != ONYX_STATUS_OK) return st;
-  int_source src = {ctx, s->head.provider};
+  int_source src = {ctx};
   uint32_t rank = 0;
   int64_t dims[ONYX_MAX_RANK];
   if ((st = reshape_dims(s, &src, inputs[0], inputs[1], &rank, dims)) != ONYX_STATUS_OK) return st;
@@ -149,7 +154,7 @@ static onyx_status reshape_infer(void *state, const onyx_tensor *inputs, size_t 
                                  onyx_tensor *outputs, size_t output_count) {
   onyx__cuda_infer_begin(outputs, output_count);
   if (input_count < 2 || output_count < 1) return ONYX_STATUS_INVALID_ARGUMENT;
-  int_source src = {NULL, NULL};
+  int_source src = {NULL};
   uint32_t rank = 0;
   int64_t dims[ONYX_MAX_RANK];
   onyx_status st = reshape_dims(state, &src, &inputs[0], &inputs[1], &rank, dims);
@@ -255,9 +260,10 @@ static onyx_status axes_compute(void *state, onyx_compute_ctx *ctx,
                                 const onyx_tensor *const *inputs, size_t input_count,
                                 axes_rule rule) {
   const shape_state *s = state;
-  onyx_status st = onyx__cuda_check_inputs(ctx, inputs, input_count, 1);
+  onyx_status st = onyx__cuda_check_inputs_host(ctx, inputs, input_count, 1,
+                                                s->head.opset >= 13 ? AXES13_HOST_INPUTS : 0);
   if (st != ONYX_STATUS_OK) return st;
-  int_source src = {ctx, s->head.provider};
+  int_source src = {ctx};
   uint32_t rank = 0;
   int64_t dims[ONYX_MAX_RANK];
   st = rule(s, &src, inputs[0], onyx__cuda_input(inputs, input_count, 1), &rank, dims);
@@ -268,7 +274,7 @@ static onyx_status axes_compute(void *state, onyx_compute_ctx *ctx,
 static onyx_status axes_infer(void *state, const onyx_tensor *inputs, size_t input_count,
                               onyx_tensor *outputs, size_t output_count, axes_rule rule) {
   if (input_count < 1 || output_count < 1) return ONYX_STATUS_INVALID_ARGUMENT;
-  int_source src = {NULL, NULL};
+  int_source src = {NULL};
   const onyx_tensor *axes =
       input_count > 1 && inputs[1].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[1] : NULL;
   uint32_t rank = 0;
@@ -616,9 +622,11 @@ static onyx_status slice_plan(const shape_state *s, const int_source *src,
 static onyx_status slice_compute(void *state, onyx_compute_ctx *ctx,
                                  const onyx_tensor *const *inputs, size_t input_count) {
   const shape_state *s = state;
-  onyx_status st = onyx__cuda_check_inputs(ctx, inputs, input_count, s->head.opset < 10 ? 1 : 3);
+  onyx_status st =
+      onyx__cuda_check_inputs_host(ctx, inputs, input_count, s->head.opset < 10 ? 1 : 3,
+                                   s->head.opset < 10 ? 0 : SLICE10_HOST_INPUTS);
   if (st != ONYX_STATUS_OK) return st;
-  int_source src = {ctx, s->head.provider};
+  int_source src = {ctx};
   int64_t dims[ONYX_MAX_RANK];
   onyx__cuda_walk w;
   if ((st = slice_plan(s, &src, inputs, input_count, dims, &w)) != ONYX_STATUS_OK) return st;
@@ -639,7 +647,7 @@ static onyx_status slice_infer(void *state, const onyx_tensor *inputs, size_t in
   const onyx_tensor *in[5] = {NULL, NULL, NULL, NULL, NULL};
   for (size_t k = 0; k < input_count; ++k)
     in[k] = inputs[k].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[k] : NULL;
-  int_source src = {NULL, NULL};
+  int_source src = {NULL};
   int64_t dims[ONYX_MAX_RANK];
   onyx_status st = slice_plan(state, &src, in, input_count, dims, NULL);
   if (st == ONYX_STATUS_OK) set_output(&outputs[0], inputs[0].dtype, inputs[0].rank, dims);
@@ -674,9 +682,9 @@ static onyx_status expand_plan(const int_source *src, const onyx_tensor *x,
 static onyx_status expand_compute(void *state, onyx_compute_ctx *ctx,
                                   const onyx_tensor *const *inputs, size_t input_count) {
   const onyx__cuda_node *s = state;
-  onyx_status st = onyx__cuda_check_inputs(ctx, inputs, input_count, 2);
+  onyx_status st = onyx__cuda_check_inputs_host(ctx, inputs, input_count, 2, EXPAND_HOST_INPUTS);
   if (st != ONYX_STATUS_OK) return st;
-  int_source src = {ctx, s->provider};
+  int_source src = {ctx};
   uint32_t rank = 0;
   int64_t dims[ONYX_MAX_RANK];
   onyx__cuda_walk w;
@@ -694,7 +702,7 @@ static onyx_status expand_infer(void *state, const onyx_tensor *inputs, size_t i
   onyx__cuda_infer_begin(outputs, output_count);
   (void)state;
   if (input_count < 2 || output_count < 1) return ONYX_STATUS_INVALID_ARGUMENT;
-  int_source src = {NULL, NULL};
+  int_source src = {NULL};
   uint32_t rank = 0;
   int64_t dims[ONYX_MAX_RANK];
   onyx_status st = expand_plan(&src, &inputs[0], &inputs[1], &rank, dims, NULL);
@@ -876,7 +884,7 @@ static onyx_status castlike_infer(void *state, const onyx_tensor *inputs, size_t
 
 /* ------------------------------------------------------------------ tables */
 
-#define CUDA_SHAPE_KERNEL(sym, NAME, SINCE, UNTIL, SUPPORTS, CREATE, COMPUTE, INFER)               \
+#define CUDA_SHAPE_KERNEL(sym, NAME, SINCE, UNTIL, SUPPORTS, CREATE, COMPUTE, INFER, HOST)         \
   const onyx_kernel_table sym = {                                                                  \
       .struct_size = sizeof(onyx_kernel_table),                                                    \
       .version = ONYX_ABI_VERSION,                                                                 \
@@ -892,36 +900,37 @@ static onyx_status castlike_infer(void *state, const onyx_tensor *inputs, size_t
       .workspace = NULL,                                                                           \
       .compute = COMPUTE,                                                                          \
       .infer = INFER,                                                                              \
+      .host_inputs = HOST,                                                                         \
   };
 
 /* Reshape 1-4 took the shape as an attribute; not claimed. */
 CUDA_SHAPE_KERNEL(onyx__cuda_k_reshape, "Reshape", 5, 0, NULL, reshape_create, reshape_compute,
-                  reshape_infer)
+                  reshape_infer, RESHAPE_HOST_INPUTS)
 CUDA_SHAPE_KERNEL(onyx__cuda_k_squeeze_1, "Squeeze", 1, 12, NULL, axes_create, squeeze_compute,
-                  squeeze_infer)
+                  squeeze_infer, 0)
 CUDA_SHAPE_KERNEL(onyx__cuda_k_squeeze_13, "Squeeze", 13, 0, NULL, axes_create, squeeze_compute,
-                  squeeze_infer)
+                  squeeze_infer, AXES13_HOST_INPUTS)
 CUDA_SHAPE_KERNEL(onyx__cuda_k_unsqueeze_1, "Unsqueeze", 1, 12, NULL, axes_create,
-                  unsqueeze_compute, unsqueeze_infer)
+                  unsqueeze_compute, unsqueeze_infer, 0)
 CUDA_SHAPE_KERNEL(onyx__cuda_k_unsqueeze_13, "Unsqueeze", 13, 0, NULL, axes_create,
-                  unsqueeze_compute, unsqueeze_infer)
+                  unsqueeze_compute, unsqueeze_infer, AXES13_HOST_INPUTS)
 CUDA_SHAPE_KERNEL(onyx__cuda_k_identity, "Identity", 1, 0, NULL, onyx__cuda_create_plain,
-                  identity_compute, same_infer)
+                  identity_compute, same_infer, 0)
 CUDA_SHAPE_KERNEL(onyx__cuda_k_transpose, "Transpose", 1, 0, NULL, transpose_create_perm,
-                  transpose_compute, transpose_infer)
+                  transpose_compute, transpose_infer, 0)
 /* Concat 1-3 had a default axis; 4+ requires it. */
 CUDA_SHAPE_KERNEL(onyx__cuda_k_concat, "Concat", 4, 0, NULL, concat_create, concat_compute,
-                  concat_infer)
+                  concat_infer, 0)
 CUDA_SHAPE_KERNEL(onyx__cuda_k_slice_1, "Slice", 1, 9, NULL, slice_create, slice_compute,
-                  slice_infer)
+                  slice_infer, 0)
 CUDA_SHAPE_KERNEL(onyx__cuda_k_slice_10, "Slice", 10, 0, NULL, slice_create, slice_compute,
-                  slice_infer)
+                  slice_infer, SLICE10_HOST_INPUTS)
 CUDA_SHAPE_KERNEL(onyx__cuda_k_expand, "Expand", 8, 0, NULL, onyx__cuda_create_plain,
-                  expand_compute, expand_infer)
+                  expand_compute, expand_infer, EXPAND_HOST_INPUTS)
 CUDA_SHAPE_KERNEL(onyx__cuda_k_gather, "Gather", 1, 0, gather_supports, gather_create,
-                  gather_compute, gather_infer)
+                  gather_compute, gather_infer, 0)
 /* Cast 1-5 named the target type with a string; not claimed. */
 CUDA_SHAPE_KERNEL(onyx__cuda_k_cast, "Cast", 6, 0, cast_supports, cast_create, cast_compute,
-                  cast_infer)
+                  cast_infer, 0)
 CUDA_SHAPE_KERNEL(onyx__cuda_k_castlike, "CastLike", 15, 0, castlike_supports, castlike_create,
-                  castlike_compute, castlike_infer)
+                  castlike_compute, castlike_infer, 0)

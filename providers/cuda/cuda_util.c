@@ -1,6 +1,7 @@
 /*
  * What every CUDA kernel shares: state, outputs, messages, attribute lookups, input
- * checks and reading small integer tensors (shapes, axes) back to the host.
+ * checks and reading small integer tensors (shapes, axes) the core hands over on the
+ * host (the kernel tables' host_inputs).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -156,6 +157,12 @@ int64_t onyx__cuda_dims_product(const int64_t *dims, uint32_t begin, uint32_t en
 
 onyx_status onyx__cuda_check_inputs(onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
                                     size_t input_count, size_t required) {
+  return onyx__cuda_check_inputs_host(ctx, inputs, input_count, required, 0);
+}
+
+onyx_status onyx__cuda_check_inputs_host(onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
+                                         size_t input_count, size_t required,
+                                         uint64_t host_inputs) {
   if (input_count < required)
     return onyx__cuda_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                             "expected at least %zu inputs, got %zu", required, input_count);
@@ -169,9 +176,10 @@ onyx_status onyx__cuda_check_inputs(onyx_compute_ctx *ctx, const onyx_tensor *co
     if (t->rank > ONYX_MAX_RANK)
       return onyx__cuda_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "input %zu has rank %u (max %d)",
                               i, t->rank, ONYX_MAX_RANK);
-    if (t->device != ONYX_DEVICE_CUDA)
-      return onyx__cuda_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "input %zu is not in CUDA device memory", i);
+    bool on_host = i < 64 && (host_inputs >> i & 1u);
+    if (t->device != (on_host ? ONYX_DEVICE_HOST : ONYX_DEVICE_CUDA))
+      return onyx__cuda_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "input %zu is not in %s memory", i,
+                              on_host ? "host" : "CUDA device");
     if (t->data == NULL && onyx_tensor_numel(t) > 0)
       return onyx__cuda_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "input %zu has no data", i);
   }
@@ -185,9 +193,8 @@ static void widen_ints(uint32_t dtype, const void *src, size_t count, int64_t *o
         dtype == ONYX_DTYPE_INT32 ? (int64_t)((const int32_t *)src)[i] : ((const int64_t *)src)[i];
 }
 
-onyx_status onyx__cuda_read_ints(onyx_compute_ctx *ctx, const onyx__cuda_provider *p,
-                                 const onyx_tensor *t, size_t input_index, const char *what,
-                                 int64_t *out, size_t cap, size_t *out_count) {
+onyx_status onyx__cuda_read_ints(onyx_compute_ctx *ctx, const onyx_tensor *t, size_t input_index,
+                                 const char *what, int64_t *out, size_t cap, size_t *out_count) {
   if (t->dtype != ONYX_DTYPE_INT64 && t->dtype != ONYX_DTYPE_INT32)
     return onyx__cuda_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                             "input %zu (%s) has type %s; int64 or int32 expected", input_index,
@@ -201,29 +208,17 @@ onyx_status onyx__cuda_read_ints(onyx_compute_ctx *ctx, const onyx__cuda_provide
     return onyx__cuda_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                             "input %zu (%s) has %lld values, at most %zu are supported",
                             input_index, what, (long long)n, cap);
+  /* The kernel table lists this input in host_inputs, so the core hands it over in
+   * host memory: no copy back, no stream sync. Device memory here is a table that
+   * forgot the bit. */
+  if (t->device != ONYX_DEVICE_HOST)
+    return onyx__cuda_error(ctx, ONYX_STATUS_INTERNAL,
+                            "input %zu (%s) is in device memory; the kernel table must list it "
+                            "in host_inputs", input_index, what);
   size_t count = (size_t)n;
   *out_count = count;
-  if (count == 0) return ONYX_STATUS_OK;
-  if (t->device == ONYX_DEVICE_HOST) {
-    widen_ints(t->dtype, t->data, count, out);
-    return ONYX_STATUS_OK;
-  }
-  /* The values are needed on the host to size the output: copy them back on the
-   * stream that produced them and wait. They are a few dozen bytes, held on the
-   * stack (64 values at most). */
-  int64_t raw[64];
-  if (count > sizeof raw / sizeof raw[0])
-    return onyx__cuda_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                            "input %zu (%s) has %zu values, at most 64 are supported", input_index,
-                            what, count);
-  size_t bytes = count * onyx_dtype_size(t->dtype);
-  cudaStream_t stream = ctx->stream ? (cudaStream_t)ctx->stream : p->stream;
-  cudaError_t e = onyx__cuda_use_device(p);
-  if (e == cudaSuccess) e = cudaMemcpyAsync(raw, t->data, bytes, cudaMemcpyDeviceToHost, stream);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
-  onyx_status st = onyx__cuda_check(ctx, e, "reading a shape input back from the device");
-  if (st == ONYX_STATUS_OK) widen_ints(t->dtype, raw, count, out);
-  return st;
+  if (count > 0) widen_ints(t->dtype, t->data, count, out);
+  return ONYX_STATUS_OK;
 }
 
 onyx_status onyx__cuda_known_ints(const onyx_tensor *t, int64_t *out, size_t cap,

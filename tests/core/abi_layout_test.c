@@ -58,6 +58,7 @@ PIN(onyx_kernel_table, destroy, 72);
 PIN(onyx_kernel_table, workspace, 80);
 PIN(onyx_kernel_table, compute, 88);
 PIN(onyx_kernel_table, infer, 96);
+PIN(onyx_kernel_table, host_inputs, 104);
 
 PIN(onyx_host_table, host_data, 8);
 PIN(onyx_host_table, log, 16);

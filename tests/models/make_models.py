@@ -76,3 +76,27 @@ ws_chain("ws_chain", "S")                        # S symbolic: plans per geometr
 ws_chain("ws_chain_s4", 4)                       # fixed S = 4, for onyx-run --plan
 ws_chain("ws_noinfer", "S", op1="ScratchNoInfer")  # proj cannot infer: runs unplanned
 ws_chain("ws_short", "S", short=True)            # attn_0 computes with more than it declared
+
+
+# Host-input tests (tests/core/host_inputs_test.c) on the fake-device mock
+# (tests/mock/fake_device_provider.c), whose onyx.fake ops run in "device" memory.
+FAKE = [("", 17), ("onyx.fake", 1)]
+xf = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+yf = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+nf = helper.make_tensor_value_info("n", TensorProto.INT64, [1])
+# Scale reads input 1 on the host (host_inputs bit 1); ScaleOld's table predates the field.
+for op, name in [("Scale", "fake_scale"), ("ScaleOld", "fake_scale_old")]:
+    save(helper.make_graph([helper.make_node(op, ["x", "n"], ["y"], domain="onyx.fake")],
+                           name, [xf, nf], [yf]), f"{name}.onnx", FAKE)
+# Scale's input 1 produced on the device (Count: numel as int64): the core brings it back.
+save(helper.make_graph([helper.make_node("Count", ["x"], ["c"], domain="onyx.fake"),
+                        helper.make_node("Scale", ["x", "c"], ["y"], domain="onyx.fake")],
+                       "fake_count_scale", [xf], [yf]), "fake_count_scale.onnx", FAKE)
+# Split across cpu and the fake device: every transfer direction the executor makes.
+save(helper.make_graph([helper.make_node("Twice", ["x"], ["t"], domain="onyx.fake"),
+                        helper.make_node("Relu", ["t"], ["r"], name="relu"),
+                        helper.make_node("Twice", ["r"], ["y"], domain="onyx.fake")],
+                       "fake_split", [xf], [yf]), "fake_split.onnx", FAKE)
+# A kernel that asks to write its (moved) input in place.
+save(helper.make_graph([helper.make_node("Inplace", ["x"], ["y"], domain="onyx.fake")],
+                       "fake_inplace", [xf], [yf]), "fake_inplace.onnx", FAKE)

@@ -27,11 +27,12 @@
  * Not taken here (supports() says so and placement falls back): qk_output, quantized
  * KV, the windowed cache, later ONNX Runtime inputs, nodes without both presents.
  *
- * total_sequence_length sets the present shape: a host-resident value (ONNX Runtime keeps
- * it on the CPU) costs nothing, a device-resident one a 4-byte synchronous copy. seqlens_k
- * and position_ids stay on the device and are never read back (decode stays free of host
- * round trips): out-of-range values are clamped there (a row then sees fewer keys,
- * positions stick to the table's ends) instead of being reported as the CPU kernel does.
+ * total_sequence_length sets the present shape: the table lists it in host_inputs, so the
+ * core hands it over in host memory (as ONNX Runtime keeps it on the CPU) and it is read
+ * in place, with no copy back and no stream sync. seqlens_k and position_ids stay on the
+ * device and are never read back (decode stays free of host round trips): out-of-range
+ * values are clamped there (a row then sees fewer keys, positions stick to the table's
+ * ends) instead of being reported as the CPU kernel does.
  */
 #include <math.h>
 #include <stdint.h>
@@ -350,6 +351,9 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
                                  "total_sequence_length must be an int32 scalar, got %s %s",
                                  onyx__cuda_attn_dtype_name(total_t->dtype),
                                  onyx__cuda_attn_shape(total_t).s);
+  if (total_t->device != ONYX_DEVICE_HOST) /* host_inputs: the core hands it over on the host */
+    return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                                 "total_sequence_length (input 6) must be in host memory");
   if (B == 0 || S == 0)
     return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
                                  "empty batch or sequence (%lld, %lld)", (long long)B,
@@ -359,8 +363,7 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
                                  "batch %lld times kv heads %lld exceeds the CUDA kernel's grid",
                                  (long long)B, (long long)st->nkv);
   int32_t T32 = 0;
-  if ((status = onyx__cuda_attn_read(ctx, total_t, &T32, sizeof T32)) != ONYX_STATUS_OK)
-    return status;
+  memcpy(&T32, total_t->data, sizeof T32);
   int64_t T = T32;
   if (T < 1 || !(T == L + S || T <= L))
     return onyx__cuda_attn_error(
@@ -582,4 +585,5 @@ const onyx_kernel_table onyx_cuda_gqa_kernel = {
     .workspace = gqa_workspace,
     .compute = gqa_compute,
     .infer = gqa_infer,
+    .host_inputs = UINT64_C(1) << GQA_TOTAL, /* total_sequence_length, read in place */
 };

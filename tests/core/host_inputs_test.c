@@ -1,0 +1,256 @@
+/*
+ * The executor's host<->device paths on the fake-device mock (a device provider whose
+ * "device memory" is host memory behind device_alloc/copy): a kernel's host_inputs
+ * keep an input on the host (or bring a device value back), never to the device; a
+ * table that predates the field moves it like any other input; a graph split across
+ * cpu and the device gives the right outputs and leaves no byte booked; a kernel may
+ * not alias an output to a copy made for its call.
+ */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "fake_device.h"
+#include "onyx.h"
+#include "test_support.h"
+
+static onyx_fake_device_stats_fn g_stats_get;
+static void *g_lib;
+
+static onyx_fake_device_stats stats(void) {
+  onyx_fake_device_stats s;
+  g_stats_get(&s);
+  return s;
+}
+
+static int setup(void **state) {
+  (void)state;
+  /* The same instance the runtime will dlopen (one library, one set of counters). */
+  g_lib = dlopen(FAKE_DEVICE, RTLD_NOW | RTLD_LOCAL);
+  if (g_lib == NULL) {
+    fprintf(stderr, "dlopen %s: %s\n", FAKE_DEVICE, dlerror());
+    return -1;
+  }
+  *(void **)&g_stats_get = dlsym(g_lib, ONYX_FAKE_DEVICE_STATS_SYMBOL);
+  return g_stats_get ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  if (g_lib) dlclose(g_lib);
+  return 0;
+}
+
+static onyx_runtime *runtime(bool with_cpu) {
+  char ini[2048];
+  if (with_cpu)
+    snprintf(ini, sizeof ini, "[provider.fake]\npath = %s\n[provider.cpu]\npath = %s\n",
+             FAKE_DEVICE, CPU_PROVIDER);
+  else
+    snprintf(ini, sizeof ini, "[provider.fake]\npath = %s\n", FAKE_DEVICE);
+  char *path = write_temp_file(".ini", ini);
+  assert_non_null(path);
+  onyx_error *e = NULL;
+  onyx_runtime *rt = NULL;
+  onyx_status st = onyx_runtime_create(path, &rt, &e);
+  if (st != ONYX_STATUS_OK) print_message("runtime: %s\n", onyx_error_message(e));
+  onyx_error_free(e);
+  remove_temp_file(path);
+  assert_int_equal(st, ONYX_STATUS_OK);
+  return rt;
+}
+
+static onyx_session *session(onyx_runtime *rt, const char *model) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", MODELS_DIR, model);
+  onyx_session *s = NULL;
+  onyx_error *e = NULL;
+  onyx_status st = onyx_session_create(rt, path, NULL, &s, &e);
+  if (st != ONYX_STATUS_OK) print_message("session: %s\n", onyx_error_message(e));
+  onyx_error_free(e);
+  assert_int_equal(st, ONYX_STATUS_OK);
+  return s;
+}
+
+static onyx_status run(onyx_session *s, const onyx_run_options *ro, const onyx_tensor *in, size_t n,
+                       onyx_tensor *out) {
+  onyx_error *e = NULL;
+  onyx_status st = onyx_session_run(s, ro, in, n, out, &e);
+  if (st != ONYX_STATUS_OK) print_message("run: %s\n", onyx_error_message(e));
+  onyx_error_free(e);
+  return st;
+}
+
+static void assert_nothing_booked(const onyx_runtime *rt) {
+  uint64_t used[ONYX_REQUESTER_COUNT_];
+  onyx_runtime_memory_usage(rt, used, NULL);
+  for (int r = 0; r < ONYX_REQUESTER_COUNT_; ++r) {
+    if (used[r])
+      print_message("%s still holds %llu bytes\n", onyx_requester_name((uint32_t)r),
+                    (unsigned long long)used[r]);
+    assert_int_equal(used[r], 0);
+  }
+}
+
+static const float X[6] = {1.5f, -2.0f, 3.25f, 0.5f, -0.75f, 8.0f};
+
+/* The caller's int64 buffer is what the kernel reads: no copy either way. */
+static void host_input_stays_in_the_callers_buffer(void **state) {
+  (void)state;
+  onyx_runtime *rt = runtime(false);
+  onyx_session *s = session(rt, "fake_scale.onnx");
+  float x[6];
+  memcpy(x, X, sizeof x);
+  int64_t n[1] = {3};
+  onyx_tensor in[2] = {
+      {.dtype = ONYX_DTYPE_FLOAT32, .rank = 2, .dims = {2, 3}, .data = x},
+      {.dtype = ONYX_DTYPE_INT64, .rank = 1, .dims = {1}, .data = n},
+  };
+  onyx_fake_device_stats before = stats();
+  onyx_tensor out;
+  assert_int_equal(run(s, NULL, in, 2, &out), ONYX_STATUS_OK);
+  onyx_fake_device_stats after = stats();
+  assert_int_equal(after.scale_computes - before.scale_computes, 1);
+  assert_true(after.in0_on_device); /* x went through device_alloc + copy */
+  assert_int_equal(after.in1_device, ONYX_DEVICE_HOST);
+  assert_false(after.in1_on_device);
+  assert_ptr_equal(after.in1_data, n); /* the caller's own buffer */
+  assert_true(after.ws_on_device);
+  assert_int_equal(after.copies_h2d - before.copies_h2d, 1); /* x only, never n */
+  assert_int_equal(after.copies_d2h - before.copies_d2h, 1); /* the output */
+  assert_int_equal(out.device, ONYX_DEVICE_HOST);
+  for (int i = 0; i < 6; ++i) assert_true(((float *)out.data)[i] == 3.0f * X[i]);
+  onyx_tensor_data_free(out.data);
+  assert_nothing_booked(rt);
+  onyx_session_destroy(s);
+  onyx_runtime_destroy(rt);
+  assert_int_equal(stats().live_blocks, 0);
+}
+
+/* A value produced on the device is brought back to the host for the kernel. */
+static void device_value_is_brought_back(void **state) {
+  (void)state;
+  onyx_runtime *rt = runtime(false);
+  onyx_session *s = session(rt, "fake_count_scale.onnx");
+  float x[6];
+  memcpy(x, X, sizeof x);
+  onyx_tensor in = {.dtype = ONYX_DTYPE_FLOAT32, .rank = 2, .dims = {2, 3}, .data = x};
+  onyx_fake_device_stats before = stats();
+  onyx_tensor out;
+  assert_int_equal(run(s, NULL, &in, 1, &out), ONYX_STATUS_OK);
+  onyx_fake_device_stats after = stats();
+  assert_int_equal(after.scale_computes - before.scale_computes, 1);
+  assert_true(after.in0_on_device);
+  assert_int_equal(after.in1_device, ONYX_DEVICE_HOST);
+  assert_false(after.in1_on_device);
+  /* Count's output came back (d2h + sync), then y; x went up once per consumer. */
+  assert_int_equal(after.copies_d2h - before.copies_d2h, 2);
+  assert_int_equal(after.copies_h2d - before.copies_h2d, 2);
+  for (int i = 0; i < 6; ++i) assert_true(((float *)out.data)[i] == 6.0f * X[i]);
+  onyx_tensor_data_free(out.data);
+  assert_nothing_booked(rt);
+  onyx_session_destroy(s);
+  onyx_runtime_destroy(rt);
+}
+
+/* A table whose struct_size ends before host_inputs has none: n moves to the device. */
+static void old_table_moves_the_input(void **state) {
+  (void)state;
+  onyx_runtime *rt = runtime(false);
+  onyx_session *s = session(rt, "fake_scale_old.onnx");
+  float x[6];
+  memcpy(x, X, sizeof x);
+  int64_t n[1] = {3};
+  onyx_tensor in[2] = {
+      {.dtype = ONYX_DTYPE_FLOAT32, .rank = 2, .dims = {2, 3}, .data = x},
+      {.dtype = ONYX_DTYPE_INT64, .rank = 1, .dims = {1}, .data = n},
+  };
+  onyx_fake_device_stats before = stats();
+  onyx_tensor out;
+  assert_int_equal(run(s, NULL, in, 2, &out), ONYX_STATUS_OK);
+  onyx_fake_device_stats after = stats();
+  assert_int_equal(after.scale_computes - before.scale_computes, 1);
+  assert_int_equal(after.in1_device, ONYX_DEVICE_CUDA);
+  assert_true(after.in1_on_device);
+  assert_int_equal(after.copies_h2d - before.copies_h2d, 2);
+  for (int i = 0; i < 6; ++i) assert_true(((float *)out.data)[i] == 3.0f * X[i]);
+  onyx_tensor_data_free(out.data);
+  onyx_session_destroy(s);
+  onyx_runtime_destroy(rt);
+}
+
+/* Twice (fake) -> Relu (cpu) -> Twice (fake): host->device, device->host, host->device
+ * and the output back; every byte given back afterwards. */
+static void split_across_cpu_and_device(void **state) {
+  (void)state;
+  onyx_runtime *rt = runtime(true);
+  onyx_session *s = session(rt, "fake_split.onnx");
+  float x[6];
+  memcpy(x, X, sizeof x);
+  onyx_tensor in = {.dtype = ONYX_DTYPE_FLOAT32, .rank = 2, .dims = {2, 3}, .data = x};
+  for (int round = 0; round < 2; ++round) {
+    onyx_fake_device_stats before = stats();
+    onyx_tensor out;
+    assert_int_equal(run(s, NULL, &in, 1, &out), ONYX_STATUS_OK);
+    onyx_fake_device_stats after = stats();
+    assert_int_equal(after.copies_h2d - before.copies_h2d, 2);
+    assert_int_equal(after.copies_d2h - before.copies_d2h, 2);
+    assert_true(after.syncs - before.syncs >= 4);
+    assert_int_equal(after.live_blocks, before.live_blocks);
+    for (int i = 0; i < 6; ++i) {
+      float want = 4.0f * (X[i] > 0 ? X[i] : 0.0f);
+      assert_true(((float *)out.data)[i] == want);
+    }
+    onyx_tensor_data_free(out.data);
+    assert_nothing_booked(rt);
+  }
+  uint64_t peak[ONYX_REQUESTER_COUNT_];
+  onyx_runtime_memory_usage(rt, NULL, peak);
+  assert_true(peak[ONYX_REQUESTER_ACTIVATIONS] > 0);
+  assert_memory_equal(x, X, sizeof x);
+  onyx_session_destroy(s);
+  assert_nothing_booked(rt);
+  onyx_runtime_destroy(rt);
+  assert_int_equal(stats().live_blocks, 0);
+  assert_int_equal(stats().allocs, stats().frees);
+}
+
+/* A writable caller input moved to the device for the call: the copy dies with the
+ * call, so the kernel's alias is refused and it writes a fresh output. */
+static void alias_to_a_moved_input_is_refused(void **state) {
+  (void)state;
+  onyx_runtime *rt = runtime(false);
+  onyx_session *s = session(rt, "fake_inplace.onnx");
+  float x[6];
+  memcpy(x, X, sizeof x);
+  onyx_tensor in = {.dtype = ONYX_DTYPE_FLOAT32, .rank = 2, .dims = {2, 3}, .data = x};
+  bool writable[1] = {true}, borrowed[1] = {true};
+  onyx_run_options ro = {
+      .struct_size = sizeof ro, .writable_inputs = writable, .out_borrowed = borrowed};
+  onyx_tensor out;
+  assert_int_equal(run(s, &ro, &in, 1, &out), ONYX_STATUS_OK);
+  assert_false(stats().inplace_aliased);
+  assert_false(borrowed[0]);
+  assert_int_equal(out.device, ONYX_DEVICE_HOST);
+  for (int i = 0; i < 6; ++i) assert_true(((float *)out.data)[i] == X[i] + 1.0f);
+  assert_memory_equal(x, X, sizeof x);
+  onyx_tensor_data_free(out.data);
+  assert_nothing_booked(rt);
+  onyx_session_destroy(s);
+  onyx_runtime_destroy(rt);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(host_input_stays_in_the_callers_buffer),
+      cmocka_unit_test(device_value_is_brought_back),
+      cmocka_unit_test(old_table_moves_the_input),
+      cmocka_unit_test(split_across_cpu_and_device),
+      cmocka_unit_test(alias_to_a_moved_input_is_refused),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
