@@ -285,11 +285,21 @@ typedef struct onyx_provider_table {
   bool (*probe)(void *state, char *why, size_t why_cap);
   const onyx_kernel_table *const *kernels;
   size_t kernel_count;
-  /* Device memory (NULL for host providers, whose memory the core provides). */
+  /* Device memory (NULL for host providers, whose memory the core provides).
+   * device_free may be called while work queued on the stream still reads the block:
+   * the provider either waits for it or frees in stream order (the memory reused only
+   * by work queued after the free). Freed memory goes back to the device by the next
+   * sync at the latest: no pool or cache keeps it (the governor released its booking). */
   onyx_status (*device_alloc)(void *state, uint64_t bytes, void **out_ptr);
   void (*device_free)(void *state, void *ptr);
   /* Copies between host and this provider's device, or within the device.
-   * Geometry and dtype of dst and src match. NULL for host providers. */
+   * Geometry and dtype of dst and src match. NULL for host providers.
+   * Ordering: the copy is queued on the provider's stream. It returns once the source
+   * may be reused or freed (a host source has been read or staged; a device source is
+   * read in stream order, before anything queued after the copy — a later device_free
+   * included). The destination is ready for work queued after it on the stream; a
+   * host destination is ready for the host only after sync. The core syncs after a
+   * copy to the host and never after a copy to the device. */
   onyx_status (*copy)(void *state, onyx_tensor *dst, const onyx_tensor *src);
   /* Waits for work queued on the provider's stream. May be NULL. */
   onyx_status (*sync)(void *state);

@@ -172,7 +172,15 @@ static void ctx_set_error(onyx_compute_ctx *ctx, const char *fmt, ...) {
 /* ------------------------------------------------------------ transfers */
 
 /* Makes the value in `src` available on `target`'s device, into `tmp` (a slot the
- * caller clears). Host↔device copies go through the device provider's copy. */
+ * caller clears). Host↔device copies go through the device provider's copy.
+ *
+ * Only a copy to the host is followed by the provider's sync: the host reads the
+ * bytes right after. A copy to the device is left queued on the provider's stream,
+ * ahead of the kernels that read it. The copy contract (abi/onyx_provider.h) makes
+ * that safe for the source too: copy returns once the source may be reused, so a
+ * host buffer freed when this node returns, or a caller's input, is not read later.
+ * The device-side buffers freed afterwards go back through device_free, which a
+ * stream-ordered provider queues behind the copy and its readers. */
 static onyx_status transfer(run_state *r, const slot *src, onyx__provider *target, slot *tmp) {
   bool to_device = target && target->table->device != ONYX_DEVICE_HOST;
   onyx__provider *copier = to_device ? target : src->provider;
@@ -190,7 +198,8 @@ static onyx_status transfer(run_state *r, const slot *src, onyx__provider *targe
   tmp->view.data = b->ptr;
   tmp->view.device = to_device ? target->table->device : ONYX_DEVICE_HOST;
   st = copier->table->copy(copier->state, &tmp->view, &src->view);
-  if (st == ONYX_STATUS_OK && copier->table->sync) st = copier->table->sync(copier->state);
+  if (st == ONYX_STATUS_OK && !to_device && copier->table->sync)
+    st = copier->table->sync(copier->state);
   if (st != ONYX_STATUS_OK)
     snprintf(r->err, sizeof r->err, "copy of %llu bytes through provider '%s' failed: %s",
              (unsigned long long)bytes, copier->name, onyx_status_str(st));

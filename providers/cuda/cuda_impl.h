@@ -10,7 +10,8 @@
  * the .c files; device code sits beside it in a .cu of the same name and is reached
  * through the plain-C launchers declared at the end of this header.
  *   provider.c          entry point, negotiation, options, probe, the kernel list
- *   cuda_memory.c       device_alloc/free, copy, sync, stream, memory_capacity
+ *   cuda_memory.c       device_alloc/free (stream-ordered), copy, sync, stream,
+ *                       memory_capacity, the pool set-up (onyx__cuda_pool_init)
  *   cuda_vmm.c          the onyx_vmm_table over the driver's cuMem* calls
  *   cuda_util.c         attributes, messages, kernel state, input checks, reading
  *                       small integer tensors handed over on the host (host_inputs)
@@ -69,6 +70,11 @@ typedef struct onyx__cuda_provider {
   bool ready;                  /* the device is usable; otherwise `why` says why */
   char why[256];
   cudaStream_t stream;  /* created non-blocking at open, destroyed at close */
+  /* Stream-ordered allocation (cudaMallocAsync / cudaFreeAsync on `stream`) from the
+   * device's default pool, which keeps no freed memory past a synchronisation (see
+   * cuda_memory.c). NULL when the device has no memory pools: device_alloc/free then
+   * use cudaMalloc and a stream sync + cudaFree. */
+  cudaMemPool_t pool;
   cublasLtHandle_t lt;  /* cuBLASLt handle; it allocates no device memory */
   bool allow_tf32;      /* option.allow_tf32: float32 GEMMs on TF32 tensor cores */
   uint64_t total_bytes; /* cudaMemGetInfo's total at open */
@@ -83,6 +89,9 @@ typedef struct onyx__cuda_provider {
 cudaError_t onyx__cuda_use_device(const onyx__cuda_provider *p);
 
 /* Memory and stream callbacks of the provider table (cuda_memory.c). */
+/* Sets p->pool up when the device supports stream-ordered allocation (called once the
+ * stream exists); leaves it NULL otherwise. Never fails the bring-up. */
+void onyx__cuda_pool_init(onyx__cuda_provider *p);
 onyx_status onyx__cuda_device_alloc(void *state, uint64_t bytes, void **out_ptr);
 void onyx__cuda_device_free(void *state, void *ptr);
 onyx_status onyx__cuda_copy(void *state, onyx_tensor *dst, const onyx_tensor *src);

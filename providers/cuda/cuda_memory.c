@@ -2,12 +2,22 @@
  * Device memory, copies and the stream.
  *
  * Every byte this provider hands out was booked with the governor by the core before
- * device_alloc is called, so allocation is plain cudaMalloc / cudaFree: a private pool
- * or a caching allocator here would hide memory from the governor.
+ * device_alloc is called, and its grant is released right after device_free returns.
  *
- * Ordering: kernels and copies are queued on the provider's one non-blocking stream,
- * and the core calls sync after each transfer. device_free synchronizes that stream
- * before cudaFree, so memory is never returned while queued work may still read it.
+ * Allocation is stream-ordered: cudaMallocAsync / cudaFreeAsync on the provider's one
+ * stream, from the device's default memory pool. A free is queued behind the work
+ * already on the stream, so the core may free a buffer whose last reader is still
+ * queued (it does, at every value's last use) without waiting for it; the memory is
+ * reused only by work queued after the free. The pool's release threshold is 0: at
+ * every synchronisation (sync, the core's copies to the host, close) it hands every
+ * freed byte back to the device, so between two synchronisations it holds at most what
+ * was freed since the last one — memory the governor booked until the free and the
+ * stream still orders — and never a cache beyond that. cuMem* VMM zones (the KV cache)
+ * do not go through here (cuda_vmm.c).
+ *
+ * A device without memory pools (cudaDevAttrMemoryPoolsSupported = 0) keeps the
+ * synchronous path: cudaMalloc, and a stream sync before each cudaFree so memory is
+ * never returned while queued work may still read it.
  */
 #include <stdio.h>
 #include <string.h>
@@ -21,18 +31,67 @@ static void log_cuda_error(const onyx__cuda_provider *p, const char *what, cudaE
   p->host->log(p->host->host_data, ONYX_LOG_ERROR, line);
 }
 
+void onyx__cuda_pool_init(onyx__cuda_provider *p) {
+  p->pool = NULL;
+  int supported = 0;
+  cudaError_t e = cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, p->device);
+  if (e != cudaSuccess || !supported) {
+    (void)cudaGetLastError();
+    return;
+  }
+  cudaMemPool_t pool = NULL;
+  if (cudaDeviceGetDefaultMemPool(&pool, p->device) != cudaSuccess || pool == NULL) {
+    (void)cudaGetLastError();
+    return;
+  }
+  /* 0 is the default; set it anyway, as a statement: the governor books every byte
+   * at grant time and releases it at free, so the pool must not keep freed memory
+   * beyond the next synchronisation. With 0 it keeps none: it is no hidden pool. */
+  uint64_t threshold = 0;
+  if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  p->pool = pool;
+}
+
 onyx_status onyx__cuda_device_alloc(void *state, uint64_t bytes, void **out_ptr) {
   onyx__cuda_provider *p = state;
   if (p == NULL || out_ptr == NULL) return ONYX_STATUS_INVALID_ARGUMENT;
   if (!p->ready) return ONYX_STATUS_DEVICE_UNAVAILABLE;
   if (bytes > SIZE_MAX) return ONYX_STATUS_OUT_OF_MEMORY;
+  const char *call = p->pool ? "cudaMallocAsync" : "cudaMalloc";
+  if (bytes > p->total_bytes) {
+    /* More than the device has: refused without asking the driver. */
+    if (p->host != NULL && p->host->log != NULL) {
+      char line[160];
+      snprintf(line, sizeof line, "cuda: %s of %llu bytes refused: the device has %llu", call,
+               (unsigned long long)bytes, (unsigned long long)p->total_bytes);
+      p->host->log(p->host->host_data, ONYX_LOG_ERROR, line);
+    }
+    return ONYX_STATUS_OUT_OF_MEMORY;
+  }
   cudaError_t e = onyx__cuda_use_device(p);
   void *ptr = NULL;
-  if (e == cudaSuccess) e = cudaMalloc(&ptr, (size_t)(bytes ? bytes : 1));
+  size_t n = (size_t)(bytes ? bytes : 1);
+  if (e == cudaSuccess && p->pool == NULL) {
+    e = cudaMalloc(&ptr, n);
+  } else if (e == cudaSuccess) {
+    e = cudaMallocAsync(&ptr, n, p->stream);
+    if (e == cudaErrorMemoryAllocation) {
+      /* Once more after a sync: earlier stream-ordered frees complete and the pool is
+       * trimmed to nothing, so every byte the governor released is the device's again. */
+      (void)cudaGetLastError();
+      if (cudaStreamSynchronize(p->stream) == cudaSuccess) {
+        (void)cudaMemPoolTrimTo(p->pool, 0);
+        e = cudaMallocAsync(&ptr, n, p->stream);
+      }
+    }
+  }
   if (e != cudaSuccess) {
     (void)cudaGetLastError(); /* an allocation failure is not sticky; clear it */
     char what[96];
-    snprintf(what, sizeof what, "cudaMalloc of %llu bytes", (unsigned long long)bytes);
+    snprintf(what, sizeof what, "%s of %llu bytes", call, (unsigned long long)bytes);
     log_cuda_error(p, what, e);
     return e == cudaErrorMemoryAllocation ? ONYX_STATUS_OUT_OF_MEMORY : ONYX_STATUS_PROVIDER_ERROR;
   }
@@ -44,10 +103,31 @@ void onyx__cuda_device_free(void *state, void *ptr) {
   onyx__cuda_provider *p = state;
   if (p == NULL || ptr == NULL) return;
   (void)onyx__cuda_use_device(p);
+  if (p->pool != NULL) {
+    /* Queued behind every kernel and copy already on the stream: no wait here. */
+    cudaError_t e = cudaFreeAsync(ptr, p->stream);
+    if (e != cudaSuccess) log_cuda_error(p, "cudaFreeAsync", e);
+    return;
+  }
   cudaError_t e = p->stream ? cudaStreamSynchronize(p->stream) : cudaSuccess;
   if (e != cudaSuccess) log_cuda_error(p, "cudaStreamSynchronize before cudaFree", e);
   e = cudaFree(ptr);
   if (e != cudaSuccess) log_cuda_error(p, "cudaFree", e);
+}
+
+/* Whether cudaMemcpyAsync has consumed a host source by the time it returns. For
+ * pageable memory it has: the driver stages the bytes into its own pinned buffer
+ * before returning ("The function will return once the pageable buffer has been copied
+ * to the staging memory for DMA transfer", CUDA's API synchronization behavior). For
+ * page-locked or managed memory the copy is truly asynchronous and reads the source
+ * when the stream reaches it; so does anything the runtime cannot classify. */
+static bool host_source_staged(const void *src) {
+  struct cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, src) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeUnregistered;
 }
 
 onyx_status onyx__cuda_copy(void *state, onyx_tensor *dst, const onyx_tensor *src) {
@@ -70,6 +150,11 @@ onyx_status onyx__cuda_copy(void *state, onyx_tensor *dst, const onyx_tensor *sr
                                       : (to_dev ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
   cudaError_t e = onyx__cuda_use_device(p);
   if (e == cudaSuccess) e = cudaMemcpyAsync(dst->data, src->data, (size_t)bytes, kind, p->stream);
+  /* The ABI's contract: copy returns once the source may be reused. A device source
+   * is read in stream order (its free is queued behind this copy); a host source must
+   * have been read by now — wait for the stream where the driver has not staged it. */
+  if (e == cudaSuccess && kind == cudaMemcpyHostToDevice && !host_source_staged(src->data))
+    e = cudaStreamSynchronize(p->stream);
   if (e != cudaSuccess) {
     log_cuda_error(p, "cudaMemcpyAsync", e);
     return ONYX_STATUS_PROVIDER_ERROR;
@@ -88,6 +173,10 @@ onyx_status onyx__cuda_sync(void *state) {
     log_cuda_error(p, "cudaStreamSynchronize", e);
     return ONYX_STATUS_PROVIDER_ERROR;
   }
+  /* The release threshold of 0 already returns freed pool memory at a synchronisation;
+   * trimming here makes "nothing kept past sync" hold whatever the driver's heuristics
+   * (a no-op when the pool holds nothing unused). */
+  if (p->pool != NULL) (void)cudaMemPoolTrimTo(p->pool, 0);
   return ONYX_STATUS_OK;
 }
 

@@ -144,6 +144,7 @@ static void cuda_bring_up(onyx__cuda_provider *p) {
     p->stream = NULL;
     return;
   }
+  onyx__cuda_pool_init(p);
   cublasStatus_t bs = cublasLtCreate(&p->lt);
   if (bs != CUBLAS_STATUS_SUCCESS) {
     snprintf(p->why, sizeof p->why, "CUDA device %d: cublasLtCreate failed (%s)", p->device,
@@ -153,9 +154,10 @@ static void cuda_bring_up(onyx__cuda_provider *p) {
   }
   p->ready = true;
   char line[320];
-  snprintf(line, sizeof line, "cuda: device %d is %s (sm_%d%d, %d SMs, %.1f GiB)", p->device,
-           p->device_name, p->cc_major, p->cc_minor, p->sm_count,
-           (double)total_bytes / (1024.0 * 1024.0 * 1024.0));
+  snprintf(line, sizeof line, "cuda: device %d is %s (sm_%d%d, %d SMs, %.1f GiB, %s allocation)",
+           p->device, p->device_name, p->cc_major, p->cc_minor, p->sm_count,
+           (double)total_bytes / (1024.0 * 1024.0 * 1024.0),
+           p->pool ? "stream-ordered" : "synchronous");
   cuda_log(p, ONYX_LOG_INFO, line);
 }
 
@@ -206,7 +208,10 @@ static void cuda_close(void *state) {
   if (p == NULL) return;
   if (p->ready) (void)onyx__cuda_use_device(p);
   if (p->stream != NULL) {
+    /* Stream-ordered frees complete here, and the pool (release threshold 0) hands
+     * their memory back to the device at this synchronisation. */
     (void)cudaStreamSynchronize(p->stream);
+    if (p->pool != NULL) (void)cudaMemPoolTrimTo(p->pool, 0);
     (void)cudaStreamDestroy(p->stream);
   }
   if (p->lt != NULL) (void)cublasLtDestroy(p->lt);

@@ -410,12 +410,12 @@ void lt_check_graph(const onyx__graph *g) {
 
 void lt_check_error(onyx_status got, onyx_status want, const char *err, const char *prefix,
                     const char *const *needles) {
-  if (got == ONYX_STATUS_OK) fail_msg("expected a failure, got OK");
+  if (got == ONYX_STATUS_OK) fail_msg("%s", "expected a failure, got OK");
   if (want != ONYX_STATUS_OK && got != want) {
     fail_msg("status: want %d (%s), got %d (%s); message: %s", want, onyx_status_str(want), got,
              onyx_status_str(got), err);
   }
-  if (err[0] == '\0') fail_msg("empty error message");
+  if (err[0] == '\0') fail_msg("%s", "empty error message");
   if (prefix != NULL && strncmp(err, prefix, strlen(prefix)) != 0) {
     fail_msg("message does not start with '%s': %s", prefix, err);
   }
