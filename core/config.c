@@ -9,6 +9,7 @@
  * fail so that a newer file still loads with an older core.
  */
 #include <ctype.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,9 +101,18 @@ static void warnf(parse_state *st, int line, const char *what, const char *secti
   st->warn(msg);
 }
 
-static int fail(parse_state *st, int line, const char *fmt, const char *a, const char *b) {
+/* Records "FILE:LINE: message" and stops the parse (inih stops on a 0 return). */
+static int fail(parse_state *st, int line, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static int fail(parse_state *st, int line, const char *fmt, ...) {
   char detail[384];
-  snprintf(detail, sizeof detail, fmt, a, b);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
   onyx__errf(st->err, st->err_cap, "%s:%d: %s", st->config->path, line, detail);
   st->failed = true;
   return 0;
@@ -140,14 +150,14 @@ static onyx__provider_config *provider_for(parse_state *st, const char *name) {
 static int handle_provider(parse_state *st, const char *section, const char *name,
                            const char *value, int line) {
   const char *pname = section + strlen("provider.");
-  if (*pname == '\0') return fail(st, line, "provider section needs a name: [%s]%s", section, "");
+  if (*pname == '\0') return fail(st, line, "provider section needs a name: [%s]", section);
   onyx__provider_config *p = provider_for(st, pname);
   if (p == NULL) {
-    if (!st->failed) fail(st, line, "out of memory reading [%s]%s", section, "");
+    if (!st->failed) fail(st, line, "out of memory reading [%s]", section);
     return 0;
   }
   if (!strcmp(name, "path")) {
-    if (*value == '\0') return fail(st, line, "empty path in [%s]%s", section, "");
+    if (*value == '\0') return fail(st, line, "empty path in [%s]", section);
     free(p->path);
     if (value[0] == '/') {
       p->path = dup_str(value);
@@ -156,22 +166,22 @@ static int handle_provider(parse_state *st, const char *section, const char *nam
       p->path = malloc(n);
       if (p->path) snprintf(p->path, n, "%s/%s", st->config->dir, value);
     }
-    return p->path ? 1 : fail(st, line, "out of memory%s%s", "", "");
+    return p->path ? 1 : fail(st, line, "out of memory");
   }
   if (!strcmp(name, "enabled")) {
     if (!parse_bool(value, &p->enabled))
-      return fail(st, line, "enabled must be true or false, got '%s'%s", value, "");
+      return fail(st, line, "enabled must be true or false, got '%s'", value);
     return 1;
   }
   if (!strncmp(name, "option.", 7) && name[7] != '\0') {
     onyx_option *grown = realloc(p->options, (p->option_count + 1) * sizeof *p->options);
-    if (grown == NULL) return fail(st, line, "out of memory%s%s", "", "");
+    if (grown == NULL) return fail(st, line, "out of memory");
     p->options = grown;
     char *k = dup_str(name + 7), *v = dup_str(value);
     if (k == NULL || v == NULL) {
       free(k);
       free(v);
-      return fail(st, line, "out of memory%s%s", "", "");
+      return fail(st, line, "out of memory");
     }
     p->options[p->option_count].key = k;
     p->options[p->option_count].value = v;
@@ -194,14 +204,14 @@ static int handle_governor(parse_state *st, const char *name, const char *value,
       }
     }
     return fail(st, line, "unknown requester '%s' (known: weights, kv_cache, "
-                "workspace_session, workspace_step, activations)%s", name + 10, "");
+                "workspace_session, workspace_step, activations)", name + 10);
   }
   onyx__config *c = st->config;
   onyx__tier_limit *grown = realloc(c->tiers, (c->tier_count + 1) * sizeof *c->tiers);
-  if (grown == NULL) return fail(st, line, "out of memory%s%s", "", "");
+  if (grown == NULL) return fail(st, line, "out of memory");
   c->tiers = grown;
   c->tiers[c->tier_count].tier = dup_str(name);
-  if (c->tiers[c->tier_count].tier == NULL) return fail(st, line, "out of memory%s%s", "", "");
+  if (c->tiers[c->tier_count].tier == NULL) return fail(st, line, "out of memory");
   c->tiers[c->tier_count].bytes = bytes;
   c->tier_count++;
   return 1;
@@ -211,19 +221,19 @@ static int handle_onyx(parse_state *st, const char *name, const char *value, int
   onyx__config *c = st->config;
   if (!strcmp(name, "strict")) {
     if (!parse_bool(value, &c->strict))
-      return fail(st, line, "strict must be true or false, got '%s'%s", value, "");
+      return fail(st, line, "strict must be true or false, got '%s'", value);
     return 1;
   }
   if (!strcmp(name, "fallback")) {
     free(c->fallback);
     c->fallback = dup_str(value);
-    return c->fallback ? 1 : fail(st, line, "out of memory%s%s", "", "");
+    return c->fallback ? 1 : fail(st, line, "out of memory");
   }
   if (!strcmp(name, "threads")) {
     char *end = NULL;
     long t = strtol(value, &end, 10);
     if (*value == '\0' || *end != '\0' || t < 0 || t > 1024)
-      return fail(st, line, "threads must be 0..1024, got '%s'%s", value, "");
+      return fail(st, line, "threads must be 0..1024, got '%s'", value);
     c->threads = (uint32_t)t;
     return 1;
   }
