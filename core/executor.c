@@ -181,15 +181,15 @@ static void ctx_set_error(onyx_compute_ctx *ctx, const char *fmt, ...) {
  * host buffer freed when this node returns, or a caller's input, is not read later.
  * The device-side buffers freed afterwards go back through device_free, which a
  * stream-ordered provider queues behind the copy and its readers. */
-static onyx_status transfer(run_state *r, const slot *src, onyx__provider *target, slot *tmp) {
+static onyx_status transfer(run_state *r, const slot *src, onyx__provider *target,
+                            uint32_t requester, const char *label, slot *tmp) {
   bool to_device = target && target->table->device != ONYX_DEVICE_HOST;
   onyx__provider *copier = to_device ? target : src->provider;
   uint64_t bytes = 0;
   onyx_status st = checked_bytes(src->view.dtype, src->view.rank, src->view.dims, &bytes);
   if (st != ONYX_STATUS_OK) return st;
   buffer *b = NULL;
-  st = new_buffer(r, to_device ? target : NULL, ONYX_REQUESTER_ACTIVATIONS, bytes,
-                  "transfer", &b);
+  st = new_buffer(r, to_device ? target : NULL, requester, bytes, label, &b);
   if (st != ONYX_STATUS_OK) return st;
   tmp->buf = b;
   tmp->set = true;
@@ -383,14 +383,17 @@ static onyx_status run_node(run_state *r, size_t i) {
        * host copy as it is — the usual case, as their producers run on the CPU
        * provider — or a device value brought back; never a copy to the device. */
       if (sl->view.device != ONYX_DEVICE_HOST) {
-        st = transfer(r, sl, NULL, &moved[k]);
+        st = transfer(r, sl, NULL, ONYX_REQUESTER_ACTIVATIONS, "host copy of an input", &moved[k]);
         sl = &moved[k];
       }
     } else if (!slot_on(sl, pn->provider)) {
       if (s->graph->values[v].is_initializer && s->device_inits[v] == NULL &&
           pn->provider->table->device != ONYX_DEVICE_HOST) {
-        /* Weights move once per session, not once per run. */
-        st = transfer(r, sl, pn->provider, &moved[k]);
+        /* Weights move once per session, not once per run, and stay booked as such. */
+        char label[160];
+        snprintf(label, sizeof label, "initializer '%s' on %s", s->graph->values[v].name,
+                 pn->provider->tier);
+        st = transfer(r, sl, pn->provider, ONYX_REQUESTER_WEIGHTS, label, &moved[k]);
         if (st == ONYX_STATUS_OK) {
           s->device_inits[v] = moved[k].buf->ptr;
           free(moved[k].buf); /* the session owns the block now */
@@ -402,7 +405,8 @@ static onyx_status run_node(run_state *r, size_t i) {
         moved[k].view.data = s->device_inits[v];
         moved[k].view.device = pn->provider->table->device;
       } else {
-        st = transfer(r, sl, pn->provider, &moved[k]);
+        st = transfer(r, sl, pn->provider, ONYX_REQUESTER_ACTIVATIONS, "device copy of an input",
+                      &moved[k]);
       }
       sl = &moved[k];
     }
@@ -561,7 +565,7 @@ static onyx_status collect_outputs(run_state *r, onyx_tensor *outs, bool *out_bo
     slot host = {0};
     const slot *src = sl;
     if (sl->view.device != ONYX_DEVICE_HOST) {
-      st = transfer(r, sl, NULL, &host);
+      st = transfer(r, sl, NULL, ONYX_REQUESTER_ACTIVATIONS, "output copied to the host", &host);
       src = &host;
     }
     uint64_t bytes = 0;
