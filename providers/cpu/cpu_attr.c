@@ -3,8 +3,6 @@
  * kernel asks by name and type here so that a wrong type is reported once, with
  * the attribute's name, instead of being read as garbage.
  */
-#include <string.h>
-
 #include "cpu_impl.h"
 
 static const char *cpu_attr_type_name(uint32_t type) {
@@ -28,15 +26,6 @@ static const char *cpu_attr_type_name(uint32_t type) {
   }
 }
 
-const onyx_attr *onyx__cpu_attr_find(const onyx_node_info *node, const char *name) {
-  if (node->attrs == NULL) return NULL;
-  for (size_t i = 0; i < node->attr_count; ++i) {
-    if (node->attrs[i].name != NULL && strcmp(node->attrs[i].name, name) == 0)
-      return &node->attrs[i];
-  }
-  return NULL;
-}
-
 static onyx_status cpu_attr_wrong_type(const onyx_node_info *node, const onyx_attr *a,
                                        uint32_t want, char *err, size_t err_cap) {
   return onyx__cpu_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
@@ -44,29 +33,18 @@ static onyx_status cpu_attr_wrong_type(const onyx_node_info *node, const onyx_at
                         cpu_attr_type_name(want), cpu_attr_type_name(a->type));
 }
 
+/* Lookups go through providers/common/pc_attr.c; the wording of a wrong type is ours. */
+
 onyx_status onyx__cpu_attr_int(const onyx_node_info *node, const char *name, int64_t dflt,
                                int64_t *out, char *err, size_t err_cap) {
-  const onyx_attr *a = onyx__cpu_attr_find(node, name);
-  if (a == NULL) {
-    *out = dflt;
-    return ONYX_STATUS_OK;
-  }
-  if (a->type != ONYX_ATTR_INT) return cpu_attr_wrong_type(node, a, ONYX_ATTR_INT, err, err_cap);
-  *out = a->i;
-  return ONYX_STATUS_OK;
+  if (onyx__pc_attr_int(node, name, dflt, out)) return ONYX_STATUS_OK;
+  return cpu_attr_wrong_type(node, onyx__pc_attr_find(node, name), ONYX_ATTR_INT, err, err_cap);
 }
 
 onyx_status onyx__cpu_attr_float(const onyx_node_info *node, const char *name, float dflt,
                                  float *out, char *err, size_t err_cap) {
-  const onyx_attr *a = onyx__cpu_attr_find(node, name);
-  if (a == NULL) {
-    *out = dflt;
-    return ONYX_STATUS_OK;
-  }
-  if (a->type != ONYX_ATTR_FLOAT)
-    return cpu_attr_wrong_type(node, a, ONYX_ATTR_FLOAT, err, err_cap);
-  *out = a->f;
-  return ONYX_STATUS_OK;
+  if (onyx__pc_attr_float(node, name, dflt, out)) return ONYX_STATUS_OK;
+  return cpu_attr_wrong_type(node, onyx__pc_attr_find(node, name), ONYX_ATTR_FLOAT, err, err_cap);
 }
 
 onyx_status onyx__cpu_attr_ints(const onyx_node_info *node, const char *name, const int64_t **out,

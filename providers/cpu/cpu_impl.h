@@ -34,6 +34,8 @@
 #include <stdint.h>
 
 #include "onyx_abi.h"
+#include "pc_attr.h"
+#include "pc_msg.h"
 
 #if defined(__GNUC__)
 #define ONYX__CPU_PRINTF(fmt_index, first_arg) __attribute__((format(printf, fmt_index, first_arg)))
@@ -193,18 +195,15 @@ static inline int64_t onyx__cpu_int_at(const onyx_tensor *t, int64_t i) {
 
 /* ------------------------------------------------------------------ messages */
 
+/* Messages and shape text come from providers/common (pc_msg.h), shared as source with
+ * the CUDA provider; these names keep the provider's call sites as they were. */
 /* Writes a printf-style message into err (when err_cap > 0) and returns status. */
-onyx_status onyx__cpu_fail(char *err, size_t err_cap, onyx_status status, const char *fmt, ...)
-    ONYX__CPU_PRINTF(4, 5);
-
+#define onyx__cpu_fail onyx__pc_fail
 /* A shape rendered as "[2,3,4]" for messages (by value, so it can be used inline). */
-typedef struct onyx__cpu_shape_text {
-  char s[8 * 22 + 4];
-} onyx__cpu_shape_text;
-
-onyx__cpu_shape_text onyx__cpu_shape_str(uint32_t rank, const int64_t *dims);
+typedef onyx__pc_shape_text onyx__cpu_shape_text;
+#define onyx__cpu_shape_str onyx__pc_shape_str
 /* The same for a tensor view. */
-onyx__cpu_shape_text onyx__cpu_tensor_shape(const onyx_tensor *t);
+#define onyx__cpu_tensor_shape onyx__pc_tensor_shape
 
 /* "float32", "int64", ... for messages; "dtype N" for unknown values. */
 const char *onyx__cpu_dtype_name(uint32_t dtype);
@@ -237,8 +236,8 @@ onyx_status onyx__cpu_check_inputs(onyx_compute_ctx *ctx, const onyx_tensor *con
 
 /* ------------------------------------------------------------------ attributes */
 
-/* The attribute called `name`, or NULL. */
-const onyx_attr *onyx__cpu_attr_find(const onyx_node_info *node, const char *name);
+/* The attribute called `name`, or NULL (providers/common/pc_attr.c). */
+#define onyx__cpu_attr_find onyx__pc_attr_find
 
 /* Typed lookups: absent → default (and *out_present = false where asked); present
  * with another type → INVALID_ARGUMENT with a message in err. */

@@ -9,33 +9,7 @@
 
 #include "cpu_impl.h"
 
-onyx_status onyx__cpu_fail(char *err, size_t err_cap, onyx_status status, const char *fmt, ...) {
-  if (err != NULL && err_cap > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_cap, fmt, ap);
-    va_end(ap);
-  }
-  return status;
-}
-
-onyx__cpu_shape_text onyx__cpu_shape_str(uint32_t rank, const int64_t *dims) {
-  onyx__cpu_shape_text t;
-  size_t used = 0;
-  t.s[used++] = '[';
-  for (uint32_t i = 0; i < rank && i < ONYX_MAX_RANK; ++i) {
-    int n = snprintf(t.s + used, sizeof t.s - used, i ? ",%lld" : "%lld", (long long)dims[i]);
-    if (n < 0 || (size_t)n >= sizeof t.s - used - 1) break;
-    used += (size_t)n;
-  }
-  t.s[used++] = ']';
-  t.s[used] = '\0';
-  return t;
-}
-
-onyx__cpu_shape_text onyx__cpu_tensor_shape(const onyx_tensor *t) {
-  return onyx__cpu_shape_str(t->rank, t->dims);
-}
+/* onyx__cpu_fail and the shape text live in providers/common/pc_msg.c. */
 
 const char *onyx__cpu_dtype_name(uint32_t dtype) {
   switch (dtype) {

@@ -49,6 +49,8 @@
 #include <cuda_runtime_api.h>
 
 #include "onyx_abi.h"
+#include "pc_attr.h"
+#include "pc_msg.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -147,21 +149,19 @@ onyx_status onyx__cuda_alloc_output(const onyx__cuda_node *node, onyx_compute_ct
 
 /* ------------------------------------------------------------------ messages */
 
-onyx_status onyx__cuda_fail(char *err, size_t err_cap, onyx_status status, const char *fmt, ...)
-    ONYX__CUDA_PRINTF(4, 5);
+/* Messages and shape text come from providers/common (pc_msg.h), shared as source with
+ * the CPU provider; these names keep the provider's call sites as they were. */
+#define onyx__cuda_fail onyx__pc_fail
 /* ctx->set_error, then returns status (compute-time errors). */
-onyx_status onyx__cuda_error(onyx_compute_ctx *ctx, onyx_status status, const char *fmt, ...)
-    ONYX__CUDA_PRINTF(3, 4);
+#define onyx__cuda_error onyx__pc_error
 /* OK, or PROVIDER_ERROR naming `what` and the CUDA error text. */
 onyx_status onyx__cuda_check(onyx_compute_ctx *ctx, cudaError_t e, const char *what);
 /* The same after a kernel launch (cudaGetLastError). */
 onyx_status onyx__cuda_check_launch(onyx_compute_ctx *ctx, const char *what);
 
-typedef struct onyx__cuda_shape_text {
-  char s[8 * 22 + 4];
-} onyx__cuda_shape_text;
-onyx__cuda_shape_text onyx__cuda_shape_str(uint32_t rank, const int64_t *dims);
-onyx__cuda_shape_text onyx__cuda_tensor_shape(const onyx_tensor *t);
+typedef onyx__pc_shape_text onyx__cuda_shape_text;
+#define onyx__cuda_shape_str onyx__pc_shape_str
+#define onyx__cuda_tensor_shape onyx__pc_tensor_shape
 const char *onyx__cuda_dtype_name(uint32_t dtype);
 
 /* ------------------------------------------------------------------ shapes */
@@ -206,7 +206,7 @@ static inline void onyx__cuda_infer_begin(onyx_tensor *outputs, size_t count) {
 
 /* ------------------------------------------------------------------ attributes */
 
-const onyx_attr *onyx__cuda_attr_find(const onyx_node_info *node, const char *name);
+#define onyx__cuda_attr_find onyx__pc_attr_find /* providers/common/pc_attr.c */
 onyx_status onyx__cuda_attr_int(const onyx_node_info *node, const char *name, int64_t dflt,
                                 int64_t *out, char *err, size_t err_cap);
 onyx_status onyx__cuda_attr_float(const onyx_node_info *node, const char *name, float dflt,

@@ -12,25 +12,7 @@
 
 /* ------------------------------------------------------------------ messages */
 
-onyx_status onyx__cuda_fail(char *err, size_t err_cap, onyx_status status, const char *fmt, ...) {
-  if (err != NULL && err_cap > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_cap, fmt, ap);
-    va_end(ap);
-  }
-  return status;
-}
-
-onyx_status onyx__cuda_error(onyx_compute_ctx *ctx, onyx_status status, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (ctx != NULL && ctx->set_error != NULL) ctx->set_error(ctx, "%s", msg);
-  return status;
-}
+/* onyx__cuda_fail and onyx__cuda_error live in providers/common/pc_msg.c. */
 
 onyx_status onyx__cuda_check(onyx_compute_ctx *ctx, cudaError_t e, const char *what) {
   if (e == cudaSuccess) return ONYX_STATUS_OK;
@@ -40,24 +22,6 @@ onyx_status onyx__cuda_check(onyx_compute_ctx *ctx, cudaError_t e, const char *w
 
 onyx_status onyx__cuda_check_launch(onyx_compute_ctx *ctx, const char *what) {
   return onyx__cuda_check(ctx, cudaGetLastError(), what);
-}
-
-onyx__cuda_shape_text onyx__cuda_shape_str(uint32_t rank, const int64_t *dims) {
-  onyx__cuda_shape_text t;
-  size_t used = 0;
-  t.s[used++] = '[';
-  for (uint32_t i = 0; i < rank && i < ONYX_MAX_RANK; ++i) {
-    int n = snprintf(t.s + used, sizeof t.s - used, i ? ",%lld" : "%lld", (long long)dims[i]);
-    if (n < 0 || (size_t)n >= sizeof t.s - used - 1) break;
-    used += (size_t)n;
-  }
-  t.s[used++] = ']';
-  t.s[used] = '\0';
-  return t;
-}
-
-onyx__cuda_shape_text onyx__cuda_tensor_shape(const onyx_tensor *t) {
-  return onyx__cuda_shape_str(t->rank, t->dims);
 }
 
 const char *onyx__cuda_dtype_name(uint32_t dtype) {
@@ -235,39 +199,20 @@ onyx_status onyx__cuda_known_ints(const onyx_tensor *t, int64_t *out, size_t cap
 
 /* ------------------------------------------------------------------ attributes */
 
-const onyx_attr *onyx__cuda_attr_find(const onyx_node_info *node, const char *name) {
-  for (size_t i = 0; i < node->attr_count; ++i)
-    if (node->attrs[i].name != NULL && strcmp(node->attrs[i].name, name) == 0)
-      return &node->attrs[i];
-  return NULL;
-}
+/* Lookups go through providers/common/pc_attr.c; the wording of a wrong type is ours. */
 
 onyx_status onyx__cuda_attr_int(const onyx_node_info *node, const char *name, int64_t dflt,
                                 int64_t *out, char *err, size_t err_cap) {
-  const onyx_attr *a = onyx__cuda_attr_find(node, name);
-  if (a == NULL) {
-    *out = dflt;
-    return ONYX_STATUS_OK;
-  }
-  if (a->type != ONYX_ATTR_INT)
-    return onyx__cuda_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "%s: attribute '%s' must be an int", node->op_type, name);
-  *out = a->i;
-  return ONYX_STATUS_OK;
+  if (onyx__pc_attr_int(node, name, dflt, out)) return ONYX_STATUS_OK;
+  return onyx__cuda_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                         "%s: attribute '%s' must be an int", node->op_type, name);
 }
 
 onyx_status onyx__cuda_attr_float(const onyx_node_info *node, const char *name, float dflt,
                                   float *out, char *err, size_t err_cap) {
-  const onyx_attr *a = onyx__cuda_attr_find(node, name);
-  if (a == NULL) {
-    *out = dflt;
-    return ONYX_STATUS_OK;
-  }
-  if (a->type != ONYX_ATTR_FLOAT)
-    return onyx__cuda_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "%s: attribute '%s' must be a float", node->op_type, name);
-  *out = a->f;
-  return ONYX_STATUS_OK;
+  if (onyx__pc_attr_float(node, name, dflt, out)) return ONYX_STATUS_OK;
+  return onyx__cuda_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                         "%s: attribute '%s' must be a float", node->op_type, name);
 }
 
 onyx_status onyx__cuda_attr_ints(const onyx_node_info *node, const char *name, int64_t *out,

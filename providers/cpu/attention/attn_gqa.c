@@ -33,6 +33,7 @@
 
 #include "attention_kernels.h"
 #include "attn_impl.h"
+#include "attn_params.h"
 
 enum {
   GQA_QUERY = 0,
@@ -89,55 +90,55 @@ static onyx_status gqa_create(void *provider_state, const onyx_node_info *node, 
     return st;
   const char *op = "GroupQueryAttention";
   if (nq <= 0 || nkv <= 0 || nq % nkv != 0)
-    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                            "%s: num_heads (%lld) must be a positive multiple of kv_num_heads "
                            "(%lld)",
                            op, (long long)nq, (long long)nkv);
   if (window == 0 || window < -1)
-    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                            "%s: local_window_size must be -1 or positive, got %lld", op,
                            (long long)window);
   if (causal != 0 && causal != 1)
-    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                            "%s: causal must be 0 or 1, got %lld", op, (long long)causal);
   if (causal == 0 && window != -1)
-    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                            "%s: local_window_size must be -1 when causal is 0", op);
   if (qk < 0 || qk > 2)
-    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                            "%s: qk_output must be 0, 1 or 2, got %lld", op, (long long)qk);
   if (layout != 0 && layout != 1)
-    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                            "%s: kv_layout must be 0 (BNSH) or 1 (BSNH, seq-major), got %lld", op,
                            (long long)layout);
   if (!(softcap >= 0.0f) || !(scale >= 0.0f) || isinf(scale) || isinf(softcap))
-    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                            "%s: scale (%g) and softcap (%g) must be finite and not negative", op,
                            (double)scale, (double)softcap);
   if (swc != 0)
-    return onyx__attn_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
                            "%s: sliding_window_cache = 1 (windowed KV cache) is not supported by "
                            "the CPU provider",
                            op);
   if (bits != 0 || !knone || !vnone)
-    return onyx__attn_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
                            "%s: a quantized KV cache (k_quant_type/v_quant_type/"
                            "kv_cache_bit_width) is not supported by the CPU provider",
                            op);
   for (size_t i = GQA_INPUTS; i < node->input_count; ++i) {
     if (node->input_present != NULL && !node->input_present[i]) continue;
     size_t k = i - GQA_INPUTS;
-    return onyx__attn_fail(
+    return onyx__pc_fail(
         err, err_cap, ONYX_STATUS_UNSUPPORTED,
         "%s: input %zu (%s) is not supported by the CPU provider", op, i,
         k < sizeof gqa_later_inputs / sizeof gqa_later_inputs[0] ? gqa_later_inputs[k] : "unknown");
   }
   if (node->output_count < 1 || (node->output_present != NULL && !node->output_present[0]))
-    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                            "%s: output 0 (output) must be named", op);
   if (qk == 0 && node->output_count > 3 &&
       (node->output_present == NULL || node->output_present[3]))
-    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                            "%s: output 3 (output_qk) is named but qk_output is 0", op);
   gqa_state *s = onyx__attn_state_new(sizeof *s, provider_state, node, err, err_cap);
   if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
@@ -158,68 +159,15 @@ static onyx_status gqa_create(void *provider_state, const onyx_node_info *node, 
 
 /* ------------------------------------------------------------------ geometry */
 
-typedef struct gqa_geom {
-  int64_t batch, seq, head, hidden; /* hidden: per-token width of the query input */
-  bool packed;
-  int64_t past_len; /* dims[2] of past_key, 0 without */
-} gqa_geom;
+/* Input geometry: checked in providers/common/attn_params.c, shared with CUDA. */
+typedef onyx__pc_gqa_geom gqa_geom;
+
+static const onyx__pc_head_limit gqa_head_limit = {0, ONYX__ATTN_MAX_HEAD, "CPU kernel's"};
 
 /* Shapes only (data may be NULL). On failure writes a message into msg. */
-static onyx_status gqa_geometry(const gqa_state *st, const onyx_tensor *const *in, size_t n,
-                                gqa_geom *g, char *msg, size_t cap) {
-  const onyx_tensor *q = onyx__attn_input(in, n, GQA_QUERY);
-  const onyx_tensor *k = onyx__attn_input(in, n, GQA_KEY);
-  const onyx_tensor *v = onyx__attn_input(in, n, GQA_VALUE);
-  const onyx_tensor *pk = onyx__attn_input(in, n, GQA_PAST_KEY);
-  const onyx_tensor *pv = onyx__attn_input(in, n, GQA_PAST_VALUE);
-  memset(g, 0, sizeof *g);
-  if (q == NULL || q->rank != 3)
-    return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                           "query must be 3-D (batch, sequence, hidden), got %s",
-                           q ? onyx__attn_shape(q).s : "nothing");
-  g->batch = q->dims[0];
-  g->seq = q->dims[1];
-  g->hidden = q->dims[2];
-  if ((k == NULL) != (v == NULL))
-    return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                           "key and value must both be given or both be absent (packed QKV)");
-  g->packed = k == NULL;
-  int64_t heads = g->packed ? st->nq + 2 * st->nkv : st->nq;
-  if (g->hidden % heads != 0 || g->hidden == 0)
-    return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                           "query width %lld is not a multiple of %lld heads%s",
-                           (long long)g->hidden, (long long)heads,
-                           g->packed ? " (packed: num_heads + 2*kv_num_heads)" : "");
-  g->head = g->hidden / heads;
-  if (g->head > ONYX__ATTN_MAX_HEAD)
-    return onyx__attn_fail(msg, cap, ONYX_STATUS_UNSUPPORTED,
-                           "head size %lld exceeds the CPU kernel's limit of %d",
-                           (long long)g->head, ONYX__ATTN_MAX_HEAD);
-  if (!g->packed) {
-    const onyx_tensor *kv[2] = {k, v};
-    for (int i = 0; i < 2; ++i)
-      if (kv[i]->rank != 3 || kv[i]->dims[0] != g->batch || kv[i]->dims[1] != g->seq ||
-          kv[i]->dims[2] != st->nkv * g->head)
-        return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                               "%s must be (%lld, %lld, %lld), got %s", i ? "value" : "key",
-                               (long long)g->batch, (long long)g->seq,
-                               (long long)(st->nkv * g->head), onyx__attn_shape(kv[i]).s);
-  }
-  if ((pk == NULL) != (pv == NULL))
-    return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                           "past_key and past_value must both be given or both be absent");
-  if (pk != NULL) {
-    const onyx_tensor *pp[2] = {pk, pv};
-    for (int i = 0; i < 2; ++i)
-      if (pp[i]->rank != 4 || pp[i]->dims[0] != g->batch || pp[i]->dims[1] != st->nkv ||
-          pp[i]->dims[3] != g->head || pp[i]->dims[2] != pk->dims[2])
-        return onyx__attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                               "%s must be (%lld, %lld, L, %lld) with the same L for both, got %s",
-                               i ? "past_value" : "past_key", (long long)g->batch,
-                               (long long)st->nkv, (long long)g->head, onyx__attn_shape(pp[i]).s);
-    g->past_len = pk->dims[2];
-  }
-  return ONYX_STATUS_OK;
+static onyx_status gqa_geometry(const gqa_state *st, const onyx_tensor *const *in, gqa_geom *g,
+                                char *msg, size_t cap) {
+  return onyx__pc_gqa_geometry(st->nq, st->nkv, in, &gqa_head_limit, g, msg, cap);
 }
 
 static bool gqa_wants_qk(const gqa_state *st) {
@@ -241,7 +189,7 @@ static onyx_status gqa_workspace(void *state, const onyx_tensor *inputs, size_t 
   gqa_geom g;
   char msg[8];
   /* Invalid geometry needs no workspace; compute() reports it with a message. */
-  if (gqa_geometry(st, in, GQA_INPUTS, &g, msg, sizeof msg) != ONYX_STATUS_OK)
+  if (gqa_geometry(st, in, &g, msg, sizeof msg) != ONYX_STATUS_OK)
     return ONYX_STATUS_OK;
   onyx__attn_plan plan;
   gqa_plan(st, &g, &plan);
@@ -267,7 +215,7 @@ static onyx_status gqa_infer(void *state, const onyx_tensor *inputs, size_t inpu
     in[i] = inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
   gqa_geom g;
   char msg[8];
-  onyx_status status = gqa_geometry(st, in, GQA_INPUTS, &g, msg, sizeof msg);
+  onyx_status status = gqa_geometry(st, in, &g, msg, sizeof msg);
   if (status != ONYX_STATUS_OK) return status;
   uint32_t dt = in[GQA_QUERY]->dtype;
   bool want_present = (st->head.output_count > 1 && st->head.output_present[1]) ||
@@ -389,18 +337,18 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   if (status != ONYX_STATUS_OK) return status;
   for (size_t i = GQA_INPUTS; i < input_count; ++i)
     if (inputs[i] != NULL)
-      return onyx__attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+      return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
                               "input %zu is not supported by the CPU provider", i);
   const onyx_tensor *in[GQA_INPUTS];
   for (size_t i = 0; i < GQA_INPUTS; ++i) in[i] = onyx__attn_input(inputs, input_count, i);
   const onyx_tensor *q = in[GQA_QUERY];
   char msg[256];
   gqa_geom g;
-  if ((status = gqa_geometry(st, in, GQA_INPUTS, &g, msg, sizeof msg)) != ONYX_STATUS_OK)
-    return onyx__attn_error(ctx, status, "%s", msg);
+  if ((status = gqa_geometry(st, in, &g, msg, sizeof msg)) != ONYX_STATUS_OK)
+    return onyx__pc_error(ctx, status, "%s", msg);
   uint32_t dt = q->dtype;
   if (!onyx__attn_is_float(dt))
-    return onyx__attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+    return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
                             "query has type %s; float32, float16 or bfloat16 expected",
                             onyx__attn_dtype_name(dt));
   static const int same_type[] = {GQA_KEY, GQA_VALUE, GQA_PAST_KEY, GQA_PAST_VALUE,
@@ -410,28 +358,28 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   for (size_t i = 0; i < sizeof same_type / sizeof same_type[0]; ++i) {
     const onyx_tensor *t = in[same_type[i]];
     if (t != NULL && t->dtype != dt)
-      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                               "%s (input %d) has type %s; the query's type %s expected",
                               same_name[i], same_type[i], onyx__attn_dtype_name(t->dtype),
                               onyx__attn_dtype_name(dt));
   }
   const onyx_tensor *seqlens_t = in[GQA_SEQLENS], *total_t = in[GQA_TOTAL];
   if (seqlens_t == NULL || total_t == NULL)
-    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                             "seqlens_k (input 5) and total_sequence_length (input 6) are required");
   if (seqlens_t->dtype != ONYX_DTYPE_INT32 || seqlens_t->rank != 1 || seqlens_t->dims[0] != g.batch)
-    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                             "seqlens_k must be int32 (%lld), got %s %s", (long long)g.batch,
-                            onyx__attn_dtype_name(seqlens_t->dtype), onyx__attn_shape(seqlens_t).s);
+                            onyx__attn_dtype_name(seqlens_t->dtype), onyx__pc_tensor_shape(seqlens_t).s);
   if (total_t->dtype != ONYX_DTYPE_INT32 || onyx_tensor_numel(total_t) != 1)
-    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                             "total_sequence_length must be an int32 scalar, got %s %s",
-                            onyx__attn_dtype_name(total_t->dtype), onyx__attn_shape(total_t).s);
+                            onyx__attn_dtype_name(total_t->dtype), onyx__pc_tensor_shape(total_t).s);
   const int32_t *seqlens = seqlens_t->data;
   int64_t S = g.seq, B = g.batch, H = g.head, L = g.past_len;
   int64_t T = ((const int32_t *)total_t->data)[0];
   if (T < 1 || !(T == L + S || T <= L))
-    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                             "total_sequence_length %lld must equal past length %lld + sequence "
                             "length %lld (growing cache) or be at most the past length (shared "
                             "buffer)",
@@ -442,7 +390,7 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
     int64_t total = (int64_t)seqlens[b] + 1;
     bool ok = first ? (total >= 1 && total <= S) : (total >= S && total <= T);
     if (!ok)
-      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                               "seqlens_k[%lld] = %lld gives %lld tokens, outside [%lld, %lld] for "
                               "sequence length %lld and total_sequence_length %lld",
                               (long long)b, (long long)seqlens[b], (long long)total,
@@ -458,14 +406,14 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   if (st->rotary) {
     const onyx_tensor *cos = in[GQA_COS], *sin = in[GQA_SIN], *pos = in[GQA_POS];
     if (cos == NULL || sin == NULL)
-      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                               "do_rotary = 1 needs cos_cache (input 7) and sin_cache (input 8)");
     if (cos->rank != 2 || cos->dims[1] < 1 || 2 * cos->dims[1] > H || sin->rank != 2 ||
         sin->dims[0] != cos->dims[0] || sin->dims[1] != cos->dims[1])
-      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                               "cos_cache %s and sin_cache %s must both be (max_position, D) with "
                               "1 <= 2*D <= head size %lld",
-                              onyx__attn_shape(cos).s, onyx__attn_shape(sin).s, (long long)H);
+                              onyx__pc_tensor_shape(cos).s, onyx__pc_tensor_shape(sin).s, (long long)H);
     rope.cos = cos->data;
     rope.sin = sin->data;
     rope.dtype = dt;
@@ -475,9 +423,9 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
     if (pos != NULL) {
       if (pos->dtype != ONYX_DTYPE_INT64 || pos->rank != 2 || pos->dims[0] != B ||
           pos->dims[1] != S)
-        return onyx__attn_error(
+        return onyx__pc_error(
             ctx, ONYX_STATUS_INVALID_ARGUMENT, "position_ids must be int64 (%lld, %lld), got %s %s",
-            (long long)B, (long long)S, onyx__attn_dtype_name(pos->dtype), onyx__attn_shape(pos).s);
+            (long long)B, (long long)S, onyx__attn_dtype_name(pos->dtype), onyx__pc_tensor_shape(pos).s);
       pos_ids = pos->data;
       if (first) { /* ONNX Runtime reads only position_ids[0, 0] in the first prompt */
         pos_add_s = 1;
@@ -491,7 +439,7 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
       for (int64_t s = 0; s < S; ++s) {
         int64_t p = pos_ids != NULL ? pos_ids[b * pos_bs + s * pos_ss] + s * pos_add_s : past + s;
         if (p < 0 || p >= rope.rows)
-          return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+          return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                                   "rotary position %lld (batch %lld, token %lld) is outside the "
                                   "cos/sin cache of %lld rows",
                                   (long long)p, (long long)b, (long long)s, (long long)rope.rows);
@@ -502,13 +450,13 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   if (bias != NULL &&
       (bias->rank != 4 || (bias->dims[0] != 1 && bias->dims[0] != B) ||
        (bias->dims[1] != 1 && bias->dims[1] != st->nq) || bias->dims[2] != S || bias->dims[3] != T))
-    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                             "attention_bias must be (%lld or 1, %lld or 1, %lld, %lld), got %s",
                             (long long)B, (long long)st->nq, (long long)S, (long long)T,
-                            onyx__attn_shape(bias).s);
+                            onyx__pc_tensor_shape(bias).s);
   if (sink != NULL && (sink->rank != 1 || sink->dims[0] != st->nq))
-    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "head_sink must be (%lld), got %s",
-                            (long long)st->nq, onyx__attn_shape(sink).s);
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "head_sink must be (%lld), got %s",
+                            (long long)st->nq, onyx__pc_tensor_shape(sink).s);
 
   /* Workspace: only the split-K route has any. */
   onyx__attn_plan plan;
@@ -518,7 +466,7 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   if (need > 0) {
     if (ctx->workspace == NULL || ctx->workspace_count < 1 || ctx->workspace[0].bytes < need ||
         ctx->workspace[0].data == NULL)
-      return onyx__attn_error(
+      return onyx__pc_error(
           ctx, ONYX_STATUS_WORKSPACE_TOO_SMALL,
           "workspace region gqa_splitk_partials has %llu bytes, %llu needed",
           (unsigned long long)(ctx->workspace != NULL && ctx->workspace_count > 0

@@ -29,13 +29,8 @@
 #include <string.h>
 
 #include "onyx_abi.h"
-
-#if defined(__GNUC__)
-#define ONYX__ATTN_PRINTF(fmt_index, first_arg)                                                    \
-  __attribute__((format(printf, fmt_index, first_arg)))
-#else
-#define ONYX__ATTN_PRINTF(fmt_index, first_arg)
-#endif
+#include "pc_attr.h"
+#include "pc_msg.h"
 
 /* Largest head size (query/key or value) the kernels take: tiles of that many floats
  * live on each task's stack. */
@@ -82,16 +77,8 @@ void onyx__attn_state_free(void *state); /* NULL-safe */
 
 /* ------------------------------------------------------------------ messages, attributes */
 
-/* Writes a printf-style message into err (when err_cap > 0) and returns status. */
-onyx_status onyx__attn_fail(char *err, size_t err_cap, onyx_status status, const char *fmt, ...)
-    ONYX__ATTN_PRINTF(4, 5);
-
-/* Reports through ctx->set_error and returns status. */
-onyx_status onyx__attn_error(onyx_compute_ctx *ctx, onyx_status status, const char *fmt, ...)
-    ONYX__ATTN_PRINTF(3, 4);
-
-/* The attribute called name, or NULL. */
-const onyx_attr *onyx__attn_attr(const onyx_node_info *node, const char *name);
+/* Messages (onyx__pc_fail into err, onyx__pc_error through ctx->set_error), shape
+ * text (onyx__pc_tensor_shape) and attribute lookup come from providers/common. */
 
 /* Typed lookups: absent → dflt; another type → INVALID_ARGUMENT naming the attribute. */
 onyx_status onyx__attn_attr_int(const onyx_node_info *node, const char *name, int64_t dflt,
@@ -105,12 +92,6 @@ onyx_status onyx__attn_attr_string_is(const onyx_node_info *node, const char *na
 
 /* "float32", "float16", ... for messages. */
 const char *onyx__attn_dtype_name(uint32_t dtype);
-
-/* A shape rendered as "[2,3,4]" (by value, for inline use in messages). */
-typedef struct onyx__attn_shape_text {
-  char s[ONYX_MAX_RANK * 22 + 4];
-} onyx__attn_shape_text;
-onyx__attn_shape_text onyx__attn_shape(const onyx_tensor *t);
 
 /* Input i, or NULL when absent or beyond count. */
 static inline const onyx_tensor *onyx__attn_input(const onyx_tensor *const *inputs, size_t count,

@@ -54,17 +54,17 @@ static onyx_status rope_create(void *provider_state, const onyx_node_info *node,
         (st = onyx__attn_attr_float(node, "scale", 1.0f, &scale, err, err_cap)))
       return st;
     if (packed != 0)
-      return onyx__attn_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
+      return onyx__pc_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
                              "RotaryEmbedding: is_packed_batching = %lld is not supported by the "
                              "CPU provider (only 0)",
                              (long long)packed);
   }
   if (interleaved != 0 && interleaved != 1)
-    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                            "RotaryEmbedding: interleaved must be 0 or 1, got %lld",
                            (long long)interleaved);
   if (num_heads < 0 || rot_dim < 0)
-    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                            "RotaryEmbedding: num_heads (%lld) and rotary_embedding_dim (%lld) "
                            "must not be negative",
                            (long long)num_heads, (long long)rot_dim);
@@ -131,20 +131,20 @@ static onyx_status rope_compute(void *state, onyx_compute_ctx *ctx,
   const onyx_tensor *cos = onyx__attn_input(inputs, input_count, st->ms ? 2 : 1);
   const onyx_tensor *sin = onyx__attn_input(inputs, input_count, st->ms ? 3 : 2);
   if (x == NULL || cos == NULL || sin == NULL || (st->ms && pos == NULL))
-    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                             st->ms ? "input, position_ids, cos_cache and sin_cache are required"
                                    : "input, cos_cache and sin_cache are required");
   if (!onyx__attn_is_float(x->dtype))
-    return onyx__attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+    return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
                             "input has type %s; float32, float16 or bfloat16 expected",
                             onyx__attn_dtype_name(x->dtype));
   if (cos->dtype != x->dtype || sin->dtype != x->dtype)
-    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                             "cos_cache (%s) and sin_cache (%s) must have the input's type %s",
                             onyx__attn_dtype_name(cos->dtype), onyx__attn_dtype_name(sin->dtype),
                             onyx__attn_dtype_name(x->dtype));
   if (pos != NULL && pos->dtype != ONYX_DTYPE_INT64)
-    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                             "position_ids has type %s; int64 expected",
                             onyx__attn_dtype_name(pos->dtype));
 
@@ -168,27 +168,27 @@ static onyx_status rope_compute(void *state, onyx_compute_ctx *ctx,
       j.heads = hidden / (2 * cos->dims[1]);
       if (j.heads == 0) j.heads = -1;
     } else {
-      return onyx__attn_error(
+      return onyx__pc_error(
           ctx, ONYX_STATUS_INVALID_ARGUMENT, "a 3-D input %s needs the num_heads attribute%s",
-          onyx__attn_shape(x).s, st->ms ? " when rotary_embedding_dim is set" : "");
+          onyx__pc_tensor_shape(x).s, st->ms ? " when rotary_embedding_dim is set" : "");
     }
     if (j.heads <= 0 || hidden % j.heads != 0)
-      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                               "hidden size %lld of input %s is not a multiple of the head count",
-                              (long long)hidden, onyx__attn_shape(x).s);
+                              (long long)hidden, onyx__pc_tensor_shape(x).s);
     j.head_size = hidden / j.heads;
   } else {
-    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                             "input must be 3-D (B, S, N*H) or 4-D (B, N, S, H), got %s",
-                            onyx__attn_shape(x).s);
+                            onyx__pc_tensor_shape(x).s);
   }
   if (j.head_size > ONYX__ATTN_MAX_HEAD)
-    return onyx__attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+    return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
                             "head size %lld exceeds the CPU kernel's limit of %d",
                             (long long)j.head_size, ONYX__ATTN_MAX_HEAD);
   j.rot = st->rot_dim > 0 ? st->rot_dim : j.head_size;
   if (j.rot > j.head_size || j.rot % 2 != 0)
-    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                             "rotary_embedding_dim %lld must be even and at most the head size "
                             "%lld",
                             (long long)j.rot, (long long)j.head_size);
@@ -198,19 +198,19 @@ static onyx_status rope_compute(void *state, onyx_compute_ctx *ctx,
   bool per_token = pos == NULL;
   if (per_token) {
     if (cos->rank != 3 || cos->dims[0] != j.batch || cos->dims[1] != j.seq || cos->dims[2] != half)
-      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                               "without position_ids cos_cache must be (%lld, %lld, %lld), got %s",
                               (long long)j.batch, (long long)j.seq, (long long)half,
-                              onyx__attn_shape(cos).s);
+                              onyx__pc_tensor_shape(cos).s);
   } else if (cos->rank != 2 || cos->dims[1] != half) {
-    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                             "cos_cache must be (max_position, %lld) for rotary dim %lld, got %s",
-                            (long long)half, (long long)j.rot, onyx__attn_shape(cos).s);
+                            (long long)half, (long long)j.rot, onyx__pc_tensor_shape(cos).s);
   }
   if (sin->rank != cos->rank || memcmp(sin->dims, cos->dims, sizeof(int64_t) * cos->rank) != 0)
-    return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                             "sin_cache %s and cos_cache %s differ in shape",
-                            onyx__attn_shape(sin).s, onyx__attn_shape(cos).s);
+                            onyx__pc_tensor_shape(sin).s, onyx__pc_tensor_shape(cos).s);
   j.table.cos = cos->data;
   j.table.sin = sin->data;
   j.table.dtype = cos->dtype;
@@ -222,15 +222,15 @@ static onyx_status rope_compute(void *state, onyx_compute_ctx *ctx,
     if (st->ms && pos->rank == 1 && pos->dims[0] == 1) {
       j.pos_scalar = true;
     } else if (pos->rank != 2 || pos->dims[0] != j.batch || pos->dims[1] != j.seq) {
-      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                               "position_ids must be (%lld, %lld)%s, got %s", (long long)j.batch,
-                              (long long)j.seq, st->ms ? " or (1)" : "", onyx__attn_shape(pos).s);
+                              (long long)j.seq, st->ms ? " or (1)" : "", onyx__pc_tensor_shape(pos).s);
     }
     for (int64_t b = 0; b < j.batch; ++b)
       for (int64_t s = 0; s < j.seq; ++s) {
         int64_t r = rope_table_row(&j, b, s);
         if (r < 0 || r >= j.table.rows)
-          return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+          return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                                   "position %lld (batch %lld, token %lld) is outside the "
                                   "cos/sin table of %lld rows",
                                   (long long)r, (long long)b, (long long)s,

@@ -43,14 +43,14 @@ void onyx__attn_parallel_for(const onyx__attn_threads *t, size_t n, void (*fn)(v
 void *onyx__attn_state_new(size_t size, void *provider_state, const onyx_node_info *node, char *err,
                            size_t err_cap) {
   if (node->output_count > 4) {
-    onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                     "%s: the node names %zu outputs, at most 4 are defined", node->op_type,
                     node->output_count);
     return NULL;
   }
   onyx__attn_node *s = calloc(1, size);
   if (s == NULL) {
-    onyx__attn_fail(err, err_cap, ONYX_STATUS_OUT_OF_MEMORY, "%s: cannot allocate kernel state",
+    onyx__pc_fail(err, err_cap, ONYX_STATUS_OUT_OF_MEMORY, "%s: cannot allocate kernel state",
                     node->op_type);
     return NULL;
   }
@@ -66,26 +66,6 @@ void *onyx__attn_state_new(size_t size, void *provider_state, const onyx_node_in
 void onyx__attn_state_free(void *state) { free(state); }
 
 /* ------------------------------------------------------------------ messages */
-
-onyx_status onyx__attn_fail(char *err, size_t err_cap, onyx_status status, const char *fmt, ...) {
-  if (err != NULL && err_cap > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_cap, fmt, ap);
-    va_end(ap);
-  }
-  return status;
-}
-
-onyx_status onyx__attn_error(onyx_compute_ctx *ctx, onyx_status status, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (ctx != NULL && ctx->set_error != NULL) ctx->set_error(ctx, "%s", msg);
-  return status;
-}
 
 const char *onyx__attn_dtype_name(uint32_t dtype) {
   switch (dtype) {
@@ -114,67 +94,34 @@ const char *onyx__attn_dtype_name(uint32_t dtype) {
   }
 }
 
-onyx__attn_shape_text onyx__attn_shape(const onyx_tensor *t) {
-  onyx__attn_shape_text out;
-  size_t n = 0;
-  out.s[n++] = '[';
-  uint32_t rank = t->rank <= ONYX_MAX_RANK ? t->rank : ONYX_MAX_RANK;
-  for (uint32_t i = 0; i < rank; ++i) {
-    int w = snprintf(out.s + n, sizeof out.s - n, i ? ",%lld" : "%lld", (long long)t->dims[i]);
-    if (w < 0 || (size_t)w >= sizeof out.s - n) break;
-    n += (size_t)w;
-  }
-  if (n + 2 <= sizeof out.s) {
-    out.s[n++] = ']';
-    out.s[n] = '\0';
-  } else {
-    out.s[sizeof out.s - 1] = '\0';
-  }
-  return out;
-}
-
 /* ------------------------------------------------------------------ attributes */
 
-const onyx_attr *onyx__attn_attr(const onyx_node_info *node, const char *name) {
-  if (node->attrs == NULL) return NULL;
-  for (size_t i = 0; i < node->attr_count; ++i)
-    if (node->attrs[i].name != NULL && strcmp(node->attrs[i].name, name) == 0)
-      return &node->attrs[i];
-  return NULL;
-}
+/* Lookups go through providers/common/pc_attr.c; the wording of a wrong type is ours. */
 
 onyx_status onyx__attn_attr_int(const onyx_node_info *node, const char *name, int64_t dflt,
                                 int64_t *out, char *err, size_t err_cap) {
-  const onyx_attr *a = onyx__attn_attr(node, name);
   *out = dflt;
-  if (a == NULL) return ONYX_STATUS_OK;
-  if (a->type != ONYX_ATTR_INT)
-    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "%s: attribute '%s' must be an INT", node->op_type, name);
-  *out = a->i;
-  return ONYX_STATUS_OK;
+  if (onyx__pc_attr_int(node, name, dflt, out)) return ONYX_STATUS_OK;
+  return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                       "%s: attribute '%s' must be an INT", node->op_type, name);
 }
 
 onyx_status onyx__attn_attr_float(const onyx_node_info *node, const char *name, float dflt,
                                   float *out, char *err, size_t err_cap) {
-  const onyx_attr *a = onyx__attn_attr(node, name);
   *out = dflt;
-  if (a == NULL) return ONYX_STATUS_OK;
-  if (a->type != ONYX_ATTR_FLOAT)
-    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "%s: attribute '%s' must be a FLOAT", node->op_type, name);
-  *out = a->f;
-  return ONYX_STATUS_OK;
+  if (onyx__pc_attr_float(node, name, dflt, out)) return ONYX_STATUS_OK;
+  return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                       "%s: attribute '%s' must be a FLOAT", node->op_type, name);
 }
 
 onyx_status onyx__attn_attr_string_is(const onyx_node_info *node, const char *name,
                                       const char *expect, bool *out_equal, char *err,
                                       size_t err_cap) {
-  const onyx_attr *a = onyx__attn_attr(node, name);
+  const onyx_attr *a = onyx__pc_attr_find(node, name);
   *out_equal = true;
   if (a == NULL) return ONYX_STATUS_OK;
   if (a->type != ONYX_ATTR_STRING)
-    return onyx__attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                            "%s: attribute '%s' must be a STRING", node->op_type, name);
   *out_equal = a->s != NULL && strlen(expect) == a->s_len && memcmp(a->s, expect, a->s_len) == 0;
   return ONYX_STATUS_OK;
@@ -202,17 +149,17 @@ onyx_status onyx__attn_check_host(onyx_compute_ctx *ctx, const onyx_tensor *cons
     const onyx_tensor *t = inputs[i];
     if (t == NULL) continue;
     if (t->device != ONYX_DEVICE_HOST)
-      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "input %zu is not in host memory",
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "input %zu is not in host memory",
                               i);
     if (t->rank > ONYX_MAX_RANK)
-      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "input %zu has rank %u", i,
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "input %zu has rank %u", i,
                               t->rank);
     for (uint32_t d = 0; d < t->rank; ++d)
       if (t->dims[d] < 0)
-        return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                "input %zu has a negative dimension %s", i, onyx__attn_shape(t).s);
+        return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                                "input %zu has a negative dimension %s", i, onyx__pc_tensor_shape(t).s);
     if (t->data == NULL && onyx_tensor_numel(t) != 0)
-      return onyx__attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                               "input %zu has %lld elements but no data", i,
                               (long long)onyx_tensor_numel(t));
   }

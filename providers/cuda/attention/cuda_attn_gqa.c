@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "attn_params.h"
 #include "cuda_attention_kernels.h"
 #include "cuda_attn_impl.h"
 #include "cuda_attn_util.h"
@@ -113,30 +114,30 @@ static onyx_status gqa_create(void *provider_state, const onyx_node_info *node, 
     return st;
   char why[128];
   if (!gqa_supports(node, why, sizeof why))
-    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED, "%s: %s", gqa_op, why);
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED, "%s: %s", gqa_op, why);
   if (nq <= 0 || nkv <= 0 || nq % nkv != 0)
-    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                                 "%s: num_heads (%lld) must be a positive multiple of kv_num_heads "
                                 "(%lld)",
                                 gqa_op, (long long)nq, (long long)nkv);
   if (window == 0 || window < -1)
-    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                                 "%s: local_window_size must be -1 or positive, got %lld", gqa_op,
                                 (long long)window);
   if ((causal != 0 && causal != 1) || (causal == 0 && window != -1))
-    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                                 "%s: causal must be 0 or 1 (and 1 with a local window), got %lld",
                                 gqa_op, (long long)causal);
   if (layout != 0 && layout != 1)
-    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                                 "%s: kv_layout must be 0 (BNSH) or 1 (BSNH, seq-major), got %lld",
                                 gqa_op, (long long)layout);
   if (!(softcap >= 0.0f) || !(scale >= 0.0f) || isinf(scale) || isinf(softcap))
-    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                                 "%s: scale (%g) and softcap (%g) must be finite and not negative",
                                 gqa_op, (double)scale, (double)softcap);
   if (node->output_count < 1 || (node->output_present != NULL && !node->output_present[0]))
-    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                                 "%s: output 0 (output) must be named", gqa_op);
   gqa_state *s = onyx__cuda_attn_state_new(sizeof *s, node, gqa_op, err, err_cap);
   if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
@@ -156,66 +157,15 @@ static onyx_status gqa_create(void *provider_state, const onyx_node_info *node, 
 
 /* ------------------------------------------------------------------ geometry */
 
-typedef struct gqa_geom {
-  int64_t batch, seq, head, hidden; /* hidden: per-token width of the query input */
-  bool packed;
-  int64_t past_len; /* dims[2] of past_key, 0 without */
-} gqa_geom;
+/* Input geometry: checked in providers/common/attn_params.c, shared with the CPU. */
+typedef onyx__pc_gqa_geom gqa_geom;
+
+static const onyx__pc_head_limit gqa_head_limit = {0, ONYX__CUDA_ATTN_REF_MAX_HEAD,
+                                                   "CUDA kernels'"};
 
 static onyx_status gqa_geometry(const gqa_state *st, const onyx_tensor *const *in, gqa_geom *g,
                                 char *msg, size_t cap) {
-  const onyx_tensor *q = in[GQA_QUERY], *k = in[GQA_KEY], *v = in[GQA_VALUE];
-  const onyx_tensor *pk = in[GQA_PAST_KEY], *pv = in[GQA_PAST_VALUE];
-  memset(g, 0, sizeof *g);
-  if (q == NULL || q->rank != 3)
-    return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                                "query must be 3-D (batch, sequence, hidden), got %s",
-                                q ? onyx__cuda_attn_shape(q).s : "nothing");
-  g->batch = q->dims[0];
-  g->seq = q->dims[1];
-  g->hidden = q->dims[2];
-  if ((k == NULL) != (v == NULL))
-    return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                                "key and value must both be given or both be absent (packed QKV)");
-  g->packed = k == NULL;
-  int64_t heads = g->packed ? st->nq + 2 * st->nkv : st->nq;
-  if (g->hidden % heads != 0 || g->hidden == 0)
-    return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                                "query width %lld is not a multiple of %lld heads%s",
-                                (long long)g->hidden, (long long)heads,
-                                g->packed ? " (packed: num_heads + 2*kv_num_heads)" : "");
-  g->head = g->hidden / heads;
-  if (g->head > ONYX__CUDA_ATTN_REF_MAX_HEAD)
-    return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_UNSUPPORTED,
-                                "head size %lld exceeds the CUDA kernels' limit of %d",
-                                (long long)g->head, ONYX__CUDA_ATTN_REF_MAX_HEAD);
-  if (!g->packed) {
-    const onyx_tensor *kv[2] = {k, v};
-    for (int i = 0; i < 2; ++i)
-      if (kv[i]->rank != 3 || kv[i]->dims[0] != g->batch || kv[i]->dims[1] != g->seq ||
-          kv[i]->dims[2] != st->nkv * g->head)
-        return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                                    "%s must be (%lld, %lld, %lld), got %s", i ? "value" : "key",
-                                    (long long)g->batch, (long long)g->seq,
-                                    (long long)(st->nkv * g->head), onyx__cuda_attn_shape(kv[i]).s);
-  }
-  if ((pk == NULL) != (pv == NULL))
-    return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                                "past_key and past_value must both be given or both be absent");
-  if (pk != NULL) {
-    const onyx_tensor *pp[2] = {pk, pv};
-    for (int i = 0; i < 2; ++i)
-      if (pp[i]->rank != 4 || pp[i]->dims[0] != g->batch || pp[i]->dims[1] != st->nkv ||
-          pp[i]->dims[3] != g->head || pp[i]->dims[2] != pk->dims[2])
-        return onyx__cuda_attn_fail(
-            msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-            "%s must be (%lld, %lld, L, %lld) with the same L for both, got "
-            "%s",
-            i ? "past_value" : "past_key", (long long)g->batch, (long long)st->nkv,
-            (long long)g->head, onyx__cuda_attn_shape(pp[i]).s);
-    g->past_len = pk->dims[2];
-  }
-  return ONYX_STATUS_OK;
+  return onyx__pc_gqa_geometry(st->nq, st->nkv, in, &gqa_head_limit, g, msg, cap);
 }
 
 /* The plan of a geometry: keys of any row are bounded by L + S (T is L + S or <= L). */
@@ -307,7 +257,7 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   const gqa_state *st = state;
   for (size_t i = GQA_INPUTS; i < input_count; ++i)
     if (inputs[i] != NULL)
-      return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+      return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
                                    "input %zu is not supported by the CUDA kernel", i);
   const onyx_tensor *in[GQA_INPUTS];
   for (size_t i = 0; i < GQA_INPUTS; ++i) in[i] = onyx__cuda_attn_input(inputs, input_count, i);
@@ -317,10 +267,10 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   char msg[256];
   gqa_geom g;
   if ((status = gqa_geometry(st, in, &g, msg, sizeof msg)) != ONYX_STATUS_OK)
-    return onyx__cuda_attn_error(ctx, status, "%s", msg);
+    return onyx__pc_error(ctx, status, "%s", msg);
   uint32_t dt = q->dtype;
   if (dt != ONYX_DTYPE_FLOAT32 && dt != ONYX_DTYPE_FLOAT16 && dt != ONYX_DTYPE_BFLOAT16)
-    return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+    return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
                                  "query has type %s; float32, float16 or bfloat16 expected",
                                  onyx__cuda_attn_dtype_name(dt));
   static const int same_type[] = {GQA_KEY, GQA_VALUE, GQA_PAST_KEY, GQA_PAST_VALUE,
@@ -330,43 +280,43 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   for (size_t i = 0; i < sizeof same_type / sizeof same_type[0]; ++i) {
     const onyx_tensor *t = in[same_type[i]];
     if (t != NULL && t->dtype != dt)
-      return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                                    "%s (input %d) has type %s; the query's type %s expected",
                                    same_name[i], same_type[i], onyx__cuda_attn_dtype_name(t->dtype),
                                    onyx__cuda_attn_dtype_name(dt));
   }
   const onyx_tensor *seqlens_t = in[GQA_SEQLENS], *total_t = in[GQA_TOTAL];
   if (seqlens_t == NULL || total_t == NULL)
-    return onyx__cuda_attn_error(
+    return onyx__pc_error(
         ctx, ONYX_STATUS_INVALID_ARGUMENT,
         "seqlens_k (input 5) and total_sequence_length (input 6) are required");
   int64_t S = g.seq, B = g.batch, H = g.head, L = g.past_len;
   if (seqlens_t->dtype != ONYX_DTYPE_INT32 || seqlens_t->rank != 1 || seqlens_t->dims[0] != B)
-    return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                                  "seqlens_k must be int32 (%lld), got %s %s", (long long)B,
                                  onyx__cuda_attn_dtype_name(seqlens_t->dtype),
-                                 onyx__cuda_attn_shape(seqlens_t).s);
+                                 onyx__pc_tensor_shape(seqlens_t).s);
   if (total_t->dtype != ONYX_DTYPE_INT32 || onyx_tensor_numel(total_t) != 1)
-    return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                                  "total_sequence_length must be an int32 scalar, got %s %s",
                                  onyx__cuda_attn_dtype_name(total_t->dtype),
-                                 onyx__cuda_attn_shape(total_t).s);
+                                 onyx__pc_tensor_shape(total_t).s);
   if (total_t->device != ONYX_DEVICE_HOST) /* host_inputs: the core hands it over on the host */
-    return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                                  "total_sequence_length (input 6) must be in host memory");
   if (B == 0 || S == 0)
-    return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+    return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
                                  "empty batch or sequence (%lld, %lld)", (long long)B,
                                  (long long)S);
   if (B * st->nkv > 65535)
-    return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+    return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
                                  "batch %lld times kv heads %lld exceeds the CUDA kernel's grid",
                                  (long long)B, (long long)st->nkv);
   int32_t T32 = 0;
   memcpy(&T32, total_t->data, sizeof T32);
   int64_t T = T32;
   if (T < 1 || !(T == L + S || T <= L))
-    return onyx__cuda_attn_error(
+    return onyx__pc_error(
         ctx, ONYX_STATUS_INVALID_ARGUMENT,
         "total_sequence_length %lld must equal past length %lld + sequence length %lld (growing "
         "cache) or be at most the past length (shared buffer)",
@@ -374,7 +324,7 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   bool first = S == T;
   int64_t P = T > L ? T : L;
   if (P > INT32_MAX)
-    return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+    return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
                                  "a KV cache of %lld rows exceeds the CUDA kernel's 2^31 - 1",
                                  (long long)P);
 
@@ -383,15 +333,15 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   if (st->rotary) {
     const onyx_tensor *cos = in[GQA_COS], *sin = in[GQA_SIN], *pos = in[GQA_POS];
     if (cos == NULL || sin == NULL)
-      return onyx__cuda_attn_error(
+      return onyx__pc_error(
           ctx, ONYX_STATUS_INVALID_ARGUMENT,
           "do_rotary = 1 needs cos_cache (input 7) and sin_cache (input 8)");
     if (cos->rank != 2 || cos->dims[1] < 1 || 2 * cos->dims[1] > H || cos->dims[0] < 1 ||
         sin->rank != 2 || sin->dims[0] != cos->dims[0] || sin->dims[1] != cos->dims[1])
-      return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                                    "cos_cache %s and sin_cache %s must both be (max_position, D) "
                                    "with 1 <= 2*D <= head size %lld",
-                                   onyx__cuda_attn_shape(cos).s, onyx__cuda_attn_shape(sin).s,
+                                   onyx__pc_tensor_shape(cos).s, onyx__pc_tensor_shape(sin).s,
                                    (long long)H);
     p.cos = cos->data;
     p.sin = sin->data;
@@ -401,10 +351,10 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
     if (pos != NULL) {
       if (pos->dtype != ONYX_DTYPE_INT64 || pos->rank != 2 || pos->dims[0] != B ||
           pos->dims[1] != S)
-        return onyx__cuda_attn_error(
+        return onyx__pc_error(
             ctx, ONYX_STATUS_INVALID_ARGUMENT, "position_ids must be int64 (%lld, %lld), got %s %s",
             (long long)B, (long long)S, onyx__cuda_attn_dtype_name(pos->dtype),
-            onyx__cuda_attn_shape(pos).s);
+            onyx__pc_tensor_shape(pos).s);
       p.pos_ids = pos->data;
       if (first) { /* ONNX Runtime reads only position_ids[0, 0] in the first prompt */
         p.pos_add_s = 1;
@@ -418,14 +368,14 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   if (bias != NULL &&
       (bias->rank != 4 || (bias->dims[0] != 1 && bias->dims[0] != B) ||
        (bias->dims[1] != 1 && bias->dims[1] != st->nq) || bias->dims[2] != S || bias->dims[3] != T))
-    return onyx__cuda_attn_error(
+    return onyx__pc_error(
         ctx, ONYX_STATUS_INVALID_ARGUMENT,
         "attention_bias must be (%lld or 1, %lld or 1, %lld, %lld), got %s", (long long)B,
-        (long long)st->nq, (long long)S, (long long)T, onyx__cuda_attn_shape(bias).s);
+        (long long)st->nq, (long long)S, (long long)T, onyx__pc_tensor_shape(bias).s);
   if (sink != NULL && (sink->rank != 1 || sink->dims[0] != st->nq))
-    return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                                  "head_sink must be (%lld), got %s", (long long)st->nq,
-                                 onyx__cuda_attn_shape(sink).s);
+                                 onyx__pc_tensor_shape(sink).s);
 
   /* Workspace of this route. */
   onyx__cuda_attn_plan plan;

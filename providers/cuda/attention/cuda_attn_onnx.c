@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "attn_params.h"
 #include "cuda_attention_kernels.h"
 #include "cuda_attn_impl.h"
 #include "cuda_attn_util.h"
@@ -67,22 +68,22 @@ static onyx_status at_create(void *provider_state, const onyx_node_info *node, v
     return st;
   char why[128];
   if (!at_supports(node, why, sizeof why))
-    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED, "Attention: %s", why);
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED, "Attention: %s", why);
   if (causal != 0 && causal != 1)
-    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                                 "Attention: is_causal must be 0 or 1, got %lld", (long long)causal);
   if (qh < 0 || kvh < 0 || (qh > 0 && kvh > 0 && qh % kvh != 0))
-    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                                 "Attention: q_num_heads (%lld) must be a multiple of kv_num_heads "
                                 "(%lld)",
                                 (long long)qh, (long long)kvh);
   if (!(softcap >= 0.0f) || isinf(softcap) || !(scale >= 0.0f) || isinf(scale))
-    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                                 "Attention: scale (%g) and softcap (%g) must be finite and not "
                                 "negative",
                                 (double)scale, (double)softcap);
   if (node->output_count < 1 || (node->output_present != NULL && !node->output_present[0]))
-    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                                 "Attention: output 0 (Y) must be named");
   at_state *s = onyx__cuda_attn_state_new(sizeof *s, node, "Attention", err, err_cap);
   if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
@@ -97,87 +98,15 @@ static onyx_status at_create(void *provider_state, const onyx_node_info *node, v
 
 /* ------------------------------------------------------------------ geometry */
 
-typedef struct at_geom {
-  bool four_d;
-  int64_t batch, nq, nkv, sq, skv, hk, hv, past, total;
-} at_geom;
+/* Input geometry: checked in providers/common/attn_params.c, shared with the CPU. */
+typedef onyx__pc_attn_geom at_geom;
+
+static const onyx__pc_head_limit at_head_limit = {1, ONYX__CUDA_ATTN_REF_MAX_HEAD,
+                                                  "CUDA kernels'"};
 
 static onyx_status at_geometry(const at_state *st, const onyx_tensor *const *in, at_geom *g,
                                char *msg, size_t cap) {
-  const onyx_tensor *q = in[AT_Q], *k = in[AT_K], *v = in[AT_V];
-  const onyx_tensor *pk = in[AT_PAST_K], *pv = in[AT_PAST_V];
-  memset(g, 0, sizeof *g);
-  if (q == NULL || k == NULL || v == NULL)
-    return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT, "Q, K and V are required");
-  if (q->rank != k->rank || q->rank != v->rank || (q->rank != 3 && q->rank != 4))
-    return onyx__cuda_attn_fail(
-        msg, cap, ONYX_STATUS_INVALID_ARGUMENT, "Q %s, K %s and V %s must all be 4-D or all be 3-D",
-        onyx__cuda_attn_shape(q).s, onyx__cuda_attn_shape(k).s, onyx__cuda_attn_shape(v).s);
-  g->batch = q->dims[0];
-  if (k->dims[0] != g->batch || v->dims[0] != g->batch)
-    return onyx__cuda_attn_fail(
-        msg, cap, ONYX_STATUS_INVALID_ARGUMENT, "Q %s, K %s and V %s disagree on the batch size",
-        onyx__cuda_attn_shape(q).s, onyx__cuda_attn_shape(k).s, onyx__cuda_attn_shape(v).s);
-  if (q->rank == 4) {
-    g->four_d = true;
-    g->nq = q->dims[1];
-    g->sq = q->dims[2];
-    g->hk = q->dims[3];
-    g->nkv = k->dims[1];
-    g->skv = k->dims[2];
-    if (k->dims[3] != g->hk || v->dims[1] != g->nkv || v->dims[2] != g->skv)
-      return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                                  "K %s must be (B, Nkv, Skv, %lld) and V %s (B, Nkv, Skv, Hv)",
-                                  onyx__cuda_attn_shape(k).s, (long long)g->hk,
-                                  onyx__cuda_attn_shape(v).s);
-    g->hv = v->dims[3];
-  } else {
-    if (st->q_heads <= 0 || st->kv_heads <= 0)
-      return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                                  "3-D inputs need the q_num_heads and kv_num_heads attributes");
-    g->nq = st->q_heads;
-    g->nkv = st->kv_heads;
-    g->sq = q->dims[1];
-    g->skv = k->dims[1];
-    if (q->dims[2] % g->nq != 0 || k->dims[2] % g->nkv != 0 || v->dims[2] % g->nkv != 0 ||
-        v->dims[1] != g->skv)
-      return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                                  "Q %s, K %s, V %s do not split into %lld query and %lld kv heads",
-                                  onyx__cuda_attn_shape(q).s, onyx__cuda_attn_shape(k).s,
-                                  onyx__cuda_attn_shape(v).s, (long long)g->nq, (long long)g->nkv);
-    g->hk = q->dims[2] / g->nq;
-    g->hv = v->dims[2] / g->nkv;
-    if (k->dims[2] / g->nkv != g->hk)
-      return onyx__cuda_attn_fail(
-          msg, cap, ONYX_STATUS_INVALID_ARGUMENT, "K %s head size differs from Q %s head size %lld",
-          onyx__cuda_attn_shape(k).s, onyx__cuda_attn_shape(q).s, (long long)g->hk);
-  }
-  if (g->nkv <= 0 || g->nq % g->nkv != 0)
-    return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                                "query heads %lld must be a positive multiple of kv heads %lld",
-                                (long long)g->nq, (long long)g->nkv);
-  if (g->hk > ONYX__CUDA_ATTN_REF_MAX_HEAD || g->hv > ONYX__CUDA_ATTN_REF_MAX_HEAD || g->hk < 1 ||
-      g->hv < 1)
-    return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_UNSUPPORTED,
-                                "head sizes %lld/%lld are outside the CUDA kernels' range 1..%d",
-                                (long long)g->hk, (long long)g->hv, ONYX__CUDA_ATTN_REF_MAX_HEAD);
-  if ((pk == NULL) != (pv == NULL))
-    return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                                "past_key and past_value must both be given or both be absent");
-  if (pk != NULL) {
-    if (pk->rank != 4 || pk->dims[0] != g->batch || pk->dims[1] != g->nkv || pk->dims[3] != g->hk ||
-        pv->rank != 4 || pv->dims[0] != g->batch || pv->dims[1] != g->nkv ||
-        pv->dims[2] != pk->dims[2] || pv->dims[3] != g->hv)
-      return onyx__cuda_attn_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                                  "past_key %s must be (%lld, %lld, P, %lld) and past_value %s "
-                                  "(%lld, %lld, P, %lld)",
-                                  onyx__cuda_attn_shape(pk).s, (long long)g->batch,
-                                  (long long)g->nkv, (long long)g->hk, onyx__cuda_attn_shape(pv).s,
-                                  (long long)g->batch, (long long)g->nkv, (long long)g->hv);
-    g->past = pk->dims[2];
-  }
-  g->total = g->past + g->skv;
-  return ONYX_STATUS_OK;
+  return onyx__pc_attn_geometry(st->q_heads, st->kv_heads, in, &at_head_limit, g, msg, cap);
 }
 
 /* Whether keys must be staged: a past is given and the presents are not both produced. */
@@ -260,26 +189,26 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   char msg[256];
   at_geom g;
   if ((status = at_geometry(st, in, &g, msg, sizeof msg)) != ONYX_STATUS_OK)
-    return onyx__cuda_attn_error(ctx, status, "%s", msg);
+    return onyx__pc_error(ctx, status, "%s", msg);
   uint32_t dt = in[AT_Q]->dtype;
   if (dt != ONYX_DTYPE_FLOAT32 && dt != ONYX_DTYPE_FLOAT16 && dt != ONYX_DTYPE_BFLOAT16)
-    return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+    return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
                                  "Q has type %s; float32, float16 or bfloat16 expected",
                                  onyx__cuda_attn_dtype_name(dt));
   static const int same[] = {AT_K, AT_V, AT_PAST_K, AT_PAST_V};
   static const char *const same_name[] = {"K", "V", "past_key", "past_value"};
   for (size_t i = 0; i < 4; ++i)
     if (in[same[i]] != NULL && in[same[i]]->dtype != dt)
-      return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+      return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
                                    "%s has type %s; the CUDA kernel needs Q, K, V and the past in "
                                    "one type (%s)",
                                    same_name[i], onyx__cuda_attn_dtype_name(in[same[i]]->dtype),
                                    onyx__cuda_attn_dtype_name(dt));
   int64_t B = g.batch, T = g.total;
   if (B == 0 || g.sq == 0)
-    return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED, "empty batch or query sequence");
+    return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED, "empty batch or query sequence");
   if (T > INT32_MAX || B * g.nkv > 65535)
-    return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+    return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
                                  "%lld keys or %lld batch x kv heads exceed the CUDA kernel's grid",
                                  (long long)T, (long long)(B * g.nkv));
 
@@ -290,22 +219,22 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   if (mask != NULL) {
     if (mask->dtype != ONYX_DTYPE_BOOL && mask->dtype != ONYX_DTYPE_FLOAT32 &&
         mask->dtype != ONYX_DTYPE_FLOAT16 && mask->dtype != ONYX_DTYPE_BFLOAT16)
-      return onyx__cuda_attn_error(ctx, ONYX_STATUS_UNSUPPORTED,
+      return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
                                    "attn_mask has type %s; bool, float32, float16 or bfloat16 "
                                    "expected",
                                    onyx__cuda_attn_dtype_name(mask->dtype));
     if (mask->rank < 1 || mask->rank > 4)
-      return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                                    "attn_mask must have rank 1 to 4, got %s",
-                                   onyx__cuda_attn_shape(mask).s);
+                                   onyx__pc_tensor_shape(mask).s);
     int64_t md[4] = {1, 1, 1, 1};
     for (uint32_t i = 0; i < mask->rank; ++i) md[4 - mask->rank + i] = mask->dims[i];
     int64_t want[3] = {B, g.nq, g.sq};
     for (int i = 0; i < 3; ++i)
       if (md[i] != 1 && md[i] != want[i])
-        return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+        return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                                      "attn_mask %s does not broadcast to (%lld, %lld, %lld, %lld)",
-                                     onyx__cuda_attn_shape(mask).s, (long long)B, (long long)g.nq,
+                                     onyx__pc_tensor_shape(mask).s, (long long)B, (long long)g.nq,
                                      (long long)g.sq, (long long)T);
     p.m_js = 1;
     if (md[3] == T) {
@@ -315,9 +244,9 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
     } else if (md[3] == 1) {
       p.m_js = 0; /* broadcast along the keys */
     } else {
-      return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                                    "attn_mask %s: its last axis must be the %lld keys (past + new)",
-                                   onyx__cuda_attn_shape(mask).s, (long long)T);
+                                   onyx__pc_tensor_shape(mask).s, (long long)T);
     }
     p.mask = mask->data;
     p.mask_dtype = mask->dtype;
@@ -328,16 +257,16 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   const onyx_tensor *nonpad_t = in[AT_NONPAD];
   if (nonpad_t != NULL) {
     if (st->head.opset < 24)
-      return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                                    "nonpad_kv_seqlen (input 6) needs opset 24, the model uses %lld",
                                    (long long)st->head.opset);
     if (nonpad_t->dtype != ONYX_DTYPE_INT64 || nonpad_t->rank != 1 || nonpad_t->dims[0] != B)
-      return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                                    "nonpad_kv_seqlen must be int64 (%lld), got %s %s", (long long)B,
                                    onyx__cuda_attn_dtype_name(nonpad_t->dtype),
-                                   onyx__cuda_attn_shape(nonpad_t).s);
+                                   onyx__pc_tensor_shape(nonpad_t).s);
     if (g.past > 0)
-      return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                                    "nonpad_kv_seqlen cannot be combined with past_key/past_value");
     p.nonpad = nonpad_t->data; /* values are clamped to [0, total] on the device */
   }

@@ -16,13 +16,13 @@
 void *onyx__cuda_attn_state_new(size_t size, const onyx_node_info *node, const char *op, char *err,
                                 size_t err_cap) {
   if (node->output_count > 4) {
-    onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+    onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                          "%s: %zu outputs named, at most 4 expected", op, node->output_count);
     return NULL;
   }
   onyx__cuda_attn_node *s = calloc(1, size);
   if (s == NULL) {
-    onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_OUT_OF_MEMORY, "%s: out of host memory", op);
+    onyx__pc_fail(err, err_cap, ONYX_STATUS_OUT_OF_MEMORY, "%s: out of host memory", op);
     return NULL;
   }
   s->opset = node->opset;
@@ -34,65 +34,25 @@ void *onyx__cuda_attn_state_new(size_t size, const onyx_node_info *node, const c
 
 void onyx__cuda_attn_state_free(void *state) { free(state); }
 
-onyx_status onyx__cuda_attn_fail(char *err, size_t err_cap, onyx_status status, const char *fmt,
-                                 ...) {
-  if (err != NULL && err_cap > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_cap, fmt, ap);
-    va_end(ap);
-  }
-  return status;
-}
-
-onyx_status onyx__cuda_attn_error(onyx_compute_ctx *ctx, onyx_status status, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (ctx != NULL && ctx->set_error != NULL) ctx->set_error(ctx, "%s", msg);
-  return status;
-}
-
-static const onyx_attr *find_attr(const onyx_node_info *node, const char *name) {
-  for (size_t i = 0; i < node->attr_count; ++i)
-    if (node->attrs[i].name != NULL && strcmp(node->attrs[i].name, name) == 0)
-      return &node->attrs[i];
-  return NULL;
-}
+/* Lookups go through providers/common/pc_attr.c; the wording of a wrong type is ours. */
 
 onyx_status onyx__cuda_attn_attr_int(const onyx_node_info *node, const char *name, int64_t dflt,
                                      int64_t *out, char *err, size_t err_cap) {
-  const onyx_attr *a = find_attr(node, name);
-  if (a == NULL) {
-    *out = dflt;
-    return ONYX_STATUS_OK;
-  }
-  if (a->type != ONYX_ATTR_INT)
-    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
-                                "%s: attribute %s must be an int", node->op_type, name);
-  *out = a->i;
-  return ONYX_STATUS_OK;
+  if (onyx__pc_attr_int(node, name, dflt, out)) return ONYX_STATUS_OK;
+  return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
+                       "%s: attribute %s must be an int", node->op_type, name);
 }
 
 onyx_status onyx__cuda_attn_attr_float(const onyx_node_info *node, const char *name, float dflt,
                                        float *out, char *err, size_t err_cap) {
-  const onyx_attr *a = find_attr(node, name);
-  if (a == NULL) {
-    *out = dflt;
-    return ONYX_STATUS_OK;
-  }
-  if (a->type != ONYX_ATTR_FLOAT)
-    return onyx__cuda_attn_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
-                                "%s: attribute %s must be a float", node->op_type, name);
-  *out = a->f;
-  return ONYX_STATUS_OK;
+  if (onyx__pc_attr_float(node, name, dflt, out)) return ONYX_STATUS_OK;
+  return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
+                       "%s: attribute %s must be a float", node->op_type, name);
 }
 
 bool onyx__cuda_attn_attr_string_is(const onyx_node_info *node, const char *name,
                                     const char *expect) {
-  const onyx_attr *a = find_attr(node, name);
+  const onyx_attr *a = onyx__pc_attr_find(node, name);
   if (a == NULL) return true;
   return a->type == ONYX_ATTR_STRING && a->s != NULL && strcmp(a->s, expect) == 0;
 }
@@ -118,24 +78,6 @@ const char *onyx__cuda_attn_dtype_name(uint32_t dtype) {
   }
 }
 
-onyx__cuda_attn_shape_text onyx__cuda_attn_shape(const onyx_tensor *t) {
-  onyx__cuda_attn_shape_text r;
-  size_t n = 0;
-  r.s[n++] = '[';
-  for (uint32_t i = 0; t != NULL && i < t->rank && i < ONYX_MAX_RANK; ++i) {
-    int w = snprintf(r.s + n, sizeof r.s - n, i ? ",%lld" : "%lld", (long long)t->dims[i]);
-    if (w < 0 || (size_t)w >= sizeof r.s - n) break;
-    n += (size_t)w;
-  }
-  if (n + 2 <= sizeof r.s) {
-    r.s[n++] = ']';
-    r.s[n] = '\0';
-  } else {
-    r.s[sizeof r.s - 1] = '\0';
-  }
-  return r;
-}
-
 onyx_status onyx__cuda_attn_check_device(onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
                                          size_t input_count, uint32_t host_ok) {
   for (size_t i = 0; i < input_count; ++i) {
@@ -143,13 +85,13 @@ onyx_status onyx__cuda_attn_check_device(onyx_compute_ctx *ctx, const onyx_tenso
     if (t == NULL) continue;
     bool host_allowed = i < 32 && (host_ok & (1u << i)) != 0;
     if (t->device != ONYX_DEVICE_CUDA && !(host_allowed && t->device == ONYX_DEVICE_HOST))
-      return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                                    "input %zu is not in CUDA device memory", i);
     if (t->data == NULL && onyx_tensor_numel(t) > 0)
-      return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "input %zu has no data", i);
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "input %zu has no data", i);
     for (uint32_t d = 0; d < t->rank; ++d)
       if (t->dims[d] < 0)
-        return onyx__cuda_attn_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+        return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
                                      "input %zu has a negative dimension", i);
   }
   return ONYX_STATUS_OK;
@@ -170,7 +112,7 @@ onyx_status onyx__cuda_attn_workspace(onyx_compute_ctx *ctx, const char *name, u
       break;
     }
   }
-  return onyx__cuda_attn_error(ctx, ONYX_STATUS_WORKSPACE_TOO_SMALL,
+  return onyx__pc_error(ctx, ONYX_STATUS_WORKSPACE_TOO_SMALL,
                                "workspace region %s has %llu bytes, %llu needed", name,
                                (unsigned long long)have, (unsigned long long)need);
 }
@@ -185,7 +127,7 @@ onyx_status onyx__cuda_attn_read(onyx_compute_ctx *ctx, const onyx_tensor *t, vo
   cudaError_t e = cudaMemcpyAsync(dst, t->data, bytes, cudaMemcpyDeviceToHost, s);
   if (e == cudaSuccess) e = cudaStreamSynchronize(s);
   if (e != cudaSuccess)
-    return onyx__cuda_attn_error(ctx, ONYX_STATUS_PROVIDER_ERROR,
+    return onyx__pc_error(ctx, ONYX_STATUS_PROVIDER_ERROR,
                                  "reading %zu bytes from the device failed: %s", bytes,
                                  cudaGetErrorString(e));
   return ONYX_STATUS_OK;
@@ -201,6 +143,6 @@ void onyx__cuda_attn_region(onyx_workspace_requirement *req, const char *name, u
 }
 
 onyx_status onyx__cuda_attn_launch_error(onyx_compute_ctx *ctx, const char *what, int err) {
-  return onyx__cuda_attn_error(ctx, ONYX_STATUS_PROVIDER_ERROR, "%s failed: %s (CUDA error %d)",
+  return onyx__pc_error(ctx, ONYX_STATUS_PROVIDER_ERROR, "%s failed: %s (CUDA error %d)",
                                what, onyx__cuda_attn_error_text(err), err);
 }

@@ -10,12 +10,8 @@
 #include <stdint.h>
 
 #include "onyx_abi.h"
-
-#if defined(__GNUC__)
-#define ONYX__CUDA_ATTN_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define ONYX__CUDA_ATTN_PRINTF(a, b)
-#endif
+#include "pc_attr.h"
+#include "pc_msg.h"
 
 /* The head every CUDA attention kernel state starts with. */
 typedef struct onyx__cuda_attn_node {
@@ -30,10 +26,8 @@ void *onyx__cuda_attn_state_new(size_t size, const onyx_node_info *node, const c
                                 size_t err_cap);
 void onyx__cuda_attn_state_free(void *state); /* NULL-safe */
 
-onyx_status onyx__cuda_attn_fail(char *err, size_t err_cap, onyx_status status, const char *fmt,
-                                 ...) ONYX__CUDA_ATTN_PRINTF(4, 5);
-onyx_status onyx__cuda_attn_error(onyx_compute_ctx *ctx, onyx_status status, const char *fmt, ...)
-    ONYX__CUDA_ATTN_PRINTF(3, 4);
+/* Messages (onyx__pc_fail into err, onyx__pc_error through ctx->set_error), shape text
+ * (onyx__pc_tensor_shape) and attribute lookup come from providers/common. */
 
 /* Typed attribute lookups: absent → dflt; another type → INVALID_ARGUMENT. */
 onyx_status onyx__cuda_attn_attr_int(const onyx_node_info *node, const char *name, int64_t dflt,
@@ -45,11 +39,6 @@ bool onyx__cuda_attn_attr_string_is(const onyx_node_info *node, const char *name
                                     const char *expect);
 
 const char *onyx__cuda_attn_dtype_name(uint32_t dtype);
-
-typedef struct onyx__cuda_attn_shape_text {
-  char s[ONYX_MAX_RANK * 22 + 4];
-} onyx__cuda_attn_shape_text;
-onyx__cuda_attn_shape_text onyx__cuda_attn_shape(const onyx_tensor *t);
 
 static inline const onyx_tensor *onyx__cuda_attn_input(const onyx_tensor *const *inputs,
                                                        size_t count, size_t i) {

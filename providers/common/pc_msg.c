@@ -1,0 +1,47 @@
+/*
+ * Message helpers every provider kernel needs. Kept in providers/common so the CPU and
+ * CUDA providers word their messages through one implementation.
+ */
+#include "pc_msg.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+onyx_status onyx__pc_fail(char *err, size_t err_cap, onyx_status status, const char *fmt, ...) {
+  if (err != NULL && err_cap > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_cap, fmt, ap);
+    va_end(ap);
+  }
+  return status;
+}
+
+onyx_status onyx__pc_error(onyx_compute_ctx *ctx, onyx_status status, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (ctx != NULL && ctx->set_error != NULL) ctx->set_error(ctx, "%s", msg);
+  return status;
+}
+
+onyx__pc_shape_text onyx__pc_shape_str(uint32_t rank, const int64_t *dims) {
+  onyx__pc_shape_text t;
+  size_t used = 0;
+  t.s[used++] = '[';
+  for (uint32_t i = 0; i < rank && i < ONYX_MAX_RANK; ++i) {
+    int n = snprintf(t.s + used, sizeof t.s - used, i ? ",%lld" : "%lld", (long long)dims[i]);
+    if (n < 0 || (size_t)n >= sizeof t.s - used - 1) break;
+    used += (size_t)n;
+  }
+  t.s[used++] = ']';
+  t.s[used] = '\0';
+  return t;
+}
+
+onyx__pc_shape_text onyx__pc_tensor_shape(const onyx_tensor *t) {
+  if (t == NULL) return onyx__pc_shape_str(0, NULL);
+  return onyx__pc_shape_str(t->rank, t->dims);
+}
