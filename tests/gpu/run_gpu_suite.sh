@@ -58,6 +58,18 @@ $b/tools/onyx-run --config "$out/cuda.ini" --placement models/tiny-decoder/model
   >"$out/placement.log" 2>&1
 grep -E "^  (cuda|cpu): " "$out/placement.log"
 
+echo "== Qwen2.5-0.5B-shaped decoder (random float32 weights): CPU vs CUDA"
+python3 tools/decoder/make_random_decoder.py --out "$out/qwen" >/dev/null 2>&1
+ids=$(python3 -c "import random; random.seed(1); print(','.join(str(random.randrange(1, 30000)) for _ in range(32)))")
+for cfg in cpu cuda; do
+  $b/tools/onyx-generate "$out/qwen" --config "$out/$cfg.ini" --prompt-ids "$ids" \
+    --max-new-tokens 32 --quiet >"$out/qwen_$cfg.log" 2>&1
+  grep -E "^(prefill|kv cache|peak)|onyx-generate:" "$out/qwen_$cfg.log" | sed "s/^/qwen $cfg: /"
+done
+[ "$(grep '^ids:' "$out/qwen_cpu.log")" = "$(grep '^ids:' "$out/qwen_cuda.log")" ] &&
+  echo "qwen tokens: CUDA identical to CPU" || echo "qwen tokens: CUDA DIFFERS from CPU"
+rm -rf "$out/qwen"
+
 echo "== attention benchmark vs PyTorch SDPA"
 if [ -x $b/tests/cuda_attention/onyx_bench_attention_cuda ]; then
   PYTHONUNBUFFERED=1 timeout 200 $b/tests/cuda_attention/onyx_bench_attention_cuda \
