@@ -597,6 +597,18 @@ static void test_matmul_parallel(void **st) {
       {2, {300, 200}, 2, {200, 100}, 2, {300, 100}},
       {3, {5, 70, 33}, 2, {33, 40}, 3, {5, 70, 40}},
       {3, {3, 130, 20}, 3, {3, 20, 30}, 3, {3, 130, 30}},
+      /* Fewer row blocks than threads: each task takes a column range (a prompt). */
+      {2, {32, 300}, 2, {300, 1100}, 2, {32, 1100}},
+      {2, {200, 33}, 2, {33, 40}, 2, {200, 40}}, /* several row blocks per column range */
+      /* Fewer than six rows: B streamed four rows at a time, K not a multiple of four,
+       * short row segments (prefetched) and long ones. */
+      {2, {1, 70}, 2, {70, 1100}, 2, {1, 1100}},
+      {2, {5, 71}, 2, {71, 3000}, 2, {5, 3000}},
+      {2, {3, 2}, 2, {2, 9000}, 2, {3, 9000}},
+      /* Larger ones split K over the threads and merge partial sums (serially for a
+       * short Y, in parallel for a long one). */
+      {2, {5, 333}, 2, {333, 700}, 2, {5, 700}},
+      {2, {2, 300}, 2, {300, 20000}, 2, {2, 20000}},
   };
   check_matmul_cases(&g_cpu_mt, cases, sizeof cases / sizeof cases[0]);
 }
@@ -753,6 +765,8 @@ static void test_gemm(void **st) {
   check_gemm(70, 1030, 300); /* packed route: crosses the MC, NC and KC block edges */
   check_gemm(1, 1030, 300);  /* unpacked route for few rows (matrix-vector) */
   check_gemm(5, 37, 19);
+  check_gemm(32, 700, 530); /* column ranges on four threads, several K slices */
+  check_gemm(4, 300, 70);   /* unpacked, K not a multiple of four */
 }
 
 static void test_gemm_types_and_errors(void **st) {

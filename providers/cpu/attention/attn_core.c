@@ -29,11 +29,12 @@
 
 #include "attn_impl.h"
 
-#define ATTN_KT 64              /* most keys per tile */
-#define ATTN_TILE_FLOATS 4096   /* widened K (and V) rows of one tile, in floats */
-#define ATTN_LANES 16           /* most (row, head) lanes per task */
-#define ATTN_LANE_FLOATS 4096   /* float budget for the lanes' q rows (and again for acc) */
-#define ATTN_SPLIT_MIN_KEYS 256 /* a key split covers at least this many keys */
+#define ATTN_KT 64                   /* most keys per tile */
+#define ATTN_TILE_FLOATS 4096        /* widened K (and V) rows of one tile, in floats */
+#define ATTN_LANES 16                /* most (row, head) lanes per task */
+#define ATTN_LANE_FLOATS 4096        /* float budget for the lanes' q rows (and again for acc) */
+#define ATTN_SPLIT_MIN_KEYS 256      /* a key split covers at least this many keys */
+#define ATTN_STREAM_BYTES (24 << 20) /* KV bytes of a step beyond which it streams from memory */
 
 _Static_assert(ATTN_LANE_FLOATS >= ONYX__ATTN_MAX_HEAD, "one lane must fit the largest head");
 _Static_assert(ATTN_TILE_FLOATS >= ONYX__ATTN_MAX_HEAD, "one key row must fit a tile");
@@ -425,6 +426,41 @@ ATTN_INLINE int64_t attn_pos(const onyx__attn_problem *p, int64_t b,
   return geom->rope_pos0 + s;
 }
 
+/* The bytes of key (which = 0) or value (1) row `row` of segment sg. */
+ATTN_INLINE const unsigned char *attn_kv_src(const attn_ctx *c, int which, int64_t b, int64_t g,
+                                             const onyx__attn_kv_seg *sg, int64_t row) {
+  if (which == 0)
+    return onyx__attn_at(sg->k, b * sg->k_bs + g * sg->k_gs + row * sg->k_rs, c->esize);
+  return onyx__attn_at(sg->v, b * sg->v_bs + g * sg->v_gs + row * sg->v_rs, c->esize);
+}
+
+/* Asks for key and value rows [j, j + n) ∩ [0, to) of (b, g) ahead of use. Decode reads
+ * every KV row once from memory, and the hardware prefetcher alone keeps too few lines
+ * in flight to reach the memory bandwidth: each task scores a tile that is already
+ * (mostly) in cache while the next tile's lines are on their way. */
+ATTN_INLINE void attn_kv_prefetch(const attn_ctx *c, int64_t b, int64_t g,
+                                  const onyx__attn_batch_geom *geom, int64_t j, int64_t n,
+                                  int64_t to) {
+#if defined(__GNUC__)
+  const onyx__attn_problem *p = c->p;
+  int64_t kb = p->hk * (int64_t)c->esize, vb = p->hv * (int64_t)c->esize;
+  for (int64_t jj = j; jj < j + n && jj < to; ++jj) {
+    const onyx__attn_kv_seg *sg = &p->seg[0];
+    int64_t row = jj;
+    if (jj >= geom->seg0_len) {
+      sg = &p->seg[1];
+      row = jj - geom->seg0_len;
+    }
+    const unsigned char *k = attn_kv_src(c, 0, b, g, sg, row);
+    const unsigned char *v = attn_kv_src(c, 1, b, g, sg, row);
+    for (int64_t o = 0; o < kb; o += 64) __builtin_prefetch(k + o, 0, 3);
+    for (int64_t o = 0; o < vb; o += 64) __builtin_prefetch(v + o, 0, 3);
+  }
+#else
+  (void)c, (void)b, (void)g, (void)geom, (void)j, (void)n, (void)to;
+#endif
+}
+
 /* Key (which = 0) or value (1) row j of (b, g) as float32: a pointer into the tensor
  * when it is float32 and needs no rotation, else widened (and rotated) into buf. */
 ATTN_INLINE const float *attn_kv_row(const attn_ctx *c, int which, int64_t b, int64_t g,
@@ -439,15 +475,8 @@ ATTN_INLINE const float *attn_kv_row(const attn_ctx *c, int which, int64_t b, in
     row = j - geom->seg0_len;
     rotate = which == 0 && p->rope != NULL;
   }
-  const unsigned char *src;
-  int64_t n;
-  if (which == 0) {
-    src = onyx__attn_at(sg->k, b * sg->k_bs + g * sg->k_gs + row * sg->k_rs, c->esize);
-    n = p->hk;
-  } else {
-    src = onyx__attn_at(sg->v, b * sg->v_bs + g * sg->v_gs + row * sg->v_rs, c->esize);
-    n = p->hv;
-  }
+  const unsigned char *src = attn_kv_src(c, which, b, g, sg, row);
+  int64_t n = which == 0 ? p->hk : p->hv;
   /* Float32 rows are read in place unless the caller asks for a copy (see attn_task). */
   if (p->dtype == ONYX_DTYPE_FLOAT32 && !rotate && !copy) return (const float *)(const void *)src;
   attn_widen(p->dtype, src, n, buf);
@@ -600,11 +629,13 @@ ATTN_INLINE void attn_task_body(void *arg, size_t index) {
   int64_t nl = nh * nr;
   int64_t hk = p->hk, hv = p->hv, kt = c->kt;
   bool post = p->softcap > 0.0f || p->mask != NULL;
-  /* With one query row (decode) the value rows stream from memory once: copying a
-   * tile in address order (which the hardware prefetcher follows) and walking the
-   * copy column-wise in L1 beats walking memory column-wise. With many rows the rows
-   * are cache-resident and read in place. */
-  bool copy_v = p->sq == 1;
+  /* With one query row (decode) every K and V row is read once. When the step's KV
+   * is larger than a last-level cache it streams from memory, and copying each value
+   * tile in address order (many lines in flight) before P·V walks it column-wise beats
+   * walking memory column-wise; a cache-resident KV is faster read in place. With many
+   * rows the tile is reused from cache and read in place. */
+  bool copy_v = p->sq == 1 &&
+                geom.kv_len * p->batch * p->nkv * (hk + hv) * (int64_t)c->esize > ATTN_STREAM_BYTES;
 
   float qbuf[ATTN_LANE_FLOATS];
   float acc[ATTN_LANE_FLOATS];
@@ -653,6 +684,9 @@ ATTN_INLINE void attn_task_body(void *arg, size_t index) {
     khi = klo + piece < uhi ? klo + piece : uhi;
   }
 
+  /* While a tile is scored, the next tile's rows are requested (decode only: with more
+   * lanes than one register block the rows are reused from cache anyway). */
+  int64_t pf_to = nl <= 4 ? khi : 0;
   for (int64_t j0 = klo; j0 < khi; j0 += kt) {
     int64_t jn = khi - j0 < kt ? khi - j0 : kt;
     /* Key and value rows of the tile, each read (and widened) once for all lanes. */
@@ -665,6 +699,7 @@ ATTN_INLINE void attn_task_body(void *arg, size_t index) {
       int64_t jj = 0;
       for (; jj + 2 <= jn; jj += 2) {
         float d0[4], d1[4];
+        if (li == 0) attn_kv_prefetch(c, b, g, &geom, j0 + kt + jj, 2, pf_to);
         attn_dot4x2(qbuf + li * hk, kp[jj], kp[jj + 1], hk, d0, d1);
         for (int t = 0; t < 4; ++t) {
           sc[li + t][jj] = d0[t] * p->scale;
@@ -673,13 +708,16 @@ ATTN_INLINE void attn_task_body(void *arg, size_t index) {
       }
       for (; jj < jn; ++jj) {
         float d4[4];
+        if (li == 0) attn_kv_prefetch(c, b, g, &geom, j0 + kt + jj, 1, pf_to);
         attn_dot4(qbuf + li * hk, kp[jj], hk, d4);
         for (int t = 0; t < 4; ++t) sc[li + t][jj] = d4[t] * p->scale;
       }
     }
     for (; li < nl; ++li)
-      for (int64_t jj = 0; jj < jn; ++jj)
+      for (int64_t jj = 0; jj < jn; ++jj) {
+        if (li == 0) attn_kv_prefetch(c, b, g, &geom, j0 + kt + jj, 1, pf_to);
         sc[li][jj] = attn_dot(qbuf + li * hk, kp[jj], hk) * p->scale;
+      }
     /* Range, softcap, mask, and the online softmax update per lane. */
     for (li = 0; li < nl; ++li) {
       attn_lane *ln = &lanes[li];
