@@ -61,17 +61,18 @@ __global__ void scores_kernel(const onyx__cuda_attn_params p, float *scores, int
   const int g = id.h / p.group;
   const T *kb = (const T *)p.k + (int64_t)id.b * p.k_bs + (int64_t)g * p.k_gs;
   const int64_t moff = (int64_t)id.b * p.m_bs + (int64_t)id.h * p.m_hs + id.s * p.m_ss;
-  for (int64_t j = (int64_t)blockIdx.y * blockDim.x + threadIdx.x; j < cols;
+  /* Only keys the row may see are scored: with a shared KV buffer, `cols` is the
+   * buffer's capacity, far beyond the live length. softmax_pv_kernel reads the same
+   * range, so nothing outside it needs writing. */
+  if (hi > cols) hi = cols;
+  for (int64_t j = lo + (int64_t)blockIdx.y * blockDim.x + threadIdx.x; j < hi;
        j += (int64_t)gridDim.y * blockDim.x) {
-    float x = -INFINITY;
-    if (j >= lo && j < hi) {
-      const T *kr = kb + j * p.k_rs;
-      float acc = 0.0f;
-      for (int d = 0; d < p.hk; ++d) acc += qrow[d] * ld(kr, d);
-      x = acc * p.scale;
-      if (p.softcap != 0.0f) x = p.softcap * tanhf(x / p.softcap);
-      if (p.mask != nullptr) x = mask_add(p.mask, p.mask_dtype, moff + j * p.m_js, x);
-    }
+    const T *kr = kb + j * p.k_rs;
+    float acc = 0.0f;
+    for (int d = 0; d < p.hk; ++d) acc += qrow[d] * ld(kr, d);
+    float x = acc * p.scale;
+    if (p.softcap != 0.0f) x = p.softcap * tanhf(x / p.softcap);
+    if (p.mask != nullptr) x = mask_add(p.mask, p.mask_dtype, moff + j * p.m_js, x);
     scores[row * cols + j] = x;
   }
 }
@@ -99,12 +100,16 @@ __global__ void __launch_bounds__(256)
   __shared__ float buf[32];
   const int64_t row = blockIdx.x;
   const RowId id = row_id(p, row);
+  const BatchGeom geo = batch_geom(p, id.b);
+  int64_t lo, hi;
+  row_range(p, geo, id.s, &lo, &hi);
+  if (hi > cols) hi = cols;
   float *sc = scores + row * cols;
   float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, sc[j]);
+  for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) m = fmaxf(m, sc[j]);
   m = block_reduce(m, true, buf);
   float l = 0.0f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+  for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) {
     float e = (m == -INFINITY || sc[j] == -INFINITY) ? 0.0f : __expf(sc[j] - m);
     sc[j] = e;
     l += e;
@@ -121,7 +126,7 @@ __global__ void __launch_bounds__(256)
   for (int d = threadIdx.x; d < p.hv; d += blockDim.x) {
     float acc = 0.0f;
     if (f != 0.0f)
-      for (int64_t j = 0; j < cols; ++j) {
+      for (int64_t j = lo; j < hi; ++j) {
         float w = sc[j];
         if (w != 0.0f) acc += w * ld(vb + j * p.v_rs, d);
       }
