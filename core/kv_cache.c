@@ -126,6 +126,9 @@ void onyx_kv_cache_destroy(onyx_kv_cache *kv) {
   teardown_in_place(kv);
   for (uint32_t t = 0; kv->buffers && t < kv->tensors; ++t)
     onyx__memory_free(kv->runtime->memory, kv->buffers[t]);
+  /* Device frees are stream-ordered: sync so the memory is back when this returns. */
+  if (kv->buffers && kv->provider && kv->provider->table->sync)
+    kv->provider->table->sync(kv->provider->state);
   free(kv->buffers);
   free(kv);
 }
