@@ -50,17 +50,17 @@ typedef enum onyx_attr_type {
 
 /* One node attribute. Owned by the core; valid from kernel create to destroy. */
 typedef struct onyx_attr {
-  const char *name;     /* attribute name, NUL-terminated */
-  uint32_t type;        /* onyx_attr_type */
-  float f;              /* FLOAT */
-  int64_t i;            /* INT */
-  const char *s;        /* STRING (bytes, also NUL-terminated) */
-  size_t s_len;         /* STRING length in bytes */
-  const float *floats;  /* FLOATS */
-  const int64_t *ints;  /* INTS */
+  const char *name;           /* attribute name, NUL-terminated */
+  uint32_t type;              /* onyx_attr_type */
+  float f;                    /* FLOAT */
+  int64_t i;                  /* INT */
+  const char *s;              /* STRING (bytes, also NUL-terminated) */
+  size_t s_len;               /* STRING length in bytes */
+  const float *floats;        /* FLOATS */
+  const int64_t *ints;        /* INTS */
   const char *const *strings; /* STRINGS */
-  size_t count;         /* element count of FLOATS / INTS / STRINGS */
-  const onyx_tensor *tensor; /* TENSOR, host memory */
+  size_t count;               /* element count of FLOATS / INTS / STRINGS */
+  const onyx_tensor *tensor;  /* TENSOR, host memory */
 } onyx_attr;
 
 /* ------------------------------------------------------------------ nodes */
@@ -69,14 +69,14 @@ typedef struct onyx_attr {
 typedef struct onyx_node_info {
   uint32_t struct_size;
   uint32_t version;
-  const char *name;     /* node name (may be ""), for messages */
-  const char *domain;   /* "" for the ONNX domain */
+  const char *name;   /* node name (may be ""), for messages */
+  const char *domain; /* "" for the ONNX domain */
   const char *op_type;
-  int64_t opset;        /* opset version of the node's domain in the model */
-  size_t input_count;   /* inputs named by the node, trailing empty names included */
+  int64_t opset;      /* opset version of the node's domain in the model */
+  size_t input_count; /* inputs named by the node, trailing empty names included */
   size_t output_count;
-  const bool *input_present;  /* [input_count]: false where the name is empty */
-  const bool *output_present; /* [output_count] */
+  const bool *input_present;    /* [input_count]: false where the name is empty */
+  const bool *output_present;   /* [output_count] */
   const uint32_t *input_dtypes; /* [input_count]: onyx_dtype, UNDEFINED if unknown */
   const onyx_attr *attrs;
   size_t attr_count;
@@ -86,8 +86,8 @@ typedef struct onyx_node_info {
 /* ------------------------------------------------------------------ workspace */
 
 typedef enum onyx_lifetime {
-  ONYX_LIFETIME_STEP = 0,    /* lives for one run of the graph */
-  ONYX_LIFETIME_SESSION = 1  /* persists across runs, grows, freed with the session */
+  ONYX_LIFETIME_STEP = 0,   /* lives for one run of the graph */
+  ONYX_LIFETIME_SESSION = 1 /* persists across runs, grows, freed with the session */
 } onyx_lifetime;
 
 /* Most regions a v1 requirement may name. */
@@ -96,9 +96,9 @@ typedef enum onyx_lifetime {
 /* One named scratch region. `name` must be a string literal (static storage). */
 typedef struct onyx_workspace_region {
   const char *name;
-  uint64_t bytes;      /* 0 means the region is not used on this route */
-  uint32_t alignment;  /* power of two; 0 means 64 */
-  uint32_t lifetime;   /* onyx_lifetime */
+  uint64_t bytes;     /* 0 means the region is not used on this route */
+  uint32_t alignment; /* power of two; 0 means 64 */
+  uint32_t lifetime;  /* onyx_lifetime */
 } onyx_workspace_region;
 
 /* A kernel's composite workspace requirement for one input geometry. The core
@@ -132,8 +132,8 @@ struct onyx_compute_ctx {
   void *stream;    /* the provider's stream (cudaStream_t on CUDA), NULL on the host */
   /* Allocates output `index` with the given geometry on the kernel's device and
    * returns a view of it; the core owns the memory. Each output at most once. */
-  onyx_status (*alloc_output)(onyx_compute_ctx *ctx, size_t index, uint32_t dtype,
-                              uint32_t rank, const int64_t *dims, onyx_tensor **out_view);
+  onyx_status (*alloc_output)(onyx_compute_ctx *ctx, size_t index, uint32_t dtype, uint32_t rank,
+                              const int64_t *dims, onyx_tensor **out_view);
   /* Declares that output `index` is input `input_index` itself (same memory and
    * geometry), as a shared KV buffer is. */
   onyx_status (*alias_output)(onyx_compute_ctx *ctx, size_t index, size_t input_index);
@@ -158,19 +158,19 @@ struct onyx_compute_ctx {
 typedef struct onyx_kernel_table {
   uint32_t struct_size;
   uint32_t version;
-  const char *domain;   /* "" for ONNX, "com.microsoft", ... */
+  const char *domain; /* "" for ONNX, "com.microsoft", ... */
   const char *op_type;
-  int64_t since_opset;  /* first opset this kernel implements */
-  int64_t until_opset;  /* last one, inclusive; 0 means no upper bound */
-  uint32_t type_input;  /* input whose dtype the mask constrains */
-  uint64_t type_mask;   /* ONYX_DTYPE_BIT set; 0 accepts any dtype */
+  int64_t since_opset; /* first opset this kernel implements */
+  int64_t until_opset; /* last one, inclusive; 0 means no upper bound */
+  uint32_t type_input; /* input whose dtype the mask constrains */
+  uint64_t type_mask;  /* ONYX_DTYPE_BIT set; 0 accepts any dtype */
   /* Optional finer check at placement (attributes, optional inputs); NULL accepts.
    * On false, `reason` (may be NULL) receives a short explanation. */
   bool (*supports)(const onyx_node_info *node, char *reason, size_t reason_cap);
   /* Builds per-node state from attributes. On failure writes a message into `err`
    * and returns non-OK; *out_state is untouched. NULL means stateless. */
-  onyx_status (*create)(void *provider_state, const onyx_node_info *node,
-                        void **out_state, char *err, size_t err_cap);
+  onyx_status (*create)(void *provider_state, const onyx_node_info *node, void **out_state,
+                        char *err, size_t err_cap);
   void (*destroy)(void *state); /* NULL-safe; may be NULL when create is NULL */
   /* Optional: the workspace this node needs for these inputs (geometry only: data
    * may be NULL). Pure: the same geometry gives the same requirement. NULL = none. */
@@ -233,8 +233,8 @@ typedef struct onyx_host_table {
   void (*log)(void *host_data, uint32_t level, const char *message);
   /* Governed memory on the provider's device: every byte a provider keeps beyond a
    * call goes through these, so the governor sees it. `label` names the owner. */
-  onyx_status (*mem_alloc)(void *host_data, uint32_t requester, uint64_t bytes,
-                           uint32_t alignment, const char *label, void **out_ptr);
+  onyx_status (*mem_alloc)(void *host_data, uint32_t requester, uint64_t bytes, uint32_t alignment,
+                           const char *label, void **out_ptr);
   void (*mem_free)(void *host_data, void *ptr); /* NULL-safe */
   /* Runs fn(arg, i) for i in [0, n) on the core's threads; returns when all are done.
    * May be NULL, in which case the provider loops itself. */
@@ -278,8 +278,8 @@ typedef struct onyx_provider_table {
   const char *name;     /* short default name, e.g. "cpu" */
   uint32_t device;      /* onyx_device_kind of the memory its kernels use */
   /* Opens a provider instance. On failure writes a message into `err`. */
-  onyx_status (*open)(const onyx_host_table *host, const onyx_option *options,
-                      size_t option_count, void **out_state, char *err, size_t err_cap);
+  onyx_status (*open)(const onyx_host_table *host, const onyx_option *options, size_t option_count,
+                      void **out_state, char *err, size_t err_cap);
   void (*close)(void *state); /* NULL-safe */
   /* Optional: is the device usable? On false, `why` says why in one line. */
   bool (*probe)(void *state, char *why, size_t why_cap);

@@ -14,21 +14,21 @@ extern "C" {
 #endif
 
 /* X(name, value, description) — the one list every status comes from. */
-#define ONYX_STATUS_LIST(X)                                                        \
-  X(OK, 0, "ok")                                                                   \
-  X(INVALID_ARGUMENT, 1, "invalid argument")                                       \
-  X(INVALID_MODEL, 2, "invalid model")                                             \
-  X(INVALID_CONFIG, 3, "invalid configuration")                                    \
-  X(NOT_FOUND, 4, "not found")                                                     \
-  X(IO_ERROR, 5, "i/o error")                                                      \
-  X(ABI_MISMATCH, 6, "ABI version mismatch")                                       \
-  X(PROVIDER_ERROR, 7, "provider error")                                           \
-  X(UNSUPPORTED, 8, "unsupported")                                                 \
-  X(OUT_OF_MEMORY, 9, "out of memory")                                             \
-  X(TIER_EXHAUSTED, 10, "memory tier exhausted")                                   \
-  X(WORKSPACE_TOO_SMALL, 11, "workspace view smaller than required")               \
-  X(CANCELLED, 12, "cancelled")                                                    \
-  X(DEVICE_UNAVAILABLE, 13, "device unavailable")                                  \
+#define ONYX_STATUS_LIST(X)                                                                        \
+  X(OK, 0, "ok")                                                                                   \
+  X(INVALID_ARGUMENT, 1, "invalid argument")                                                       \
+  X(INVALID_MODEL, 2, "invalid model")                                                             \
+  X(INVALID_CONFIG, 3, "invalid configuration")                                                    \
+  X(NOT_FOUND, 4, "not found")                                                                     \
+  X(IO_ERROR, 5, "i/o error")                                                                      \
+  X(ABI_MISMATCH, 6, "ABI version mismatch")                                                       \
+  X(PROVIDER_ERROR, 7, "provider error")                                                           \
+  X(UNSUPPORTED, 8, "unsupported")                                                                 \
+  X(OUT_OF_MEMORY, 9, "out of memory")                                                             \
+  X(TIER_EXHAUSTED, 10, "memory tier exhausted")                                                   \
+  X(WORKSPACE_TOO_SMALL, 11, "workspace view smaller than required")                               \
+  X(CANCELLED, 12, "cancelled")                                                                    \
+  X(DEVICE_UNAVAILABLE, 13, "device unavailable")                                                  \
   X(INTERNAL, 14, "internal error")
 
 /* A status returned by every fallible ABI and API call. */
@@ -42,8 +42,8 @@ typedef enum onyx_status {
  * that providers, which link nothing of the core, can use it too. */
 static inline const char *onyx_status_str(onyx_status status) {
   switch (status) {
-#define ONYX_STATUS_CASE_(name, value, text)                                       \
-  case ONYX_STATUS_##name:                                                         \
+#define ONYX_STATUS_CASE_(name, value, text)                                                       \
+  case ONYX_STATUS_##name:                                                                         \
     return text;
     ONYX_STATUS_LIST(ONYX_STATUS_CASE_)
 #undef ONYX_STATUS_CASE_

@@ -64,10 +64,7 @@ static inline size_t onyx_dtype_size(uint32_t dtype) {
 }
 
 /* Where memory lives. */
-typedef enum onyx_device_kind {
-  ONYX_DEVICE_HOST = 0,
-  ONYX_DEVICE_CUDA = 1
-} onyx_device_kind;
+typedef enum onyx_device_kind { ONYX_DEVICE_HOST = 0, ONYX_DEVICE_CUDA = 1 } onyx_device_kind;
 
 /* Highest tensor rank a v1 view carries. */
 #define ONYX_MAX_RANK 8
@@ -79,12 +76,12 @@ typedef enum onyx_device_kind {
  * meaningful (workspace planning) or when the tensor has zero elements.
  */
 typedef struct onyx_tensor {
-  uint32_t dtype;             /* onyx_dtype */
-  uint32_t device;            /* onyx_device_kind */
-  int32_t device_id;          /* ordinal of the device, 0 for the host */
-  uint32_t rank;              /* number of dims, 0 for a scalar */
+  uint32_t dtype;              /* onyx_dtype */
+  uint32_t device;             /* onyx_device_kind */
+  int32_t device_id;           /* ordinal of the device, 0 for the host */
+  uint32_t rank;               /* number of dims, 0 for a scalar */
   int64_t dims[ONYX_MAX_RANK]; /* extent per axis; entries past rank are 0 */
-  void *data;                 /* first element, or NULL (see above) */
+  void *data;                  /* first element, or NULL (see above) */
 } onyx_tensor;
 
 /* Number of elements of a view (1 for a scalar). */

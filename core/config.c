@@ -25,9 +25,9 @@ typedef struct parse_state {
   void (*warn)(const char *message);
   char *err;
   size_t err_cap;
-  bool failed;     /* set when the handler reports an error itself */
+  bool failed; /* set when the handler reports an error itself */
   FILE *file;
-  int line;        /* line the reader last returned */
+  int line;         /* line the reader last returned */
   int section_line; /* line of the last section header */
   int section_seq;  /* counts section headers, so a repeated name is seen */
   int provider_seq; /* section_seq of the provider section last created */
@@ -66,10 +66,19 @@ bool onyx__parse_bytes(const char *text, uint64_t *out_bytes) {
   unsigned long long v = strtoull(text, &end, 10);
   if (errno != 0) return false;
   while (*end == ' ') ++end;
-  static const struct { const char *suffix; uint64_t mult; } units[] = {
-      {"", 1},           {"B", 1},           {"KiB", 1ull << 10}, {"MiB", 1ull << 20},
-      {"GiB", 1ull << 30}, {"TiB", 1ull << 40}, {"KB", 1000ull},     {"MB", 1000000ull},
-      {"GB", 1000000000ull}, {"TB", 1000000000000ull}};
+  static const struct {
+    const char *suffix;
+    uint64_t mult;
+  } units[] = {{"", 1},
+               {"B", 1},
+               {"KiB", 1ull << 10},
+               {"MiB", 1ull << 20},
+               {"GiB", 1ull << 30},
+               {"TiB", 1ull << 40},
+               {"KB", 1000ull},
+               {"MB", 1000000ull},
+               {"GB", 1000000000ull},
+               {"TB", 1000000000000ull}};
   for (size_t i = 0; i < sizeof units / sizeof units[0]; ++i) {
     if (strcmp(end, units[i].suffix) == 0) {
       if (v > UINT64_MAX / units[i].mult) return false;
@@ -96,8 +105,8 @@ static void warnf(parse_state *st, int line, const char *what, const char *secti
                   const char *name) {
   if (st->warn == NULL) return;
   char msg[512];
-  snprintf(msg, sizeof msg, "%s:%d: %s '%s' in [%s] ignored", st->config->path, line, what,
-           name, section);
+  snprintf(msg, sizeof msg, "%s:%d: %s '%s' in [%s] ignored", st->config->path, line, what, name,
+           section);
   st->warn(msg);
 }
 
@@ -203,8 +212,10 @@ static int handle_governor(parse_state *st, const char *name, const char *value,
         return 1;
       }
     }
-    return fail(st, line, "unknown requester '%s' (known: weights, kv_cache, "
-                "workspace_session, workspace_step, activations)", name + 10);
+    return fail(st, line,
+                "unknown requester '%s' (known: weights, kv_cache, "
+                "workspace_session, workspace_step, activations)",
+                name + 10);
   }
   onyx__config *c = st->config;
   onyx__tier_limit *grown = realloc(c->tiers, (c->tier_count + 1) * sizeof *c->tiers);

@@ -9,8 +9,8 @@
 #include "onyx_abi.h"
 
 typedef struct onyx__provider_config {
-  char *name;           /* from the section [provider.NAME] */
-  char *path;           /* library path, resolved against the ini file's folder */
+  char *name; /* from the section [provider.NAME] */
+  char *path; /* library path, resolved against the ini file's folder */
   bool enabled;
   int line;             /* line of the section header, for messages */
   onyx_option *options; /* `option.KEY = VALUE` entries, KEY without the prefix */
@@ -18,16 +18,16 @@ typedef struct onyx__provider_config {
 } onyx__provider_config;
 
 typedef struct onyx__tier_limit {
-  char *tier;     /* "host", "cuda:0", ... */
+  char *tier; /* "host", "cuda:0", ... */
   uint64_t bytes;
 } onyx__tier_limit;
 
 typedef struct onyx__config {
-  char *path;            /* the ini file as given */
-  char *dir;             /* its folder: relative provider paths resolve here */
-  bool strict;           /* falling back to the fallback provider is an error */
-  char *fallback;        /* name of the fallback provider ("cpu") */
-  uint32_t threads;      /* host threads; 0 = one per core */
+  char *path;                       /* the ini file as given */
+  char *dir;                        /* its folder: relative provider paths resolve here */
+  bool strict;                      /* falling back to the fallback provider is an error */
+  char *fallback;                   /* name of the fallback provider ("cpu") */
+  uint32_t threads;                 /* host threads; 0 = one per core */
   onyx__provider_config *providers; /* in file order */
   size_t provider_count;
   onyx__tier_limit *tiers; /* [governor] limits */

@@ -36,7 +36,7 @@ typedef struct slot {
 typedef struct run_state {
   onyx_session *s;
   slot *slots;
-  size_t node;              /* node being computed */
+  size_t node; /* node being computed */
   const onyx_tensor *const *node_inputs;
   char kernel_err[512];
   char err[ONYX_ERR_CAP];
@@ -74,8 +74,8 @@ static onyx_status new_buffer(run_state *r, onyx__provider *provider, uint32_t r
                               uint64_t bytes, const char *label, buffer **out) {
   buffer *b = calloc(1, sizeof *b);
   if (b == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
-  onyx_status st = onyx__memory_alloc(r->s->runtime->memory, provider, requester, bytes, 64,
-                                      label, &b->ptr, r->err, sizeof r->err);
+  onyx_status st = onyx__memory_alloc(r->s->runtime->memory, provider, requester, bytes, 64, label,
+                                      &b->ptr, r->err, sizeof r->err);
   if (st != ONYX_STATUS_OK) {
     free(b);
     return st;
@@ -94,16 +94,15 @@ static onyx_status ctx_alloc_output(onyx_compute_ctx *ctx, size_t index, uint32_
   const onyx__node *n = &r->s->graph->nodes[r->node];
   onyx__placed_node *pn = &r->s->nodes[r->node];
   if (index >= n->output_count || n->outputs[index] < 0) {
-    snprintf(r->kernel_err, sizeof r->kernel_err, "alloc_output: output %zu is not named by the node",
-             index);
+    snprintf(r->kernel_err, sizeof r->kernel_err,
+             "alloc_output: output %zu is not named by the node", index);
     return r->alloc_status = ONYX_STATUS_INVALID_ARGUMENT;
   }
   slot *sl = &r->slots[n->outputs[index]];
   uint64_t bytes = 0;
   if (sl->set || (rank > 0 && dims == NULL) ||
       checked_bytes(dtype, rank, dims, &bytes) != ONYX_STATUS_OK) {
-    snprintf(r->kernel_err, sizeof r->kernel_err,
-             "alloc_output: output %zu %s", index,
+    snprintf(r->kernel_err, sizeof r->kernel_err, "alloc_output: output %zu %s", index,
              sl->set ? "allocated twice" : "has an invalid dtype or geometry");
     return r->alloc_status = ONYX_STATUS_INVALID_ARGUMENT;
   }
@@ -223,8 +222,8 @@ static onyx_status grow_session_block(run_state *r, size_t node,
                                       const onyx__ws_layout *lay) {
   onyx__placed_node *pn = &r->s->nodes[node];
   uint64_t need = lay->bytes[ONYX_LIFETIME_SESSION];
-  bool misaligned = pn->session_ws &&
-                    ((uintptr_t)pn->session_ws & (lay->align[ONYX_LIFETIME_SESSION] - 1)) != 0;
+  bool misaligned =
+      pn->session_ws && ((uintptr_t)pn->session_ws & (lay->align[ONYX_LIFETIME_SESSION] - 1)) != 0;
   if (need == 0 || (need <= pn->session_ws_bytes && !misaligned)) return ONYX_STATUS_OK;
   uint64_t bytes = need > pn->session_ws_bytes ? need : pn->session_ws_bytes;
   void *grown = NULL;
@@ -346,8 +345,8 @@ static onyx_status node_workspace(run_state *r, size_t node, onyx__placed_node *
     if (rg->bytes && (at == NULL || ((uintptr_t)at & (align - 1)) != 0)) {
       snprintf(r->err, sizeof r->err,
                "workspace region %u '%s' cannot be carved at alignment %u from the planned "
-               "block (its infer and workspace disagree)", i, rg->name ? rg->name : "?",
-               (unsigned)align);
+               "block (its infer and workspace disagree)",
+               i, rg->name ? rg->name : "?", (unsigned)align);
       return ONYX_STATUS_INTERNAL;
     }
     views[i] = (onyx_workspace_view){.name = rg->name, .data = at, .bytes = rg->bytes};
@@ -480,7 +479,7 @@ static onyx_status run_node(run_state *r, size_t i) {
 /* ------------------------------------------------------------ the run */
 
 onyx_status onyx__check_inputs(const onyx_session *s, const onyx_tensor *inputs, size_t count,
-                              char *err, size_t err_cap) {
+                               char *err, size_t err_cap) {
   const onyx__graph *g = s->graph;
   if (count != g->input_count) {
     onyx__errf(err, err_cap, "expected %zu inputs, got %zu", g->input_count, count);
@@ -490,8 +489,10 @@ onyx_status onyx__check_inputs(const onyx_session *s, const onyx_tensor *inputs,
     const onyx__value *val = &g->values[g->inputs[i]];
     const onyx_tensor *t = &inputs[i];
     if (t->device != ONYX_DEVICE_HOST && onyx__device_provider(s->runtime, t->device) == NULL) {
-      onyx__errf(err, err_cap, "input '%s' is in device memory (kind %u) that no loaded "
-                 "provider owns", val->name, t->device);
+      onyx__errf(err, err_cap,
+                 "input '%s' is in device memory (kind %u) that no loaded "
+                 "provider owns",
+                 val->name, t->device);
       return ONYX_STATUS_INVALID_ARGUMENT;
     }
     if (val->dtype != ONYX_DTYPE_UNDEFINED && t->dtype != val->dtype) {
@@ -574,8 +575,10 @@ static onyx_status collect_outputs(run_state *r, onyx_tensor *outs, bool *out_bo
     void *data = NULL;
     if (st == ONYX_STATUS_OK && bytes > 0) {
       data = malloc((size_t)bytes);
-      if (data == NULL) st = ONYX_STATUS_OUT_OF_MEMORY;
-      else memcpy(data, src->view.data, (size_t)bytes);
+      if (data == NULL)
+        st = ONYX_STATUS_OUT_OF_MEMORY;
+      else
+        memcpy(data, src->view.data, (size_t)bytes);
     }
     if (st == ONYX_STATUS_OK) {
       outs[done] = src->view;
@@ -632,8 +635,7 @@ onyx_status onyx_session_run(onyx_session *s, const onyx_run_options *options,
   }
   for (size_t i = 0; st == ONYX_STATUS_OK && i < g->node_count; ++i) {
     if (options && options->struct_size >= offsetof(onyx_run_options, writable_inputs) &&
-        options->should_cancel &&
-        options->should_cancel(options->user, i)) {
+        options->should_cancel && options->should_cancel(options->user, i)) {
       snprintf(msg, sizeof msg, "run cancelled before node #%zu", i);
       st = ONYX_STATUS_CANCELLED;
       break;

@@ -17,12 +17,12 @@
 /* A named value: graph input, initializer, or node output. */
 typedef struct onyx__value {
   char *name;
-  uint32_t dtype;                /* onyx_dtype; UNDEFINED when the model does not say */
-  int32_t rank;                  /* -1 when unknown */
-  int64_t dims[ONYX_MAX_RANK];   /* -1 for a symbolic or unknown dim */
-  int32_t producer;              /* node index, or -1 for inputs and initializers */
-  bool is_input;                 /* a graph input that is not an initializer */
-  bool is_output;                /* a graph output */
+  uint32_t dtype;              /* onyx_dtype; UNDEFINED when the model does not say */
+  int32_t rank;                /* -1 when unknown */
+  int64_t dims[ONYX_MAX_RANK]; /* -1 for a symbolic or unknown dim */
+  int32_t producer;            /* node index, or -1 for inputs and initializers */
+  bool is_input;               /* a graph input that is not an initializer */
+  bool is_output;              /* a graph output */
   bool is_initializer;
   /* Initializer data, host memory owned by the graph (dims/rank/dtype filled in,
    * device HOST). data may be NULL for zero elements. */
@@ -30,12 +30,12 @@ typedef struct onyx__value {
 } onyx__value;
 
 typedef struct onyx__node {
-  char *name;      /* "" when unnamed */
+  char *name; /* "" when unnamed */
   char *op_type;
-  char *domain;    /* "" for ai.onnx */
-  int64_t opset;   /* the model's opset for this domain */
+  char *domain;  /* "" for ai.onnx */
+  int64_t opset; /* the model's opset for this domain */
   size_t input_count;
-  int32_t *inputs;  /* value index per input, -1 for an empty name */
+  int32_t *inputs; /* value index per input, -1 for an empty name */
   size_t output_count;
   int32_t *outputs; /* value index per output, -1 for an empty name */
   onyx_attr *attrs; /* names, strings and arrays owned by the graph */
@@ -53,9 +53,9 @@ typedef struct onyx__graph {
   size_t value_count;
   onyx__node *nodes; /* topological order (checked by the loader) */
   size_t node_count;
-  int32_t *inputs;   /* value indices of graph inputs, model order, initializers excluded */
+  int32_t *inputs; /* value indices of graph inputs, model order, initializers excluded */
   size_t input_count;
-  int32_t *outputs;  /* value indices of graph outputs, model order */
+  int32_t *outputs; /* value indices of graph outputs, model order */
   size_t output_count;
   onyx__opset *opsets;
   size_t opset_count;

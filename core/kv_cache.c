@@ -30,21 +30,21 @@ struct onyx_kv_cache {
   onyx_runtime *runtime;
   onyx__provider *provider; /* NULL: host memory */
   onyx_kv_cache_options opt;
-  uint32_t tensors;         /* 2 × layers */
-  int64_t units;            /* independently growing parts per tensor */
-  uint64_t row_bytes;       /* bytes of one token within a unit */
+  uint32_t tensors;   /* 2 × layers */
+  int64_t units;      /* independently growing parts per tensor */
+  uint64_t row_bytes; /* bytes of one token within a unit */
   bool in_place;
-  int64_t view_length;      /* L of the views */
-  int64_t capacity;         /* tokens usable now */
+  int64_t view_length; /* L of the views */
+  int64_t capacity;    /* tokens usable now */
   uint64_t growth_events, bytes_moved;
   /* in place */
   onyx_gov_backend *parent; /* host or device VMM backend */
   bool parent_is_host;
   onyx__carve_backend carve;
-  onyx_gov_zone **zones;    /* tensors × units */
-  uint64_t unit_bytes;      /* reserved bytes per unit (view_length × row_bytes) */
+  onyx_gov_zone **zones; /* tensors × units */
+  uint64_t unit_bytes;   /* reserved bytes per unit (view_length × row_bytes) */
   /* realloc */
-  void **buffers;           /* tensors */
+  void **buffers; /* tensors */
 };
 
 static uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
@@ -92,9 +92,14 @@ static bool setup_in_place(onyx_kv_cache *kv, char *err, size_t cap, onyx_status
              (unsigned long long)(z / (uint64_t)kv->units / 2),
              (z / (uint64_t)kv->units) % 2 ? "value" : "key",
              (unsigned long long)(z % (uint64_t)kv->units));
-    onyx_gov_zone_desc d = {.struct_size = sizeof d, .version = 1, .tier = tier,
-                            .requester = ONYX_REQUESTER_KV_CACHE, .backend = &kv->carve.table,
-                            .max_bytes = kv->unit_bytes, .allowance_bytes = 0, .label = label};
+    onyx_gov_zone_desc d = {.struct_size = sizeof d,
+                            .version = 1,
+                            .tier = tier,
+                            .requester = ONYX_REQUESTER_KV_CACHE,
+                            .backend = &kv->carve.table,
+                            .max_bytes = kv->unit_bytes,
+                            .allowance_bytes = 0,
+                            .label = label};
     onyx_gov_refusal refusal;
     *st = onyx_gov_zone_create(gov, &d, &kv->zones[z], &refusal);
     if (*st != ONYX_STATUS_OK) {
@@ -114,8 +119,10 @@ static void teardown_in_place(onyx_kv_cache *kv) {
   kv->zones = NULL;
   if (kv->carve.base) onyx__carve_backend_fini(&kv->carve);
   if (kv->parent) {
-    if (kv->parent_is_host) onyx_gov_host_backend_destroy(kv->parent);
-    else onyx__vmm_backend_destroy(kv->parent);
+    if (kv->parent_is_host)
+      onyx_gov_host_backend_destroy(kv->parent);
+    else
+      onyx__vmm_backend_destroy(kv->parent);
   }
   kv->parent = NULL;
   kv->in_place = false;
@@ -142,9 +149,10 @@ onyx_status onyx_kv_cache_create(onyx_runtime *rt, const onyx_kv_cache_options *
   if (o->layers == 0 || o->batch <= 0 || o->kv_heads <= 0 || o->head_size <= 0 ||
       o->max_length <= 0 || esz == 0 || o->layout > 1 || o->growth > 1) {
     char msg[256];
-    snprintf(msg, sizeof msg, "onyx_kv_cache_create: invalid geometry (layers %u, batch %lld, "
-             "kv_heads %lld, head_size %lld, max_length %lld, dtype %u, layout %u)", o->layers,
-             (long long)o->batch, (long long)o->kv_heads, (long long)o->head_size,
+    snprintf(msg, sizeof msg,
+             "onyx_kv_cache_create: invalid geometry (layers %u, batch %lld, "
+             "kv_heads %lld, head_size %lld, max_length %lld, dtype %u, layout %u)",
+             o->layers, (long long)o->batch, (long long)o->kv_heads, (long long)o->head_size,
              (long long)o->max_length, o->dtype, o->layout);
     return onyx__error_set(out_error, ONYX_STATUS_INVALID_ARGUMENT, msg);
   }
@@ -216,9 +224,10 @@ static onyx_status grow_in_place(onyx_kv_cache *kv, int64_t length, char *err, s
     onyx_gov_refusal refusal;
     st = onyx_gov_zone_commit(kv->zones[k], plans[k], target, &refusal);
     if (st != ONYX_STATUS_OK)
-      onyx__errf(err, cap, "KV cache growth to %lld tokens: mapping failed: %s",
-                 (long long)length, onyx_status_str(st));
-    else plans[k].id = 0;
+      onyx__errf(err, cap, "KV cache growth to %lld tokens: mapping failed: %s", (long long)length,
+                 onyx_status_str(st));
+    else
+      plans[k].id = 0;
   }
   if (st != ONYX_STATUS_OK) {
     /* All or nothing: unmap what this growth mapped and roll back the rest. */
@@ -242,8 +251,11 @@ static onyx_status copy_bytes(onyx_kv_cache *kv, void *dst, const void *src, uin
     memcpy(dst, src, (size_t)bytes);
     return ONYX_STATUS_OK;
   }
-  onyx_tensor d = {.dtype = ONYX_DTYPE_UINT8, .device = kv->provider->table->device, .rank = 1,
-                   .dims = {(int64_t)bytes}, .data = dst};
+  onyx_tensor d = {.dtype = ONYX_DTYPE_UINT8,
+                   .device = kv->provider->table->device,
+                   .rank = 1,
+                   .dims = {(int64_t)bytes},
+                   .data = dst};
   onyx_tensor s = d;
   s.data = (void *)(uintptr_t)src;
   return kv->provider->table->copy(kv->provider->state, &d, &s);
@@ -263,8 +275,8 @@ static onyx_status grow_by_copy(onyx_kv_cache *kv, int64_t length, char *err, si
     char label[96];
     snprintf(label, sizeof label, "kv cache layer %u %s (%lld tokens)", t / 2,
              t % 2 ? "value" : "key", (long long)bucket);
-    st = onyx__memory_alloc(kv->runtime->memory, kv->provider, ONYX_REQUESTER_KV_CACHE, bytes,
-                            256, label, &fresh[t], err, cap);
+    st = onyx__memory_alloc(kv->runtime->memory, kv->provider, ONYX_REQUESTER_KV_CACHE, bytes, 256,
+                            label, &fresh[t], err, cap);
   }
   uint64_t moved = 0;
   for (uint32_t t = 0; t < kv->tensors && st == ONYX_STATUS_OK && kv->buffers[t]; ++t) {
@@ -340,21 +352,21 @@ onyx_status onyx_kv_cache_check(onyx_kv_cache *kv, int64_t length, onyx_error **
 
 onyx_status onyx_kv_cache_views(const onyx_kv_cache *kv, uint32_t layer, onyx_tensor *key,
                                 onyx_tensor *value) {
-  if (kv == NULL || layer >= kv->opt.layers || key == NULL || value == NULL ||
-      kv->capacity == 0)
+  if (kv == NULL || layer >= kv->opt.layers || key == NULL || value == NULL || kv->capacity == 0)
     return ONYX_STATUS_INVALID_ARGUMENT;
   onyx_tensor *out[2] = {key, value};
   for (uint32_t k = 0; k < 2; ++k) {
     uint32_t t = 2 * layer + k;
-    void *data = kv->in_place ? (void *)((char *)kv->carve.base +
-                                         (uint64_t)t * (uint64_t)kv->units * kv->unit_bytes)
-                              : kv->buffers[t];
-    *out[k] = (onyx_tensor){
-        .dtype = kv->opt.dtype,
-        .device = kv->provider ? kv->provider->table->device : ONYX_DEVICE_HOST,
-        .rank = 4,
-        .dims = {kv->opt.batch, kv->opt.kv_heads, kv->view_length, kv->opt.head_size},
-        .data = data};
+    void *data =
+        kv->in_place
+            ? (void *)((char *)kv->carve.base + (uint64_t)t * (uint64_t)kv->units * kv->unit_bytes)
+            : kv->buffers[t];
+    *out[k] =
+        (onyx_tensor){.dtype = kv->opt.dtype,
+                      .device = kv->provider ? kv->provider->table->device : ONYX_DEVICE_HOST,
+                      .rank = 4,
+                      .dims = {kv->opt.batch, kv->opt.kv_heads, kv->view_length, kv->opt.head_size},
+                      .data = data};
   }
   return ONYX_STATUS_OK;
 }
@@ -372,7 +384,7 @@ void onyx_kv_cache_get_stats(const onyx_kv_cache *kv, onyx_kv_cache_stats *out) 
     onyx_gov_zone_info_get(kv->zones[0], &info);
     out->committed_bytes = info.mapped * kv->tensors * (uint64_t)kv->units;
   } else {
-    out->committed_bytes = (uint64_t)kv->capacity * kv->row_bytes * kv->tensors *
-                           (uint64_t)kv->units;
+    out->committed_bytes =
+        (uint64_t)kv->capacity * kv->row_bytes * kv->tensors * (uint64_t)kv->units;
   }
 }

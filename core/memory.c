@@ -17,7 +17,7 @@
 #include "provider_impl.h"
 
 typedef struct allocation {
-  void *ptr; /* NULL: empty slot; TOMBSTONE: deleted */
+  void *ptr;                /* NULL: empty slot; TOMBSTONE: deleted */
   onyx_gov_grant_id grant;  /* the booking of a plain allocation */
   onyx__provider *provider; /* NULL for host memory */
   onyx_gov_grant_id *parts; /* a block booked in parts: its grants (heap), else NULL */
@@ -94,8 +94,8 @@ onyx_status onyx__memory_tier(onyx__memory *m, const char *name, uint64_t defaul
     *out_tier = t;
     return ONYX_STATUS_OK;
   }
-  onyx_status st = onyx_gov_tier_add(m->gov, name, configured_limit(m->config, name, default_limit),
-                                     &t);
+  onyx_status st =
+      onyx_gov_tier_add(m->gov, name, configured_limit(m->config, name, default_limit), &t);
   for (int r = 0; st == ONYX_STATUS_OK && r < ONYX_REQUESTER_COUNT_; ++r)
     if (m->config && m->config->requester_limits[r])
       st = onyx_gov_requester_set_limit(m->gov, t, (onyx_requester)r,
@@ -162,8 +162,8 @@ onyx_status onyx__memory_alloc(onyx__memory *m, onyx__provider *provider, uint32
   bool device = provider && provider->table->device != ONYX_DEVICE_HOST;
   uint64_t rounded = bytes == 0 ? alignment : (bytes + alignment - 1) / alignment * alignment;
   if (rounded < bytes || rounded > SIZE_MAX) {
-    onyx__errf(err, err_cap, "allocation of %llu bytes for %s overflows",
-               (unsigned long long)bytes, label ? label : "?");
+    onyx__errf(err, err_cap, "allocation of %llu bytes for %s overflows", (unsigned long long)bytes,
+               label ? label : "?");
     return ONYX_STATUS_OUT_OF_MEMORY;
   }
   onyx_gov_grant_id grant;
@@ -182,25 +182,30 @@ onyx_status onyx__memory_alloc(onyx__memory *m, onyx__provider *provider, uint32
   } else {
     ptr = aligned_alloc(alignment, (size_t)rounded);
   }
-  bool stored = ptr != NULL && table_insert(m, (allocation){.ptr = ptr, .grant = grant,
-                                                             .provider = device ? provider : NULL});
+  bool stored =
+      ptr != NULL &&
+      table_insert(m,
+                   (allocation){.ptr = ptr, .grant = grant, .provider = device ? provider : NULL});
   if (!stored) {
-    if (ptr && device) provider->table->device_free(provider->state, ptr);
-    else free(ptr);
+    if (ptr && device)
+      provider->table->device_free(provider->state, ptr);
+    else
+      free(ptr);
     onyx_gov_release(m->gov, grant);
-    onyx__errf(err, err_cap, "out of memory: %llu bytes for %s (%s) on %s, granted but the "
-               "allocation failed", (unsigned long long)rounded, onyx__requester_name(requester),
-               label ? label : "?", device ? provider->tier : "host");
+    onyx__errf(err, err_cap,
+               "out of memory: %llu bytes for %s (%s) on %s, granted but the "
+               "allocation failed",
+               (unsigned long long)rounded, onyx__requester_name(requester), label ? label : "?",
+               device ? provider->tier : "host");
     return ONYX_STATUS_OUT_OF_MEMORY;
   }
   *out_ptr = ptr;
   return ONYX_STATUS_OK;
 }
 
-onyx_status onyx__memory_alloc_parts(onyx__memory *m, onyx__provider *provider,
-                                     uint32_t requester, uint32_t alignment,
-                                     const onyx__memory_part *parts, size_t part_count,
-                                     void **out_ptr, char *err, size_t err_cap) {
+onyx_status onyx__memory_alloc_parts(onyx__memory *m, onyx__provider *provider, uint32_t requester,
+                                     uint32_t alignment, const onyx__memory_part *parts,
+                                     size_t part_count, void **out_ptr, char *err, size_t err_cap) {
   if (requester >= ONYX_REQUESTER_COUNT_ || (part_count && parts == NULL))
     return ONYX_STATUS_INVALID_ARGUMENT;
   if (alignment == 0) alignment = 64;
@@ -232,9 +237,11 @@ onyx_status onyx__memory_alloc_parts(onyx__memory *m, onyx__provider *provider,
         first = parts[i].label ? parts[i].label : "?";
         break;
       }
-    if (live == 1) onyx__errf(err, err_cap, "%s (for %s)", numbers, first);
-    else onyx__errf(err, err_cap, "%s (for %s and %u more parts of the block)", numbers, first,
-                    live - 1);
+    if (live == 1)
+      onyx__errf(err, err_cap, "%s (for %s)", numbers, first);
+    else
+      onyx__errf(err, err_cap, "%s (for %s and %u more parts of the block)", numbers, first,
+                 live - 1);
     return st;
   }
   onyx_gov_grant_id *ids = calloc(live, sizeof *ids);
@@ -244,7 +251,8 @@ onyx_status onyx__memory_alloc_parts(onyx__memory *m, onyx__provider *provider,
     if (parts[i].bytes == 0) continue;
     st = onyx_gov_grant(m->gov, tier, (onyx_requester)requester, parts[i].bytes, parts[i].label,
                         &ids[granted], &refusal);
-    if (st == ONYX_STATUS_OK) granted++;
+    if (st == ONYX_STATUS_OK)
+      granted++;
     else {
       onyx_gov_refusal_format(&refusal, numbers, sizeof numbers);
       onyx__errf(err, err_cap, "%s (for %s, part of a %llu-byte block)", numbers,
@@ -266,17 +274,22 @@ onyx_status onyx__memory_alloc_parts(onyx__memory *m, onyx__provider *provider,
       ptr = NULL;
     }
     if (st == ONYX_STATUS_OK && ptr == NULL) {
-      onyx__errf(err, err_cap, "out of memory: %llu bytes for %s (%s) on %s, granted but the "
-                 "allocation failed", (unsigned long long)total, onyx__requester_name(requester),
+      onyx__errf(err, err_cap,
+                 "out of memory: %llu bytes for %s (%s) on %s, granted but the "
+                 "allocation failed",
+                 (unsigned long long)total, onyx__requester_name(requester),
                  parts[0].label ? parts[0].label : "?", device ? provider->tier : "host");
       st = ONYX_STATUS_OUT_OF_MEMORY;
     }
   }
-  if (st == ONYX_STATUS_OK &&
-      !table_insert(m, (allocation){.ptr = ptr, .provider = device ? provider : NULL,
-                                    .parts = ids, .part_count = granted})) {
-    if (device) provider->table->device_free(provider->state, ptr);
-    else free(ptr);
+  if (st == ONYX_STATUS_OK && !table_insert(m, (allocation){.ptr = ptr,
+                                                            .provider = device ? provider : NULL,
+                                                            .parts = ids,
+                                                            .part_count = granted})) {
+    if (device)
+      provider->table->device_free(provider->state, ptr);
+    else
+      free(ptr);
     onyx__errf(err, err_cap, "out of memory: cannot record a %llu-byte block",
                (unsigned long long)total);
     st = ONYX_STATUS_OUT_OF_MEMORY;
@@ -325,22 +338,19 @@ void onyx__memory_usage(const onyx__memory *m, uint64_t used[ONYX_REQUESTER_COUN
   for (onyx_gov_tier t = 0; t < ONYX_GOV_MAX_TIERS; ++t) {
     for (int r = 0; r < ONYX_REQUESTER_COUNT_; ++r) {
       onyx_gov_requester_usage u;
-      if (onyx_gov_requester_usage_get(m->gov, t, (onyx_requester)r, &u) != ONYX_STATUS_OK)
-        break;
+      if (onyx_gov_requester_usage_get(m->gov, t, (onyx_requester)r, &u) != ONYX_STATUS_OK) break;
       if (used) used[r] += u.used;
       if (peak) peak[r] += u.peak;
     }
   }
 }
 
-onyx_status onyx__memory_check(onyx__memory *m, uint32_t tier, uint32_t requester,
-                               uint64_t bytes, char *err, size_t err_cap) {
+onyx_status onyx__memory_check(onyx__memory *m, uint32_t tier, uint32_t requester, uint64_t bytes,
+                               char *err, size_t err_cap) {
   onyx_gov_refusal refusal;
   onyx_status st = onyx_gov_check(m->gov, tier, (onyx_requester)requester, bytes, &refusal);
   if (st != ONYX_STATUS_OK) onyx_gov_refusal_format(&refusal, err, err_cap);
   return st;
 }
 
-void onyx__memory_write_json(const onyx__memory *m, FILE *f) {
-  onyx_gov_snapshot_write(m->gov, f);
-}
+void onyx__memory_write_json(const onyx__memory *m, FILE *f) { onyx_gov_snapshot_write(m->gov, f); }

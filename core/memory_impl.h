@@ -16,8 +16,8 @@
 struct onyx__provider;
 typedef struct onyx__memory onyx__memory;
 
-onyx_status onyx__memory_create(const onyx__config *config, onyx__memory **out_memory,
-                                char *err, size_t err_cap);
+onyx_status onyx__memory_create(const onyx__config *config, onyx__memory **out_memory, char *err,
+                                size_t err_cap);
 void onyx__memory_destroy(onyx__memory *memory); /* NULL-safe */
 
 /*

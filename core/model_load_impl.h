@@ -111,8 +111,6 @@ onyx_status onyx__attrs_from_proto(onyx__load_ctx *ctx, const char *node_desc,
 void onyx__attrs_free(onyx_attr *attrs, size_t count);
 
 /* Frees a pointer the ABI declares const but the loader allocated. */
-static inline void onyx__free_const(const void *p) {
-  free((void *)(uintptr_t)p);
-}
+static inline void onyx__free_const(const void *p) { free((void *)(uintptr_t)p); }
 
 #endif /* ONYX_CORE_MODEL_LOAD_IMPL_H */

@@ -52,8 +52,8 @@ ONYX_API size_t onyx_runtime_provider_count(const onyx_runtime *runtime);
 ONYX_API const char *onyx_runtime_provider_name(const onyx_runtime *runtime, size_t index);
 /* The provider's kernel tables (for listing tools). */
 ONYX_API size_t onyx_runtime_kernel_count(const onyx_runtime *runtime, size_t provider);
-ONYX_API const onyx_kernel_table *onyx_runtime_kernel(const onyx_runtime *runtime,
-                                                      size_t provider, size_t index);
+ONYX_API const onyx_kernel_table *onyx_runtime_kernel(const onyx_runtime *runtime, size_t provider,
+                                                      size_t index);
 
 /* Bytes in use and the peak since creation per requester (indexed by
  * onyx_requester: weights, kv_cache, workspace_session, workspace_step,
@@ -72,8 +72,8 @@ ONYX_API void onyx_runtime_write_memory_json(const onyx_runtime *runtime, void *
 typedef struct onyx_session onyx_session;
 
 typedef struct onyx_session_options {
-  uint32_t struct_size;  /* sizeof(onyx_session_options) */
-  bool print_placement;  /* print which provider runs each node to stderr at creation */
+  uint32_t struct_size; /* sizeof(onyx_session_options) */
+  bool print_placement; /* print which provider runs each node to stderr at creation */
 } onyx_session_options;
 
 /* Creates a session for the model at `path`; external data resolves in its folder.
@@ -114,7 +114,7 @@ ONYX_API int64_t onyx_session_node_attr_int(const onyx_session *session, size_t 
 
 /* Options for one run. */
 typedef struct onyx_run_options {
-  uint32_t struct_size;  /* sizeof(onyx_run_options) */
+  uint32_t struct_size; /* sizeof(onyx_run_options) */
   /* Polled between nodes; a true answer cancels the run with ONYX_STATUS_CANCELLED. */
   bool (*should_cancel)(void *user, size_t next_node);
   void *user;
@@ -146,15 +146,15 @@ typedef struct onyx_plan onyx_plan;
 
 /* One region of one node's requirement. Strings are owned by the session. */
 typedef struct onyx_plan_region {
-  size_t node;          /* node index */
+  size_t node; /* node index */
   const char *node_name;
   const char *op_type;
   const char *provider; /* provider running the node */
   const char *region;   /* the kernel's name for the region */
   uint64_t bytes;
   uint32_t alignment;
-  uint32_t lifetime;    /* onyx_lifetime */
-  uint64_t offset;      /* within the node's block of that lifetime */
+  uint32_t lifetime; /* onyx_lifetime */
+  uint64_t offset;   /* within the node's block of that lifetime */
 } onyx_plan_region;
 
 /*
@@ -196,16 +196,16 @@ typedef enum onyx_kv_growth {
 } onyx_kv_growth;
 
 typedef struct onyx_kv_cache_options {
-  uint32_t struct_size;  /* sizeof(onyx_kv_cache_options) */
-  uint32_t layers;       /* decoder layers (a key and a value buffer each) */
+  uint32_t struct_size; /* sizeof(onyx_kv_cache_options) */
+  uint32_t layers;      /* decoder layers (a key and a value buffer each) */
   int64_t batch;
   int64_t kv_heads;
   int64_t head_size;
-  uint32_t dtype;        /* onyx_dtype of the cache */
-  uint32_t layout;       /* 0: BNSH (head-major), 1: BSNH (seq-major) */
-  int64_t max_length;    /* tokens it may ever hold */
-  uint32_t growth;       /* onyx_kv_growth */
-  const char *provider;  /* provider whose device holds it; NULL: host memory */
+  uint32_t dtype;       /* onyx_dtype of the cache */
+  uint32_t layout;      /* 0: BNSH (head-major), 1: BSNH (seq-major) */
+  int64_t max_length;   /* tokens it may ever hold */
+  uint32_t growth;      /* onyx_kv_growth */
+  const char *provider; /* provider whose device holds it; NULL: host memory */
 } onyx_kv_cache_options;
 
 ONYX_API onyx_status onyx_kv_cache_create(onyx_runtime *runtime,
@@ -226,12 +226,12 @@ ONYX_API onyx_status onyx_kv_cache_views(const onyx_kv_cache *cache, uint32_t la
                                          onyx_tensor *out_key, onyx_tensor *out_value);
 
 typedef struct onyx_kv_cache_stats {
-  bool in_place;           /* growing through mapped zones */
-  int64_t capacity;        /* tokens that fit now */
-  int64_t view_length;     /* L of the views */
-  uint64_t committed_bytes;/* memory behind the cache now */
-  uint64_t growth_events;  /* reserves that grew the cache */
-  uint64_t bytes_moved;    /* KV bytes copied by growth (0 in place) */
+  bool in_place;            /* growing through mapped zones */
+  int64_t capacity;         /* tokens that fit now */
+  int64_t view_length;      /* L of the views */
+  uint64_t committed_bytes; /* memory behind the cache now */
+  uint64_t growth_events;   /* reserves that grew the cache */
+  uint64_t bytes_moved;     /* KV bytes copied by growth (0 in place) */
 } onyx_kv_cache_stats;
 
 ONYX_API void onyx_kv_cache_get_stats(const onyx_kv_cache *cache, onyx_kv_cache_stats *out);

@@ -12,29 +12,43 @@
 
 const char *onyx__dtype_str(uint32_t d) {
   switch (d) {
-  case ONYX_DTYPE_FLOAT32: return "float32";
-  case ONYX_DTYPE_UINT8: return "uint8";
-  case ONYX_DTYPE_INT8: return "int8";
-  case ONYX_DTYPE_UINT16: return "uint16";
-  case ONYX_DTYPE_INT16: return "int16";
-  case ONYX_DTYPE_INT32: return "int32";
-  case ONYX_DTYPE_INT64: return "int64";
-  case ONYX_DTYPE_STRING: return "string";
-  case ONYX_DTYPE_BOOL: return "bool";
-  case ONYX_DTYPE_FLOAT16: return "float16";
-  case ONYX_DTYPE_FLOAT64: return "float64";
-  case ONYX_DTYPE_UINT32: return "uint32";
-  case ONYX_DTYPE_UINT64: return "uint64";
-  case ONYX_DTYPE_BFLOAT16: return "bfloat16";
-  default: return "unknown";
+  case ONYX_DTYPE_FLOAT32:
+    return "float32";
+  case ONYX_DTYPE_UINT8:
+    return "uint8";
+  case ONYX_DTYPE_INT8:
+    return "int8";
+  case ONYX_DTYPE_UINT16:
+    return "uint16";
+  case ONYX_DTYPE_INT16:
+    return "int16";
+  case ONYX_DTYPE_INT32:
+    return "int32";
+  case ONYX_DTYPE_INT64:
+    return "int64";
+  case ONYX_DTYPE_STRING:
+    return "string";
+  case ONYX_DTYPE_BOOL:
+    return "bool";
+  case ONYX_DTYPE_FLOAT16:
+    return "float16";
+  case ONYX_DTYPE_FLOAT64:
+    return "float64";
+  case ONYX_DTYPE_UINT32:
+    return "uint32";
+  case ONYX_DTYPE_UINT64:
+    return "uint64";
+  case ONYX_DTYPE_BFLOAT16:
+    return "bfloat16";
+  default:
+    return "unknown";
   }
 }
 
 /* Does kernel `k` take node `n` with these input dtypes? `reason` explains a no. */
-static bool kernel_matches(const onyx_kernel_table *k, const onyx_node_info *info,
-                           char *reason, size_t reason_cap) {
-  if (strcmp(k->domain, info->domain) != 0 || strcmp(k->op_type, info->op_type) != 0)
-    return false;
+static bool kernel_matches(const onyx_kernel_table *k, const onyx_node_info *info, char *reason,
+                           size_t reason_cap) {
+  if (strcmp(k->domain, info->domain) != 0 || strcmp(k->op_type, info->op_type) != 0) return false;
   if (info->opset < k->since_opset || (k->until_opset != 0 && info->opset > k->until_opset)) {
     snprintf(reason, reason_cap, "opset %lld outside %lld..%lld", (long long)info->opset,
              (long long)k->since_opset, (long long)k->until_opset);

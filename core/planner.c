@@ -98,9 +98,10 @@ onyx_status onyx__ws_layout_make(const onyx_workspace_requirement *req, onyx__ws
     uint64_t align = rg->alignment ? rg->alignment : 64;
     if (rg->lifetime > ONYX_LIFETIME_SESSION || (align & (align - 1)) != 0 ||
         align > ONYX__WS_MAX_ALIGN) {
-      onyx__errf(err, err_cap, "workspace region %u '%s': lifetime %u, alignment %u (lifetime "
-                 "must be STEP or SESSION, alignment a power of two up to %u)", i, name,
-                 rg->lifetime, rg->alignment, ONYX__WS_MAX_ALIGN);
+      onyx__errf(err, err_cap,
+                 "workspace region %u '%s': lifetime %u, alignment %u (lifetime "
+                 "must be STEP or SESSION, alignment a power of two up to %u)",
+                 i, name, rg->lifetime, rg->alignment, ONYX__WS_MAX_ALIGN);
       return ONYX_STATUS_PROVIDER_ERROR;
     }
     uint32_t life = rg->lifetime;
@@ -123,8 +124,8 @@ onyx_status onyx__ws_layout_make(const onyx_workspace_requirement *req, onyx__ws
 
 /* Labels a grant of a node's workspace; essentials first, the node name last so
  * that the governor's truncation (ONYX_GOV_LABEL_MAX) only shortens the name. */
-static void ws_label(char *buf, size_t cap, const onyx_session *s, size_t node,
-                     const char *region, const char *what) {
+static void ws_label(char *buf, size_t cap, const onyx_session *s, size_t node, const char *region,
+                     const char *what) {
   const onyx__node *n = &s->graph->nodes[node];
   snprintf(buf, cap, "node %zu %s/%s region %s (%s)%s%s%s", node, s->nodes[node].provider->name,
            n->op_type, region ? region : "?", what, n->name[0] ? " [" : "", n->name,
@@ -133,9 +134,9 @@ static void ws_label(char *buf, size_t cap, const onyx_session *s, size_t node,
 
 onyx_status onyx__ws_block_alloc(onyx_session *s, size_t node,
                                  const onyx_workspace_requirement *req,
-                                 const onyx__ws_layout *layout, uint32_t lifetime,
-                                 uint64_t bytes, uint32_t align, const char *what,
-                                 void **out_block, char *err, size_t err_cap) {
+                                 const onyx__ws_layout *layout, uint32_t lifetime, uint64_t bytes,
+                                 uint32_t align, const char *what, void **out_block, char *err,
+                                 size_t err_cap) {
   char labels[ONYX_MAX_WORKSPACE_REGIONS][ONYX_GOV_LABEL_MAX];
   onyx__memory_part parts[ONYX_MAX_WORKSPACE_REGIONS];
   uint32_t idx[ONYX_MAX_WORKSPACE_REGIONS];
@@ -170,14 +171,12 @@ onyx_status onyx__ws_block_alloc(onyx_session *s, size_t node,
 static onyx_status evaluate(const onyx__placed_node *pn, const onyx_tensor *const *inputs,
                             const onyx_tensor *geometry, size_t input_count, geo *outs,
                             size_t out_count, char *err, size_t err_cap) {
-  eval_ctx e = {.outs = outs, .out_count = out_count, .inputs = inputs,
-                .input_count = input_count};
+  eval_ctx e = {.outs = outs, .out_count = out_count, .inputs = inputs, .input_count = input_count};
   onyx_workspace_view views[ONYX_MAX_WORKSPACE_REGIONS];
   onyx_workspace_requirement req = {.struct_size = sizeof req, .version = ONYX_ABI_VERSION};
   void *scratch[2] = {NULL, NULL};
   onyx_status st = ONYX_STATUS_OK;
-  if (pn->kernel->workspace)
-    st = pn->kernel->workspace(pn->state, geometry, input_count, &req);
+  if (pn->kernel->workspace) st = pn->kernel->workspace(pn->state, geometry, input_count, &req);
   onyx__ws_layout lay;
   if (st == ONYX_STATUS_OK) st = onyx__ws_layout_make(&req, &lay, e.err, sizeof e.err);
   for (int l = 0; l < 2 && st == ONYX_STATUS_OK; ++l) {
@@ -192,10 +191,14 @@ static onyx_status evaluate(const onyx__placed_node *pn, const onyx_tensor *cons
                                      req.regions[i].bytes};
   }
   if (st == ONYX_STATUS_OK) {
-    onyx_compute_ctx ctx = {.struct_size = sizeof ctx, .version = ONYX_ABI_VERSION,
-                            .core_data = &e, .alloc_output = eval_alloc_output,
-                            .alias_output = eval_alias_output, .set_error = eval_set_error,
-                            .workspace = views, .workspace_count = req.count};
+    onyx_compute_ctx ctx = {.struct_size = sizeof ctx,
+                            .version = ONYX_ABI_VERSION,
+                            .core_data = &e,
+                            .alloc_output = eval_alloc_output,
+                            .alias_output = eval_alias_output,
+                            .set_error = eval_set_error,
+                            .workspace = views,
+                            .workspace_count = req.count};
     st = pn->kernel->compute(pn->state, &ctx, inputs, input_count);
   }
   free(scratch[0]);
@@ -215,16 +218,14 @@ static onyx_status infer_outputs(const onyx__placed_node *pn, const onyx__node *
   onyx_tensor *out_t = calloc(n->output_count + 1, sizeof *out_t);
   int64_t(*buf)[PLAN_INFER_VALUES] = calloc(n->output_count + 1, sizeof *buf);
   for (size_t o = 0; out_t && buf && o < n->output_count; ++o) out_t[o].data = buf[o];
-  onyx_status st = out_t && buf
-                       ? pn->kernel->infer(pn->state, in_geo, n->input_count, out_t,
-                                           n->output_count)
-                       : ONYX_STATUS_OUT_OF_MEMORY;
+  onyx_status st =
+      out_t && buf ? pn->kernel->infer(pn->state, in_geo, n->input_count, out_t, n->output_count)
+                   : ONYX_STATUS_OUT_OF_MEMORY;
   for (size_t o = 0; out_t && st == ONYX_STATUS_OK && o < n->output_count; ++o) {
     outs[o].t = out_t[o];
     outs[o].t.data = NULL;
     outs[o].set = true;
-    if (out_t[o].data != buf[o] || out_t[o].rank > ONYX_MAX_RANK || !small_int(&out_t[o]))
-      continue;
+    if (out_t[o].data != buf[o] || out_t[o].rank > ONYX_MAX_RANK || !small_int(&out_t[o])) continue;
     size_t bytes = (size_t)onyx_tensor_numel(&out_t[o]) * onyx_dtype_size(out_t[o].dtype);
     if (onyx_tensor_numel(&out_t[o]) < 0 || bytes > sizeof buf[o]) continue;
     if ((outs[o].owned = malloc(bytes ? bytes : 1)) == NULL) {
@@ -266,7 +267,8 @@ static onyx_status node_outputs(onyx_session *s, size_t i, geo *g, const onyx_te
     onyx_status ist = infer_outputs(pn, n, in_geo, outs);
     inferred = ist == ONYX_STATUS_OK;
     if (!inferred) reset_outputs(outs, n->output_count);
-    if (ist == ONYX_STATUS_OUT_OF_MEMORY) st = ist;
+    if (ist == ONYX_STATUS_OUT_OF_MEMORY)
+      st = ist;
     else if (!inferred && !(all_known && host)) {
       onyx__errf(err, err_cap, "its kernel cannot infer output shapes for this geometry (%s)",
                  onyx_status_str(ist));
@@ -280,7 +282,8 @@ static onyx_status node_outputs(onyx_session *s, size_t i, geo *g, const onyx_te
     reset_outputs(outs, n->output_count);
     st = evaluate(pn, in_ptrs, in_geo, n->input_count, outs, n->output_count, err, err_cap);
   } else if (st == ONYX_STATUS_OK && !inferred) {
-    onyx__errf(err, err_cap, "its kernel has no infer callback and its inputs are not known "
+    onyx__errf(err, err_cap,
+               "its kernel has no infer callback and its inputs are not known "
                "values, so its output shapes cannot be planned");
     st = ONYX_STATUS_UNSUPPORTED;
   }
@@ -346,8 +349,8 @@ onyx_status onyx__plan_build(onyx_session *s, const onyx_tensor *inputs, size_t 
     geo *v = &vals[g->inputs[i]];
     v->t = inputs[i];
     v->set = true;
-    v->known = inputs[i].data != NULL && inputs[i].device == ONYX_DEVICE_HOST &&
-               small_int(&inputs[i]);
+    v->known =
+        inputs[i].data != NULL && inputs[i].device == ONYX_DEVICE_HOST && small_int(&inputs[i]);
     if (!v->known) v->t.data = NULL;
   }
   for (size_t k = 0; k < np; ++k) {
@@ -375,8 +378,8 @@ onyx_status onyx__plan_build(onyx_session *s, const onyx_tensor *inputs, size_t 
     char why[512] = "";
     st = node_outputs(s, i, vals, in_geo, why, sizeof why);
     onyx__node_plan *np_ = &p->nodes[i];
-    np_->req = (onyx_workspace_requirement){.struct_size = sizeof np_->req,
-                                            .version = ONYX_ABI_VERSION};
+    np_->req =
+        (onyx_workspace_requirement){.struct_size = sizeof np_->req, .version = ONYX_ABI_VERSION};
     if (st == ONYX_STATUS_OK && pn->kernel->workspace) {
       for (size_t k = 0; k < n->input_count; ++k) in_geo[k].data = NULL; /* geometry only */
       st = pn->kernel->workspace(pn->state, in_geo, n->input_count, &np_->req);
@@ -385,8 +388,8 @@ onyx_status onyx__plan_build(onyx_session *s, const onyx_tensor *inputs, size_t 
     }
     if (st == ONYX_STATUS_OK) st = onyx__ws_layout_make(&np_->req, &np_->layout, why, sizeof why);
     if (st != ONYX_STATUS_OK) {
-      onyx__errf(err, err_cap, "planning node '%s' (#%zu, %s on %s): %s", n->name, i,
-                 n->op_type, pn->provider->name, why);
+      onyx__errf(err, err_cap, "planning node '%s' (#%zu, %s on %s): %s", n->name, i, n->op_type,
+                 pn->provider->name, why);
       break;
     }
     const onyx__ws_layout *lay = &np_->layout;
@@ -544,7 +547,8 @@ onyx_status onyx_plan_check(const onyx_plan *p, onyx_error **out_error) {
     if (st == ONYX_STATUS_OK && need[t].bytes[0] && need[t].bytes[1] &&
         onyx_gov_tier_usage_get(gov, t, &u) == ONYX_STATUS_OK &&
         total > u.unassigned + u.reclaimable) {
-      snprintf(err, sizeof err, "tier %s: requested %llu bytes (workspace_step %llu + "
+      snprintf(err, sizeof err,
+               "tier %s: requested %llu bytes (workspace_step %llu + "
                "workspace_session %llu), limit %llu, used %llu, reserved %llu, reclaimable %llu",
                need[t].name, (unsigned long long)total, (unsigned long long)need[t].bytes[0],
                (unsigned long long)need[t].bytes[1], (unsigned long long)u.limit,

@@ -103,8 +103,8 @@ static bool table_is_usable(const onyx_provider_table *t, char *why, size_t cap)
 }
 
 onyx_status onyx__provider_load(onyx_runtime *runtime, const onyx__config *config,
-                                const onyx__provider_config *pc, onyx__provider *out,
-                                char *err, size_t err_cap) {
+                                const onyx__provider_config *pc, onyx__provider *out, char *err,
+                                size_t err_cap) {
   onyx__provider p;
   memset(&p, 0, sizeof p);
   p.runtime = runtime;
@@ -135,8 +135,8 @@ onyx_status onyx__provider_load(onyx_runtime *runtime, const onyx__config *confi
   uint32_t answered = 0;
   const onyx_provider_table *table = NULL;
   onyx_status st = entry(ONYX_ABI_VERSION, &answered, &table);
-  if (st == ONYX_STATUS_ABI_MISMATCH || (st == ONYX_STATUS_OK &&
-      (answered > ONYX_ABI_VERSION || answered < ONYX_ABI_MIN_VERSION))) {
+  if (st == ONYX_STATUS_ABI_MISMATCH ||
+      (st == ONYX_STATUS_OK && (answered > ONYX_ABI_VERSION || answered < ONYX_ABI_MIN_VERSION))) {
     onyx__errf(err, err_cap,
                "%s:%d: provider '%s' (%s): ABI mismatch: the core speaks ABI %u..%u, the "
                "provider %s ABI %u",
@@ -161,8 +161,7 @@ onyx_status onyx__provider_load(onyx_runtime *runtime, const onyx__config *confi
   }
   char why[256] = "";
   if (!table_is_usable(table, why, sizeof why)) {
-    onyx__errf(err, err_cap, "%s:%d: provider '%s' (%s): %s", where, line, pc->name, pc->path,
-               why);
+    onyx__errf(err, err_cap, "%s:%d: provider '%s' (%s): %s", where, line, pc->name, pc->path, why);
     dlclose(p.library);
     return ONYX_STATUS_PROVIDER_ERROR;
   }
@@ -198,8 +197,7 @@ onyx_status onyx__provider_load(onyx_runtime *runtime, const onyx__config *confi
   st = table->open(&out->host, pc->options, pc->option_count, &state, open_err, sizeof open_err);
   if (st != ONYX_STATUS_OK) {
     onyx__errf(err, err_cap, "%s:%d: provider '%s' (%s): init failed: %s: %s", where, line,
-               pc->name, pc->path, onyx_status_str(st),
-               open_err[0] ? open_err : "(no message)");
+               pc->name, pc->path, onyx_status_str(st), open_err[0] ? open_err : "(no message)");
     onyx__provider_unload(out);
     return ONYX_STATUS_PROVIDER_ERROR;
   }

@@ -20,9 +20,9 @@ typedef struct onyx__provider {
   void *state;                      /* from table->open */
   uint32_t abi;                     /* negotiated ABI version */
   bool is_fallback;
-  char tier[32];                    /* governor tier of its memory: "host", "cuda:0" */
-  uint32_t gov_tier;                /* that tier's governor handle */
-  onyx_host_table host;             /* what it was opened with; host_data points here */
+  char tier[32];        /* governor tier of its memory: "host", "cuda:0" */
+  uint32_t gov_tier;    /* that tier's governor handle */
+  onyx_host_table host; /* what it was opened with; host_data points here */
   struct onyx_runtime *runtime;
 } onyx__provider;
 
@@ -42,17 +42,17 @@ struct onyx_runtime {
  * Returns ONYX_STATUS_DEVICE_UNAVAILABLE when the provider's probe declines.
  */
 onyx_status onyx__provider_load(onyx_runtime *runtime, const onyx__config *config,
-                                const onyx__provider_config *pc, onyx__provider *out,
-                                char *err, size_t err_cap);
+                                const onyx__provider_config *pc, onyx__provider *out, char *err,
+                                size_t err_cap);
 void onyx__provider_unload(onyx__provider *provider);
 
 /* True when a provider table is large enough to hold `field` (appended later). */
-#define onyx__provider_has(table, field)                                                     \
+#define onyx__provider_has(table, field)                                                           \
   ((table)->struct_size >= offsetof(onyx_provider_table, field) + sizeof((table)->field))
 
 /* The same for a kernel table: fields appended after a provider was built read as
  * NULL / 0 when its table's struct_size does not reach them. */
-#define onyx__kernel_has(table, field)                                                       \
+#define onyx__kernel_has(table, field)                                                             \
   ((table)->struct_size >= offsetof(onyx_kernel_table, field) + sizeof((table)->field))
 
 /* The kernel's host_inputs mask (0 from a table that predates the field). */

@@ -131,8 +131,8 @@ onyx_status onyx_session_create(onyx_runtime *rt, const char *path,
 }
 
 onyx_status onyx_session_create_from_bytes(onyx_runtime *rt, const void *bytes, size_t size,
-                                           const onyx_session_options *options,
-                                           onyx_session **out, onyx_error **out_error) {
+                                           const onyx_session_options *options, onyx_session **out,
+                                           onyx_error **out_error) {
   if (rt == NULL || bytes == NULL || out == NULL)
     return onyx__error_set(out_error, ONYX_STATUS_INVALID_ARGUMENT,
                            "onyx_session_create_from_bytes: runtime, bytes and out_session "

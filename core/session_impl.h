@@ -8,8 +8,8 @@
 typedef struct onyx__placed_node {
   onyx__provider *provider;
   const onyx_kernel_table *kernel;
-  void *state;          /* the kernel's per-node state */
-  onyx_node_info info;  /* what the kernel saw at create; arrays below */
+  void *state;         /* the kernel's per-node state */
+  onyx_node_info info; /* what the kernel saw at create; arrays below */
   bool *input_present;
   bool *output_present;
   uint32_t *input_dtypes;
@@ -21,11 +21,11 @@ typedef struct onyx__placed_node {
 struct onyx_session {
   onyx_runtime *runtime;
   onyx__graph *graph;
-  onyx__placed_node *nodes;  /* graph->node_count entries */
-  uint32_t *dtypes;          /* per value: declared or inferred dtype */
-  int32_t *last_use;         /* per value: last node reading it, INT32_MAX for outputs */
-  void **device_inits;       /* per value: device copy of an initializer, or NULL */
-  uint64_t weights_grant;    /* governor grant booking the host initializers (0: none) */
+  onyx__placed_node *nodes; /* graph->node_count entries */
+  uint32_t *dtypes;         /* per value: declared or inferred dtype */
+  int32_t *last_use;        /* per value: last node reading it, INT32_MAX for outputs */
+  void **device_inits;      /* per value: device copy of an initializer, or NULL */
+  uint64_t weights_grant;   /* governor grant booking the host initializers (0: none) */
 };
 
 /* Infers the dtype of every value the model leaves untyped (for placement). */
@@ -39,8 +39,8 @@ onyx_status onyx__place_nodes(onyx_session *session, char *err, size_t err_cap);
 const char *onyx__dtype_str(uint32_t dtype);
 
 /* Checks run inputs against the model's declared dtypes and dims. */
-onyx_status onyx__check_inputs(const onyx_session *session, const onyx_tensor *inputs,
-                              size_t count, char *err, size_t err_cap);
+onyx_status onyx__check_inputs(const onyx_session *session, const onyx_tensor *inputs, size_t count,
+                               char *err, size_t err_cap);
 
 /* Frees what placement created (NULL-safe arrays). */
 void onyx__unplace_nodes(onyx_session *session);

@@ -35,9 +35,9 @@ static uint32_t constant_dtype(const onyx__node *n) {
 /* The dtype of output `o` of node `n`, given its inputs' dtypes. */
 static uint32_t output_dtype(const onyx__node *n, const uint32_t *dtypes, size_t o) {
   static const char *const int64_ops[] = {"Shape", "Size", "NonZero", "ArgMax", "ArgMin", NULL};
-  static const char *const bool_ops[] = {"Equal", "Less", "Greater", "LessOrEqual",
-                                         "GreaterOrEqual", "Not", "And", "Or", "Xor",
-                                         "IsNaN", "IsInf", NULL};
+  static const char *const bool_ops[] = {
+      "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not",
+      "And",   "Or",   "Xor",     "IsNaN",       "IsInf",          NULL};
   if (n->domain[0] == '\0') {
     if (op_is(n, int64_ops)) return ONYX_DTYPE_INT64;
     if (op_is(n, bool_ops)) return ONYX_DTYPE_BOOL;

@@ -147,11 +147,19 @@ onyx_gov_backend *onyx__vmm_backend_create(onyx__provider *p) {
   vmm_backend *b = calloc(1, sizeof *b);
   if (b == NULL) return NULL;
   b->provider = p;
-  b->table = (onyx_gov_backend){
-      .struct_size = sizeof(onyx_gov_backend), .version = 1, .name = "device-vmm",
-      .state = b, .granularity = vmm_granularity, .reserve = vmm_reserve,
-      .unreserve = vmm_unreserve, .create = vmm_create, .release = vmm_release,
-      .map = vmm_map, .set_access = vmm_set_access, .unmap = vmm_unmap, .sync = vmm_sync};
+  b->table = (onyx_gov_backend){.struct_size = sizeof(onyx_gov_backend),
+                                .version = 1,
+                                .name = "device-vmm",
+                                .state = b,
+                                .granularity = vmm_granularity,
+                                .reserve = vmm_reserve,
+                                .unreserve = vmm_unreserve,
+                                .create = vmm_create,
+                                .release = vmm_release,
+                                .map = vmm_map,
+                                .set_access = vmm_set_access,
+                                .unmap = vmm_unmap,
+                                .sync = vmm_sync};
   return &b->table;
 }
 

@@ -14,10 +14,10 @@
 typedef struct onyx__carve_backend {
   onyx_gov_backend table; /* pass &table to zone descriptors */
   const onyx_gov_backend *parent;
-  char *base;             /* the parent's reservation */
+  char *base; /* the parent's reservation */
   uint64_t total_bytes;
   uint64_t slice_bytes;
-  uint64_t next;          /* offset of the next slice to hand out */
+  uint64_t next; /* offset of the next slice to hand out */
 } onyx__carve_backend;
 
 onyx_status onyx__carve_backend_init(onyx__carve_backend *carve, const onyx_gov_backend *parent,

@@ -66,8 +66,10 @@ static void fake_unreserve(void *state, void *base, uint64_t bytes) {
   pthread_mutex_lock(&f->mu);
   for (size_t i = 0; i < f->granule_count; ++i)
     if (f->granules[i].base == (uintptr_t)base) f->stats.protocol_errors++; /* still mapped */
-  if (f->stats.live_reservations == 0) f->stats.protocol_errors++;
-  else f->stats.live_reservations--;
+  if (f->stats.live_reservations == 0)
+    f->stats.protocol_errors++;
+  else
+    f->stats.live_reservations--;
   pthread_mutex_unlock(&f->mu);
 }
 

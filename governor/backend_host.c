@@ -26,8 +26,8 @@ static onyx_status host_granularity(void *state, uint64_t *out_bytes) {
 static onyx_status host_reserve(void *state, uint64_t bytes, void **out_base) {
   (void)state;
   if (bytes > SIZE_MAX) return ONYX_STATUS_OUT_OF_MEMORY;
-  void *base = mmap(NULL, (size_t)bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                    -1, 0);
+  void *base =
+      mmap(NULL, (size_t)bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) return ONYX_STATUS_OUT_OF_MEMORY;
   *out_base = base;
   return ONYX_STATUS_OK;

@@ -190,8 +190,8 @@ uint64_t onyx__gov_unassigned(const onyx__gov_tier *t) {
   return onyx__gov_sub0(t->limit, booked);
 }
 
-void onyx__gov_shortfall(const onyx__gov_tier *t, uint32_t r, uint64_t need,
-                         uint64_t *out_tier, uint64_t *out_req) {
+void onyx__gov_shortfall(const onyx__gov_tier *t, uint32_t r, uint64_t need, uint64_t *out_tier,
+                         uint64_t *out_req) {
   uint64_t free_bytes = onyx__gov_unassigned(t);
   *out_tier = onyx__gov_sub0(need, free_bytes);
   const onyx__gov_req *q = &t->req[r];
@@ -264,9 +264,9 @@ onyx_status onyx_gov_audit(onyx_gov *gov, char *msg, size_t msg_cap) {
     if (z->allowance < z->mapped + z->pending_allowance) {
       bad = true;
       if (msg != NULL && msg_cap > 0)
-        snprintf(msg, msg_cap, "zone %s: allowance %" PRIu64 " < mapped %" PRIu64
-                 " + pending allowance %" PRIu64, z->label, z->allowance, z->mapped,
-                 z->pending_allowance);
+        snprintf(msg, msg_cap,
+                 "zone %s: allowance %" PRIu64 " < mapped %" PRIu64 " + pending allowance %" PRIu64,
+                 z->label, z->allowance, z->mapped, z->pending_allowance);
       break;
     }
     audit_books *b = &books[z->tier][z->requester];
@@ -286,11 +286,11 @@ onyx_status onyx_gov_audit(onyx_gov *gov, char *msg, size_t msg_cap) {
       const audit_books *b = &books[ti][r];
       const onyx__gov_req *q = &t->req[r];
       const char *who = onyx_gov_requester_name(r);
-      bad = audit_differs(msg, msg_cap, t->name, who, "used", q->used, b->used) ||
-            audit_differs(msg, msg_cap, t->name, who, "reserved", q->reserved, b->reserved) ||
-            audit_differs(msg, msg_cap, t->name, who, "pending", q->pending, b->pending) ||
-            audit_differs(msg, msg_cap, t->name, who, "reclaimable", q->reclaimable,
-                          b->reclaimable);
+      bad =
+          audit_differs(msg, msg_cap, t->name, who, "used", q->used, b->used) ||
+          audit_differs(msg, msg_cap, t->name, who, "reserved", q->reserved, b->reserved) ||
+          audit_differs(msg, msg_cap, t->name, who, "pending", q->pending, b->pending) ||
+          audit_differs(msg, msg_cap, t->name, who, "reclaimable", q->reclaimable, b->reclaimable);
       sum.used += b->used;
       sum.reserved += b->reserved;
       sum.pending += b->pending;
@@ -298,8 +298,7 @@ onyx_status onyx_gov_audit(onyx_gov *gov, char *msg, size_t msg_cap) {
     }
     if (!bad)
       bad = audit_differs(msg, msg_cap, t->name, "total", "used", t->used, sum.used) ||
-            audit_differs(msg, msg_cap, t->name, "total", "reserved", t->reserved,
-                          sum.reserved) ||
+            audit_differs(msg, msg_cap, t->name, "total", "reserved", t->reserved, sum.reserved) ||
             audit_differs(msg, msg_cap, t->name, "total", "pending", t->pending, sum.pending) ||
             audit_differs(msg, msg_cap, t->name, "total", "reclaimable", t->reclaimable,
                           sum.reclaimable);

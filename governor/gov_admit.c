@@ -18,8 +18,7 @@ onyx_status onyx__gov_admit(onyx_gov *gov, onyx_gov_tier tier, uint32_t r, uint6
     onyx__gov_shortfall(&gov->tiers[tier], r, need, &short_tier, &short_req);
     if (short_tier == 0 && short_req == 0) return ONYX_STATUS_OK;
     if (!onyx__gov_reclaim_step(gov, tier, r, short_tier, short_req, &asked)) {
-      onyx__gov_fill_refusal(gov, tier, r, scope_of(short_tier, short_req), need, 0,
-                             out_refusal);
+      onyx__gov_fill_refusal(gov, tier, r, scope_of(short_tier, short_req), need, 0, out_refusal);
       gov->counters.refusals++;
       return ONYX_STATUS_TIER_EXHAUSTED;
     }

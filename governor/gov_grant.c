@@ -163,8 +163,8 @@ onyx_status onyx_gov_check(onyx_gov *gov, onyx_gov_tier tier, onyx_requester req
 /* ------------------------------------------------------------------ host memory */
 
 onyx_status onyx_gov_alloc(onyx_gov *gov, onyx_gov_tier tier, onyx_requester requester,
-                           uint64_t bytes, uint32_t alignment, const char *label,
-                           void **out_ptr, onyx_gov_refusal *out_refusal) {
+                           uint64_t bytes, uint32_t alignment, const char *label, void **out_ptr,
+                           onyx_gov_refusal *out_refusal) {
   uint32_t r = (uint32_t)requester;
   if (alignment == 0) alignment = 64;
   if (gov == NULL || out_ptr == NULL || r >= ONYX_REQUESTER_COUNT_ ||

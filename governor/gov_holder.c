@@ -29,8 +29,7 @@ onyx_status onyx_gov_holder_register(onyx_gov *gov, onyx_gov_tier tier, int32_t 
   onyx__gov_lock(gov);
   onyx_status st = onyx__gov_tier_at(gov, tier) ? ONYX_STATUS_OK : ONYX_STATUS_INVALID_ARGUMENT;
   uint32_t index = 0;
-  while (st == ONYX_STATUS_OK && index < ONYX_GOV_MAX_HOLDERS && gov->holders[index].live)
-    ++index;
+  while (st == ONYX_STATUS_OK && index < ONYX_GOV_MAX_HOLDERS && gov->holders[index].live) ++index;
   if (st == ONYX_STATUS_OK && index == ONYX_GOV_MAX_HOLDERS) st = ONYX_STATUS_OUT_OF_MEMORY;
   if (st == ONYX_STATUS_OK) {
     onyx__gov_holder *h = &gov->holders[index];
@@ -116,8 +115,8 @@ static bool askable(const onyx__gov_holder *h, uint32_t i, onyx_gov_tier tier, u
   return h->live && !h->busy && h->tier == tier && (asked & ((uint64_t)1 << i)) == 0;
 }
 
-bool onyx__gov_reclaim_can_cover(onyx_gov *gov, onyx_gov_tier tier, uint32_t r,
-                                 uint64_t short_tier, uint64_t short_req, uint64_t asked) {
+bool onyx__gov_reclaim_can_cover(onyx_gov *gov, onyx_gov_tier tier, uint32_t r, uint64_t short_tier,
+                                 uint64_t short_req, uint64_t asked) {
   uint64_t sum_tier = 0, sum_req = 0;
   for (uint32_t i = 0; i < ONYX_GOV_MAX_HOLDERS; ++i) {
     const onyx__gov_holder *h = &gov->holders[i];
@@ -128,8 +127,8 @@ bool onyx__gov_reclaim_can_cover(onyx_gov *gov, onyx_gov_tier tier, uint32_t r,
   return short_tier <= sum_tier && short_req <= sum_req;
 }
 
-bool onyx__gov_reclaim_step(onyx_gov *gov, onyx_gov_tier tier, uint32_t r,
-                            uint64_t short_tier, uint64_t short_req, uint64_t *asked) {
+bool onyx__gov_reclaim_step(onyx_gov *gov, onyx_gov_tier tier, uint32_t r, uint64_t short_tier,
+                            uint64_t short_req, uint64_t *asked) {
   if (!onyx__gov_reclaim_can_cover(gov, tier, r, short_tier, short_req, *asked)) return false;
   /* The lowest priority that holds bytes that help: any bytes for a tier shortfall,
    * the requester's own for a shortfall against its cap alone. */

@@ -18,15 +18,15 @@
 /* Kinds of grant slots. */
 enum {
   ONYX__GOV_SLOT_FREE = 0,
-  ONYX__GOV_SLOT_GRANT = 1,  /* plain booking */
-  ONYX__GOV_SLOT_ALLOC = 2,  /* booking + host memory (onyx_gov_alloc) */
-  ONYX__GOV_SLOT_GROWTH = 3  /* prepared, uncommitted zone growth */
+  ONYX__GOV_SLOT_GRANT = 1, /* plain booking */
+  ONYX__GOV_SLOT_ALLOC = 2, /* booking + host memory (onyx_gov_alloc) */
+  ONYX__GOV_SLOT_GROWTH = 3 /* prepared, uncommitted zone growth */
 };
 
 /* One requester on one tier. */
 typedef struct onyx__gov_req {
-  uint64_t limit;       /* ONYX_GOV_NO_LIMIT when uncapped */
-  uint64_t used;        /* granted + mapped */
+  uint64_t limit; /* ONYX_GOV_NO_LIMIT when uncapped */
+  uint64_t used;  /* granted + mapped */
   uint64_t peak;
   uint64_t reserved;    /* Σ its zones' allowance - mapped */
   uint64_t pending;     /* Σ its growth plans' from_unassigned */
@@ -49,14 +49,14 @@ typedef struct onyx__gov_tier {
  * freed, so a stale id never matches a later grant in the same slot. */
 typedef struct onyx__gov_slot {
   uint32_t gen;
-  uint32_t next_free;  /* free-list link (index), UINT32_MAX ends it */
-  uint8_t kind;        /* ONYX__GOV_SLOT_* */
+  uint32_t next_free; /* free-list link (index), UINT32_MAX ends it */
+  uint8_t kind;       /* ONYX__GOV_SLOT_* */
   uint8_t tier;
   uint8_t requester;
-  uint8_t committing;  /* GROWTH: a commit is mapping it; release is refused */
-  uint32_t holder;     /* adopting holder index + 1, 0 when none */
-  uint32_t holder_gen; /* its generation at adoption */
-  uint64_t bytes;      /* GRANT/ALLOC: booked; GROWTH: planned delta */
+  uint8_t committing;       /* GROWTH: a commit is mapping it; release is refused */
+  uint32_t holder;          /* adopting holder index + 1, 0 when none */
+  uint32_t holder_gen;      /* its generation at adoption */
+  uint64_t bytes;           /* GRANT/ALLOC: booked; GROWTH: planned delta */
   uint64_t from_allowance;  /* GROWTH: part booked from the zone's allowance */
   uint64_t from_unassigned; /* GROWTH: part claimed from the tier's pool */
   onyx_gov_zone *zone;      /* GROWTH */
@@ -66,24 +66,24 @@ typedef struct onyx__gov_slot {
 
 typedef struct onyx__gov_holder {
   bool live;
-  bool busy;           /* a callback is running */
+  bool busy; /* a callback is running */
   uint32_t gen;
   onyx_gov_tier tier;
   int32_t priority;
-  uint64_t seq;        /* registration order, breaks priority ties */
+  uint64_t seq; /* registration order, breaks priority ties */
   onyx_gov_reclaim_fn fn;
   void *user;
   pthread_t busy_thread;
-  uint64_t adopted;                         /* bytes of adopted live grants */
+  uint64_t adopted; /* bytes of adopted live grants */
   uint64_t adopted_req[ONYX_REQUESTER_COUNT_];
   char label[ONYX_GOV_LABEL_MAX];
 } onyx__gov_holder;
 
 /* Address → slot index, open addressing with backward-shift deletion. */
 typedef struct onyx__gov_ptrmap {
-  void **keys;     /* NULL: empty */
+  void **keys; /* NULL: empty */
   uint32_t *vals;
-  size_t cap;      /* power of two, or 0 */
+  size_t cap; /* power of two, or 0 */
   size_t count;
 } onyx__gov_ptrmap;
 
@@ -119,7 +119,7 @@ struct onyx_gov_zone {
   uint64_t base_allowance;    /* what the zone was created with */
   uint64_t pending_allowance; /* Σ its growth plans' from_allowance */
   /* Guarded by grow_mu. */
-  void **handles;             /* one per mapped granule */
+  void **handles; /* one per mapped granule */
   size_t handle_cap;
   onyx_gov_zone *prev, *next;
 };
@@ -144,8 +144,8 @@ uint64_t onyx__gov_unassigned(const onyx__gov_tier *t);
 
 /* How far `need` more bytes of unassigned capacity for requester r overshoot the
  * tier (*out_tier) and the requester's cap (*out_req); both 0 means it fits. */
-void onyx__gov_shortfall(const onyx__gov_tier *t, uint32_t r, uint64_t need,
-                         uint64_t *out_tier, uint64_t *out_req);
+void onyx__gov_shortfall(const onyx__gov_tier *t, uint32_t r, uint64_t need, uint64_t *out_tier,
+                         uint64_t *out_req);
 
 /* Books `bytes` as used by requester r (peaks follow). Lock held. */
 void onyx__gov_charge(onyx__gov_tier *t, uint32_t r, uint64_t bytes);
@@ -153,14 +153,14 @@ void onyx__gov_uncharge(onyx__gov_tier *t, uint32_t r, uint64_t bytes);
 
 /* Whether holders that have not been asked yet (bit i of *asked set = asked) can
  * cover the shortfalls. Lock held. */
-bool onyx__gov_reclaim_can_cover(onyx_gov *gov, onyx_gov_tier tier, uint32_t r,
-                                 uint64_t short_tier, uint64_t short_req, uint64_t asked);
+bool onyx__gov_reclaim_can_cover(onyx_gov *gov, onyx_gov_tier tier, uint32_t r, uint64_t short_tier,
+                                 uint64_t short_req, uint64_t asked);
 
 /* Asks the lowest-priority unasked holder of the tier that can help to reclaim;
  * drops and retakes the lock around the callback. Returns false when no holder is
  * left to ask or the holders left cannot cover the shortfalls. Lock held. */
-bool onyx__gov_reclaim_step(onyx_gov *gov, onyx_gov_tier tier, uint32_t r,
-                            uint64_t short_tier, uint64_t short_req, uint64_t *asked);
+bool onyx__gov_reclaim_step(onyx_gov *gov, onyx_gov_tier tier, uint32_t r, uint64_t short_tier,
+                            uint64_t short_req, uint64_t *asked);
 
 /* Books nothing: fits `need` bytes of pool capacity for requester r, asking holders
  * when the pool falls short and they can cover it; else fills *out_refusal (requested

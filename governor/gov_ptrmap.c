@@ -39,8 +39,7 @@ static bool rehash(onyx__gov_ptrmap *map, size_t cap) {
 }
 
 bool onyx__gov_ptrmap_put(onyx__gov_ptrmap *map, void *key, uint32_t val) {
-  if ((map->count + 1) * 2 > map->cap && !rehash(map, map->cap ? map->cap * 2 : 64))
-    return false;
+  if ((map->count + 1) * 2 > map->cap && !rehash(map, map->cap ? map->cap * 2 : 64)) return false;
   size_t h = hash_ptr(key, map->cap);
   while (map->keys[h] != NULL && map->keys[h] != key) h = (h + 1) & (map->cap - 1);
   if (map->keys[h] == NULL) map->count++;

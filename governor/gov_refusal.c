@@ -41,7 +41,8 @@ void onyx__gov_fill_refusal(onyx_gov *gov, onyx_gov_tier tier, uint32_t r, uint3
 #if defined(__GNUC__)
 __attribute__((format(printf, 4, 5)))
 #endif
-static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
+static void
+append(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   char *at = (buf != NULL && *len < cap) ? buf + *len : NULL;
@@ -60,8 +61,8 @@ size_t onyx_gov_refusal_format(const onyx_gov_refusal *refusal, char *buf, size_
   append(buf, cap, &len,
          "tier %s: requested %" PRIu64 " bytes for %s, limit %" PRIu64 ", used %" PRIu64
          ", reserved %" PRIu64 ", reclaimable %" PRIu64,
-         refusal->tier, refusal->requested, who, refusal->limit, refusal->used,
-         refusal->reserved, refusal->reclaimable);
+         refusal->tier, refusal->requested, who, refusal->limit, refusal->used, refusal->reserved,
+         refusal->reclaimable);
   if (refusal->allowance > 0)
     append(buf, cap, &len, ", own allowance %" PRIu64, refusal->allowance);
   if (refusal->scope == ONYX_GOV_SCOPE_REQUESTER)

@@ -101,7 +101,8 @@ static void sb_reserve(sbuf *sb, size_t more) {
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static void sb_printf(sbuf *sb, const char *fmt, ...) {
+static void
+sb_printf(sbuf *sb, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   va_list ap2;
@@ -149,10 +150,14 @@ static void sb_key_u64(sbuf *sb, const char *key, uint64_t value) {
 
 static const char *kind_name(uint8_t kind) {
   switch (kind) {
-  case ONYX__GOV_SLOT_GRANT: return "grant";
-  case ONYX__GOV_SLOT_ALLOC: return "alloc";
-  case ONYX__GOV_SLOT_GROWTH: return "growth";
-  default: return "free";
+  case ONYX__GOV_SLOT_GRANT:
+    return "grant";
+  case ONYX__GOV_SLOT_ALLOC:
+    return "alloc";
+  case ONYX__GOV_SLOT_GROWTH:
+    return "growth";
+  default:
+    return "free";
   }
 }
 

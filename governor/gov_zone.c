@@ -23,8 +23,8 @@ static uint64_t round_up(uint64_t bytes, uint64_t granularity) {
 }
 
 static void zone_refusal(onyx_gov_zone *zone, uint64_t requested, onyx_gov_refusal *out) {
-  onyx__gov_fill_refusal(zone->gov, zone->tier, zone->requester, ONYX_GOV_SCOPE_ZONE, requested,
-                         0, out);
+  onyx__gov_fill_refusal(zone->gov, zone->tier, zone->requester, ONYX_GOV_SCOPE_ZONE, requested, 0,
+                         out);
   if (out != NULL) {
     out->limit = zone->max_bytes;
     out->used = zone->mapped;
@@ -123,8 +123,8 @@ static onyx_status map_range(onyx_gov_zone *zone, uint64_t from, uint64_t to) {
 
 static bool backend_usable(const onyx_gov_backend *b) {
   return b != NULL && b->struct_size >= sizeof(onyx_gov_backend) && b->granularity != NULL &&
-         b->reserve != NULL && b->unreserve != NULL && b->create != NULL &&
-         b->release != NULL && b->map != NULL && b->set_access != NULL && b->unmap != NULL;
+         b->reserve != NULL && b->unreserve != NULL && b->create != NULL && b->release != NULL &&
+         b->map != NULL && b->set_access != NULL && b->unmap != NULL;
 }
 
 onyx_status onyx_gov_zone_create(onyx_gov *gov, const onyx_gov_zone_desc *desc,
@@ -214,8 +214,10 @@ onyx_status onyx_gov_zone_destroy(onyx_gov_zone *zone) {
   t->reserved -= zone->allowance - mapped;
   t->req[zone->requester].reserved -= zone->allowance - mapped;
   gov->counters.bytes_unmapped += mapped;
-  if (zone->prev != NULL) zone->prev->next = zone->next;
-  else gov->zones = zone->next;
+  if (zone->prev != NULL)
+    zone->prev->next = zone->next;
+  else
+    gov->zones = zone->next;
   if (zone->next != NULL) zone->next->prev = zone->prev;
   onyx__gov_unlock(gov);
 
@@ -264,8 +266,8 @@ onyx_status onyx_gov_zone_prepare(onyx_gov_zone *zone, uint64_t target_bytes, co
     onyx__gov_shortfall(t, r, fu, &short_tier, &short_req);
     if (short_tier == 0 && short_req == 0) break;
     if (!onyx__gov_reclaim_step(gov, zone->tier, r, short_tier, short_req, &asked)) {
-      onyx_status st = onyx__gov_refuse_growth(gov, zone->tier, r, short_tier, short_req, delta,
-                                               fa, out_refusal);
+      onyx_status st = onyx__gov_refuse_growth(gov, zone->tier, r, short_tier, short_req, delta, fa,
+                                               out_refusal);
       onyx__gov_unlock(gov);
       return st;
     }
@@ -318,8 +320,8 @@ onyx_status onyx_gov_zone_commit(onyx_gov_zone *zone, onyx_gov_grant_id grant,
       onyx__gov_shortfall(&gov->tiers[zone->tier], zone->requester, extra_u, &short_tier,
                           &short_req);
       if (short_tier != 0 || short_req != 0) {
-        st = onyx__gov_refuse_growth(gov, zone->tier, zone->requester, short_tier, short_req,
-                                     delta, s->from_allowance + extra_a, out_refusal);
+        st = onyx__gov_refuse_growth(gov, zone->tier, zone->requester, short_tier, short_req, delta,
+                                     s->from_allowance + extra_a, out_refusal);
       } else {
         growth_book(gov, s, extra_a, extra_u);
       }

@@ -45,8 +45,9 @@ extern "C" {
 #define ONYX_GOV_MAX_TIERS 16u       /* tiers one governor can hold */
 #define ONYX_GOV_MAX_HOLDERS 64u     /* holders registered at once, all tiers */
 #define ONYX_GOV_NAME_MAX 32u        /* tier name, including the NUL */
-#define ONYX_GOV_LABEL_MAX 96u       /* owner label kept per grant/zone/holder, incl. NUL;
-                                        longer labels are truncated */
+#define ONYX_GOV_LABEL_MAX                                                                         \
+  96u /* owner label kept per grant/zone/holder, incl. NUL;                                        \
+         longer labels are truncated */
 
 /* ------------------------------------------------------------------ handles */
 
@@ -90,12 +91,12 @@ typedef struct onyx_gov_refusal {
   uint32_t requester;           /* onyx_requester the request was for */
   char tier[ONYX_GOV_NAME_MAX]; /* tier name, NUL-terminated */
   const char *requester_name;   /* static string: "kv_cache", ... */
-  uint64_t requested;   /* bytes asked for (a zone growth: granule-rounded delta) */
-  uint64_t allowance;   /* part of `requested` the zone's own allowance covered */
-  uint64_t limit;       /* the limit that refused */
-  uint64_t used;        /* bytes granted or mapped under that limit */
-  uint64_t reserved;    /* assigned but unmapped, plus pending growth, under that limit */
-  uint64_t reclaimable; /* bytes registered holders could give back */
+  uint64_t requested;           /* bytes asked for (a zone growth: granule-rounded delta) */
+  uint64_t allowance;           /* part of `requested` the zone's own allowance covered */
+  uint64_t limit;               /* the limit that refused */
+  uint64_t used;                /* bytes granted or mapped under that limit */
+  uint64_t reserved;            /* assigned but unmapped, plus pending growth, under that limit */
+  uint64_t reclaimable;         /* bytes registered holders could give back */
   /* fields above: v1 */
 } onyx_gov_refusal;
 
@@ -155,11 +156,11 @@ onyx_status onyx_gov_tier_usage_get(onyx_gov *gov, onyx_gov_tier tier,
 
 /* One requester's books on one tier. */
 typedef struct onyx_gov_requester_usage {
-  uint64_t limit;    /* ONYX_GOV_NO_LIMIT when uncapped */
-  uint64_t used;     /* granted + mapped */
-  uint64_t peak;     /* highest `used` since creation or onyx_gov_reset_peaks */
-  uint64_t reserved; /* its zones' unmapped allowance */
-  uint64_t pending;  /* its prepared, uncommitted zone growth claimed from the pool */
+  uint64_t limit;       /* ONYX_GOV_NO_LIMIT when uncapped */
+  uint64_t used;        /* granted + mapped */
+  uint64_t peak;        /* highest `used` since creation or onyx_gov_reset_peaks */
+  uint64_t reserved;    /* its zones' unmapped allowance */
+  uint64_t pending;     /* its prepared, uncommitted zone growth claimed from the pool */
   uint64_t reclaimable; /* its grants adopted by registered holders */
 } onyx_gov_requester_usage;
 
@@ -204,8 +205,8 @@ onyx_status onyx_gov_check(onyx_gov *gov, onyx_gov_tier tier, onyx_requester req
  * memory aligned to `alignment` (a power of two; 0 means 64). Free with
  * onyx_gov_free. On failure *out_ptr is untouched. */
 onyx_status onyx_gov_alloc(onyx_gov *gov, onyx_gov_tier tier, onyx_requester requester,
-                           uint64_t bytes, uint32_t alignment, const char *label,
-                           void **out_ptr, onyx_gov_refusal *out_refusal);
+                           uint64_t bytes, uint32_t alignment, const char *label, void **out_ptr,
+                           onyx_gov_refusal *out_refusal);
 
 /* Frees memory from onyx_gov_alloc and releases its booking. NULL is a no-op (OK).
  * A pointer the governor does not know (double free) is INVALID_ARGUMENT, counted,
@@ -308,13 +309,13 @@ typedef enum onyx_gov_fake_op {
 /* What the fake has seen. */
 typedef struct onyx_gov_fake_stats {
   uint64_t calls[ONYX_GOV_FAKE_OP_COUNT_]; /* calls made, failed ones included */
-  uint64_t live_reservations;   /* reserve - unreserve */
-  uint64_t live_handles;        /* create - release */
-  uint64_t mapped_bytes;        /* map - unmap */
-  uint64_t accessible_bytes;    /* set_access - unmap */
-  uint64_t unmaps;              /* unmap calls */
-  uint64_t unsynced_unmaps;     /* unmaps of accessible memory with no sync since */
-  uint64_t protocol_errors;     /* unmap/set_access of unmapped memory, bad handles */
+  uint64_t live_reservations;              /* reserve - unreserve */
+  uint64_t live_handles;                   /* create - release */
+  uint64_t mapped_bytes;                   /* map - unmap */
+  uint64_t accessible_bytes;               /* set_access - unmap */
+  uint64_t unmaps;                         /* unmap calls */
+  uint64_t unsynced_unmaps;                /* unmaps of accessible memory with no sync since */
+  uint64_t protocol_errors;                /* unmap/set_access of unmapped memory, bad handles */
 } onyx_gov_fake_stats;
 
 /* Creates a fake with the given granularity (a power of two). Thread-safe. */
@@ -333,15 +334,15 @@ void onyx_gov_fake_stats_get(onyx_gov_fake *fake, onyx_gov_fake_stats *out_stats
 
 /* What a zone is for and how big it may get. A plain descriptor, read during the call. */
 typedef struct onyx_gov_zone_desc {
-  uint32_t struct_size;              /* sizeof(onyx_gov_zone_desc) */
-  uint32_t version;                  /* 1 */
+  uint32_t struct_size; /* sizeof(onyx_gov_zone_desc) */
+  uint32_t version;     /* 1 */
   onyx_gov_tier tier;
-  uint32_t requester;                /* onyx_requester charged for mapped bytes */
-  const onyx_gov_backend *backend;   /* copied */
-  uint64_t max_bytes;       /* address space reserved (granule-rounded): the cap */
-  uint64_t allowance_bytes; /* capacity assigned up front; 0 is fine: growth then
-                               claims unassigned capacity of the tier */
-  const char *label;        /* owner, copied; may be NULL */
+  uint32_t requester;              /* onyx_requester charged for mapped bytes */
+  const onyx_gov_backend *backend; /* copied */
+  uint64_t max_bytes;              /* address space reserved (granule-rounded): the cap */
+  uint64_t allowance_bytes;        /* capacity assigned up front; 0 is fine: growth then
+                                      claims unassigned capacity of the tier */
+  const char *label;               /* owner, copied; may be NULL */
   /* fields above: v1 */
 } onyx_gov_zone_desc;
 
@@ -358,9 +359,9 @@ onyx_status onyx_gov_zone_destroy(onyx_gov_zone *zone);
 /* A zone's state. `base` never changes for the zone's life. */
 typedef struct onyx_gov_zone_info {
   void *base;
-  uint64_t mapped;      /* bytes mapped from base */
-  uint64_t max_bytes;   /* reserved address space */
-  uint64_t allowance;   /* capacity assigned to the zone (>= mapped) */
+  uint64_t mapped;    /* bytes mapped from base */
+  uint64_t max_bytes; /* reserved address space */
+  uint64_t allowance; /* capacity assigned to the zone (>= mapped) */
   uint64_t granularity;
 } onyx_gov_zone_info;
 
@@ -405,13 +406,13 @@ onyx_status onyx_gov_zone_trim(onyx_gov_zone *zone, uint64_t keep_bytes);
 
 /* Event counters, shown in the snapshot. */
 typedef struct onyx_gov_counters {
-  uint64_t grants;              /* successful grants, allocs and growth plans */
-  uint64_t releases;            /* releases, frees, rollbacks, commits */
-  uint64_t refusals;            /* TIER_EXHAUSTED answers (checks not counted) */
-  uint64_t double_releases;     /* stale/repeated releases and unknown frees */
-  uint64_t reclaims;            /* reclaim callbacks invoked */
-  uint64_t reclaimed_bytes;     /* bytes the callbacks reported freed */
-  uint64_t growth_events;       /* commits that mapped at least one granule */
+  uint64_t grants;          /* successful grants, allocs and growth plans */
+  uint64_t releases;        /* releases, frees, rollbacks, commits */
+  uint64_t refusals;        /* TIER_EXHAUSTED answers (checks not counted) */
+  uint64_t double_releases; /* stale/repeated releases and unknown frees */
+  uint64_t reclaims;        /* reclaim callbacks invoked */
+  uint64_t reclaimed_bytes; /* bytes the callbacks reported freed */
+  uint64_t growth_events;   /* commits that mapped at least one granule */
   uint64_t bytes_mapped;
   uint64_t bytes_unmapped;
   uint64_t unassigned_claimed;  /* bytes growth plans took from the pool */

@@ -181,8 +181,9 @@ int main(int argc, char **argv) {
 
   onyx_gov_backend *host = NULL;
   check(onyx_gov_host_backend_create(2 * MiB, &host), "host backend");
-  onyx_gov_zone_desc desc = {sizeof desc, 1, t, ONYX_REQUESTER_KV_CACHE, host,
-                             (uint64_t)granules * 2 * MiB, 0, "bench zone"};
+  onyx_gov_zone_desc desc = {
+      sizeof desc, 1,           t, ONYX_REQUESTER_KV_CACHE, host, (uint64_t)granules * 2 * MiB,
+      0,           "bench zone"};
   onyx_gov_zone *zone = NULL;
   check(onyx_gov_zone_create(gov, &desc, &zone, NULL), "zone create");
   double gg[REPS], gt[REPS], rg[REPS], rt[REPS];

@@ -37,7 +37,7 @@ typedef struct options {
 typedef struct decoder_io {
   size_t input_ids, attention_mask, position_ids; /* SIZE_MAX when absent */
   size_t layers;
-  size_t *past_key, *past_value;   /* input index per layer */
+  size_t *past_key, *past_value; /* input index per layer */
   size_t logits;
   size_t *present_key, *present_value; /* output index per layer */
   int64_t kv_heads, head_size;
@@ -94,9 +94,12 @@ static int find_io(const onyx_session *s, decoder_io *io) {
     io->past_key[l] = io->past_value[l] = io->present_key[l] = io->present_value[l] = SIZE_MAX;
   for (size_t i = 0; i < nin; ++i) {
     onyx_value_info v = onyx_session_input_info(s, i);
-    if (!strcmp(v.name, "input_ids")) io->input_ids = i;
-    else if (!strcmp(v.name, "attention_mask")) io->attention_mask = i;
-    else if (!strcmp(v.name, "position_ids")) io->position_ids = i;
+    if (!strcmp(v.name, "input_ids"))
+      io->input_ids = i;
+    else if (!strcmp(v.name, "attention_mask"))
+      io->attention_mask = i;
+    else if (!strcmp(v.name, "position_ids"))
+      io->position_ids = i;
     else if (layer_of(v.name, "past_key_values.", ".key", &layer)) {
       io->past_key[layer] = i;
       if (v.rank != 4) {
@@ -109,14 +112,17 @@ static int find_io(const onyx_session *s, decoder_io *io) {
     } else if (layer_of(v.name, "past_key_values.", ".value", &layer) && layer < io->layers) {
       io->past_value[layer] = i;
     } else {
-      fprintf(stderr, "onyx-generate: unexpected model input '%s' (the GenAI layout has "
-              "input_ids, attention_mask, position_ids, past_key_values.N.key/value)\n", v.name);
+      fprintf(stderr,
+              "onyx-generate: unexpected model input '%s' (the GenAI layout has "
+              "input_ids, attention_mask, position_ids, past_key_values.N.key/value)\n",
+              v.name);
       return -1;
     }
   }
   for (size_t o = 0; o < nout; ++o) {
     onyx_value_info v = onyx_session_output_info(s, o);
-    if (!strcmp(v.name, "logits")) io->logits = o;
+    if (!strcmp(v.name, "logits"))
+      io->logits = o;
     else if (layer_of(v.name, "present.", ".key", &layer) && layer < io->layers)
       io->present_key[layer] = o;
     else if (layer_of(v.name, "present.", ".value", &layer) && layer < io->layers)
@@ -125,8 +131,8 @@ static int find_io(const onyx_session *s, decoder_io *io) {
   if (io->input_ids == SIZE_MAX || io->attention_mask == SIZE_MAX || io->logits == SIZE_MAX ||
       io->layers == 0 || io->kv_heads <= 0 || io->head_size <= 0) {
     fprintf(stderr, "onyx-generate: the model is not a decoder in the GenAI layout (needs "
-            "input_ids, attention_mask, past_key_values.N.key/value with fixed heads and "
-            "head size, logits)\n");
+                    "input_ids, attention_mask, past_key_values.N.key/value with fixed heads and "
+                    "head size, logits)\n");
     return -1;
   }
   for (size_t l = 0; l < io->layers; ++l) {
@@ -169,26 +175,50 @@ static int parse_ids(const char *text, int64_t **out, size_t *count) {
 
 static int parse_args(int argc, char **argv, options *o) {
   *o = (options){.config = getenv("ONYX_CONFIG") ? getenv("ONYX_CONFIG") : "plugins.ini",
-                 .max_new = 64, .eos = -1, .top_p = 1.0f, .seed = 42};
+                 .max_new = 64,
+                 .eos = -1,
+                 .top_p = 1.0f,
+                 .seed = 42};
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (a[0] != '-' && o->model == NULL) { o->model = a; continue; }
-    if (!strcmp(a, "--quiet")) { o->quiet = true; continue; }
-    if (v == NULL) { fprintf(stderr, "onyx-generate: %s needs a value\n", a); return -1; }
+    if (a[0] != '-' && o->model == NULL) {
+      o->model = a;
+      continue;
+    }
+    if (!strcmp(a, "--quiet")) {
+      o->quiet = true;
+      continue;
+    }
+    if (v == NULL) {
+      fprintf(stderr, "onyx-generate: %s needs a value\n", a);
+      return -1;
+    }
     ++i;
-    if (!strcmp(a, "--config")) o->config = v;
-    else if (!strcmp(a, "--prompt")) o->prompt = v;
-    else if (!strcmp(a, "--prompt-ids")) o->prompt_ids = v;
-    else if (!strcmp(a, "--max-new-tokens")) o->max_new = atoll(v);
-    else if (!strcmp(a, "--temperature")) o->temperature = (float)atof(v);
-    else if (!strcmp(a, "--top-k")) o->top_k = atoll(v);
-    else if (!strcmp(a, "--top-p")) o->top_p = (float)atof(v);
-    else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
-    else if (!strcmp(a, "--eos")) o->eos = atoll(v);
+    if (!strcmp(a, "--config"))
+      o->config = v;
+    else if (!strcmp(a, "--prompt"))
+      o->prompt = v;
+    else if (!strcmp(a, "--prompt-ids"))
+      o->prompt_ids = v;
+    else if (!strcmp(a, "--max-new-tokens"))
+      o->max_new = atoll(v);
+    else if (!strcmp(a, "--temperature"))
+      o->temperature = (float)atof(v);
+    else if (!strcmp(a, "--top-k"))
+      o->top_k = atoll(v);
+    else if (!strcmp(a, "--top-p"))
+      o->top_p = (float)atof(v);
+    else if (!strcmp(a, "--seed"))
+      o->seed = strtoull(v, NULL, 10);
+    else if (!strcmp(a, "--eos"))
+      o->eos = atoll(v);
     else if (!strcmp(a, "--kv-growth") && (!strcmp(v, "in-place") || !strcmp(v, "copy")))
       o->kv_growth = !strcmp(v, "copy") ? ONYX_KV_GROWTH_REALLOC : ONYX_KV_GROWTH_IN_PLACE;
-    else { fprintf(stderr, "onyx-generate: bad option %s %s\n", a, v); return -1; }
+    else {
+      fprintf(stderr, "onyx-generate: bad option %s %s\n", a, v);
+      return -1;
+    }
   }
   if (o->model == NULL || (o->prompt == NULL) == (o->prompt_ids == NULL) || o->max_new < 0) {
     usage();
@@ -200,8 +230,10 @@ static int parse_args(int argc, char **argv, options *o) {
 /* The model file for MODEL (a file, or a folder with model.onnx). */
 static void model_path(const char *model, char *buf, size_t cap) {
   struct stat st;
-  if (stat(model, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(buf, cap, "%s/model.onnx", model);
-  else snprintf(buf, cap, "%s", model);
+  if (stat(model, &st) == 0 && S_ISDIR(st.st_mode))
+    snprintf(buf, cap, "%s/model.onnx", model);
+  else
+    snprintf(buf, cap, "%s", model);
 }
 
 typedef struct step_buffers {
@@ -217,13 +249,13 @@ static void fill_step(const decoder_io *io, const onyx_kv_cache *kv, step_buffer
   for (int64_t i = 0; i < count; ++i) b->ids[i] = tokens[i];
   for (int64_t i = 0; i < total; ++i) b->mask[i] = 1;
   for (int64_t i = 0; i < count; ++i) b->pos[i] = past + i;
-  b->inputs[io->input_ids] = (onyx_tensor){.dtype = ONYX_DTYPE_INT64, .rank = 2,
-                                           .dims = {1, count}, .data = b->ids};
-  b->inputs[io->attention_mask] = (onyx_tensor){.dtype = ONYX_DTYPE_INT64, .rank = 2,
-                                                .dims = {1, total}, .data = b->mask};
+  b->inputs[io->input_ids] =
+      (onyx_tensor){.dtype = ONYX_DTYPE_INT64, .rank = 2, .dims = {1, count}, .data = b->ids};
+  b->inputs[io->attention_mask] =
+      (onyx_tensor){.dtype = ONYX_DTYPE_INT64, .rank = 2, .dims = {1, total}, .data = b->mask};
   if (io->position_ids != SIZE_MAX)
-    b->inputs[io->position_ids] = (onyx_tensor){.dtype = ONYX_DTYPE_INT64, .rank = 2,
-                                                .dims = {1, count}, .data = b->pos};
+    b->inputs[io->position_ids] =
+        (onyx_tensor){.dtype = ONYX_DTYPE_INT64, .rank = 2, .dims = {1, count}, .data = b->pos};
   for (size_t l = 0; l < io->layers; ++l) {
     onyx_kv_cache_views(kv, (uint32_t)l, &b->inputs[io->past_key[l]],
                         &b->inputs[io->past_value[l]]);
@@ -276,10 +308,15 @@ int main(int argc, char **argv) {
     first = false;
   }
   int64_t max_total = (int64_t)prompt_len + o.max_new;
-  onyx_kv_cache_options ko = {.struct_size = sizeof ko, .layers = (uint32_t)io.layers,
-                              .batch = 1, .kv_heads = io.kv_heads, .head_size = io.head_size,
-                              .dtype = io.kv_dtype, .layout = o.kv_layout,
-                              .max_length = max_total, .growth = o.kv_growth,
+  onyx_kv_cache_options ko = {.struct_size = sizeof ko,
+                              .layers = (uint32_t)io.layers,
+                              .batch = 1,
+                              .kv_heads = io.kv_heads,
+                              .head_size = io.head_size,
+                              .dtype = io.kv_dtype,
+                              .layout = o.kv_layout,
+                              .max_length = max_total,
+                              .growth = o.kv_growth,
                               .provider = kv_provider};
   onyx_kv_cache *kv = NULL;
   if (onyx_kv_cache_create(rt, &ko, &kv, &e) != ONYX_STATUS_OK) return fail("KV cache", e);
@@ -289,20 +326,21 @@ int main(int argc, char **argv) {
     return fail("admission refused (prompt + max new tokens)", e);
 
   size_t nin = onyx_session_input_count(s), nout = onyx_session_output_count(s);
-  step_buffers b = {
-      .inputs = calloc(nin, sizeof(onyx_tensor)), .outputs = calloc(nout, sizeof(onyx_tensor)),
-      .writable = calloc(nin, sizeof(bool)), .borrowed = calloc(nout, sizeof(bool)),
-      .ids = malloc((size_t)max_total * sizeof(int64_t)),
-      .mask = malloc((size_t)max_total * sizeof(int64_t)),
-      .pos = malloc((size_t)max_total * sizeof(int64_t))};
+  step_buffers b = {.inputs = calloc(nin, sizeof(onyx_tensor)),
+                    .outputs = calloc(nout, sizeof(onyx_tensor)),
+                    .writable = calloc(nin, sizeof(bool)),
+                    .borrowed = calloc(nout, sizeof(bool)),
+                    .ids = malloc((size_t)max_total * sizeof(int64_t)),
+                    .mask = malloc((size_t)max_total * sizeof(int64_t)),
+                    .pos = malloc((size_t)max_total * sizeof(int64_t))};
   int64_t *generated = malloc(((size_t)o.max_new + 1) * sizeof(int64_t));
   if (!b.inputs || !b.outputs || !b.writable || !b.borrowed || !b.ids || !b.mask || !b.pos ||
       !generated) {
     fprintf(stderr, "onyx-generate: out of memory\n");
     return 1;
   }
-  onyx_run_options ro = {.struct_size = sizeof ro, .writable_inputs = b.writable,
-                         .out_borrowed = b.borrowed};
+  onyx_run_options ro = {
+      .struct_size = sizeof ro, .writable_inputs = b.writable, .out_borrowed = b.borrowed};
   sampler smp;
   bool sampler_ready = false;
   bool byte_vocab = false;
@@ -338,13 +376,15 @@ int main(int argc, char **argv) {
       break;
     }
     double dt = now_s() - t0;
-    if (past == 0) t_prefill += dt;
-    else t_decode += dt;
+    if (past == 0)
+      t_prefill += dt;
+    else
+      t_decode += dt;
     const onyx_tensor *logits = &b.outputs[io.logits];
     int64_t vocab = logits->dims[logits->rank - 1];
     if (!sampler_ready) {
-      if (logits->dtype != ONYX_DTYPE_FLOAT32 || sampler_init(&smp, vocab, o.temperature,
-                                                              o.top_k, o.top_p, o.seed) != 0) {
+      if (logits->dtype != ONYX_DTYPE_FLOAT32 ||
+          sampler_init(&smp, vocab, o.temperature, o.top_k, o.top_p, o.seed) != 0) {
         fprintf(stderr, "onyx-generate: logits must be float32 (got dtype %u)\n", logits->dtype);
         rc = 1;
         break;
@@ -359,8 +399,10 @@ int main(int argc, char **argv) {
     past += feed_len;
     generated[n_gen++] = next;
     if (!o.quiet) {
-      if (byte_vocab && next < 256) putchar((int)next);
-      else printf("%s%lld", n_gen > 1 ? " " : "[", (long long)next);
+      if (byte_vocab && next < 256)
+        putchar((int)next);
+      else
+        printf("%s%lld", n_gen > 1 ? " " : "[", (long long)next);
       fflush(stdout);
     }
     if (next == o.eos) break;

@@ -28,8 +28,10 @@ int main(int argc, char **argv) {
   const char *config = getenv("ONYX_CONFIG") ? getenv("ONYX_CONFIG") : "plugins.ini";
   bool kernels = false;
   for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[++i];
-    else if (!strcmp(argv[i], "--kernels")) kernels = true;
+    if (!strcmp(argv[i], "--config") && i + 1 < argc)
+      config = argv[++i];
+    else if (!strcmp(argv[i], "--kernels"))
+      kernels = true;
     else {
       fprintf(stderr, "usage: onyx-list [--config plugins.ini] [--kernels]\n");
       return 2;
@@ -49,8 +51,10 @@ int main(int argc, char **argv) {
       const onyx_kernel_table *kt = onyx_runtime_kernel(rt, p, k);
       printf("  %s%s%-28s opset %lld..", kt->domain, kt->domain[0] ? "::" : "", kt->op_type,
              (long long)kt->since_opset);
-      if (kt->until_opset) printf("%-4lld", (long long)kt->until_opset);
-      else printf("    ");
+      if (kt->until_opset)
+        printf("%-4lld", (long long)kt->until_opset);
+      else
+        printf("    ");
       printf(" input %u: ", kt->type_input);
       print_types(kt->type_mask);
       printf("%s\n", kt->workspace ? "  [workspace]" : "");

@@ -30,8 +30,8 @@
 typedef struct options {
   const char *config;
   bool placement, memory, conformance, quiet, plan;
-  double rtol, atol; /* < 0: the dtype's default */
-  int bench;         /* > 0: time this many runs of each data set after checking it */
+  double rtol, atol;    /* < 0: the dtype's default */
+  int bench;            /* > 0: time this many runs of each data set after checking it */
   const char *writable; /* comma-separated input names kernels may update in place */
   const char *skip_file;
 } options;
@@ -139,8 +139,8 @@ static bool run_setup_init(run_setup *rs, const onyx_session *s, const options *
   rs->borrowed = calloc(nout + 1, sizeof(bool));
   for (size_t i = 0; rs->writable && i < nin; ++i)
     rs->writable[i] = listed(o->writable, onyx_session_input_info(s, i).name);
-  rs->ro = (onyx_run_options){.struct_size = sizeof rs->ro, .writable_inputs = rs->writable,
-                              .out_borrowed = rs->borrowed};
+  rs->ro = (onyx_run_options){
+      .struct_size = sizeof rs->ro, .writable_inputs = rs->writable, .out_borrowed = rs->borrowed};
   return rs->writable && rs->borrowed;
 }
 
@@ -161,8 +161,8 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Times `runs` runs (after two warm-up runs) and prints the median and the best. */
-static void bench_runs(onyx_session *s, const run_setup *rs, const onyx_tensor *inputs,
-                       size_t nin, size_t nout, int runs) {
+static void bench_runs(onyx_session *s, const run_setup *rs, const onyx_tensor *inputs, size_t nin,
+                       size_t nout, int runs) {
   double *ms = calloc((size_t)runs, sizeof *ms);
   onyx_tensor *outs = calloc(nout + 1, sizeof *outs);
   if (ms == NULL || outs == NULL) {
@@ -239,9 +239,9 @@ static bool run_data_set(onyx_session *s, const char *set_dir, const options *o)
       if (d.why[0]) {
         fprintf(stderr, "  %s output %zu '%s': MISMATCH %s\n", set_dir, i, name, d.why);
       } else {
-        fprintf(d.ok ? stdout : stderr,
-                "  %s output %zu '%s': %s worst abs %.3g rel %.3g%s", set_dir, i, name,
-                d.ok ? "ok" : "MISMATCH", d.worst_abs, d.worst_rel, d.ok ? "\n" : "");
+        fprintf(d.ok ? stdout : stderr, "  %s output %zu '%s': %s worst abs %.3g rel %.3g%s",
+                set_dir, i, name, d.ok ? "ok" : "MISMATCH", d.worst_abs, d.worst_rel,
+                d.ok ? "\n" : "");
         if (!d.ok)
           fprintf(stderr, " (%lld of %lld elements; first at %lld: got %.9g want %.9g)\n",
                   (long long)d.mismatches, (long long)onyx_tensor_numel(&wants[i]),
@@ -308,11 +308,21 @@ static bool random_tensor(const onyx_value_info *info, onyx_tensor *t) {
   for (int64_t i = 0; i < n; ++i) {
     double u = (double)rand() / RAND_MAX;
     switch (t->dtype) {
-    case ONYX_DTYPE_FLOAT32: ((float *)t->data)[i] = (float)(2 * u - 1); break;
-    case ONYX_DTYPE_FLOAT64: ((double *)t->data)[i] = 2 * u - 1; break;
-    case ONYX_DTYPE_INT64: ((int64_t *)t->data)[i] = (int64_t)(u * 8); break;
-    case ONYX_DTYPE_INT32: ((int32_t *)t->data)[i] = (int32_t)(u * 8); break;
-    default: memset((char *)t->data + i * (int64_t)esz, (int)(u * 255) & 0x3f, esz); break;
+    case ONYX_DTYPE_FLOAT32:
+      ((float *)t->data)[i] = (float)(2 * u - 1);
+      break;
+    case ONYX_DTYPE_FLOAT64:
+      ((double *)t->data)[i] = 2 * u - 1;
+      break;
+    case ONYX_DTYPE_INT64:
+      ((int64_t *)t->data)[i] = (int64_t)(u * 8);
+      break;
+    case ONYX_DTYPE_INT32:
+      ((int32_t *)t->data)[i] = (int32_t)(u * 8);
+      break;
+    default:
+      memset((char *)t->data + i * (int64_t)esz, (int)(u * 255) & 0x3f, esz);
+      break;
     }
   }
   return true;
@@ -396,9 +406,12 @@ static void run_conformance(onyx_runtime *rt, const char *root, const options *o
       continue;
     }
     int r = run_test_dir(rt, dir, o, true);
-    if (r > 0) c->passed++;
-    else if (r == 0) c->failed++;
-    else c->unclaimed++;
+    if (r > 0)
+      c->passed++;
+    else if (r == 0)
+      c->failed++;
+    else
+      c->unclaimed++;
   }
   free_list(tests, n);
 }
@@ -410,10 +423,11 @@ static const char *default_config(void) {
 }
 
 static void usage(void) {
-  fprintf(stderr,
-          "usage: onyx-run [--config plugins.ini] [--placement] [--plan] [--memory] [--rtol R]\n"
-          "                [--atol A] [--bench N] [--writable NAMES] [--conformance] [--skip FILE]\n"
-          "                [-q] PATH...\n");
+  fprintf(
+      stderr,
+      "usage: onyx-run [--config plugins.ini] [--placement] [--plan] [--memory] [--rtol R]\n"
+      "                [--atol A] [--bench N] [--writable NAMES] [--conformance] [--skip FILE]\n"
+      "                [-q] PATH...\n");
 }
 
 int main(int argc, char **argv) {
@@ -422,17 +436,28 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
     bool has_val = i + 1 < argc;
-    if (!strcmp(a, "--config") && has_val) o.config = argv[++i];
-    else if (!strcmp(a, "--placement")) o.placement = true;
-    else if (!strcmp(a, "--memory")) o.memory = true;
-    else if (!strcmp(a, "--plan")) o.plan = true;
-    else if (!strcmp(a, "--bench") && has_val) o.bench = atoi(argv[++i]);
-    else if (!strcmp(a, "--writable") && has_val) o.writable = argv[++i];
-    else if (!strcmp(a, "--conformance")) o.conformance = true;
-    else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o.quiet = true;
-    else if (!strcmp(a, "--skip") && has_val) o.skip_file = argv[++i];
-    else if (!strcmp(a, "--rtol") && has_val) o.rtol = atof(argv[++i]);
-    else if (!strcmp(a, "--atol") && has_val) o.atol = atof(argv[++i]);
+    if (!strcmp(a, "--config") && has_val)
+      o.config = argv[++i];
+    else if (!strcmp(a, "--placement"))
+      o.placement = true;
+    else if (!strcmp(a, "--memory"))
+      o.memory = true;
+    else if (!strcmp(a, "--plan"))
+      o.plan = true;
+    else if (!strcmp(a, "--bench") && has_val)
+      o.bench = atoi(argv[++i]);
+    else if (!strcmp(a, "--writable") && has_val)
+      o.writable = argv[++i];
+    else if (!strcmp(a, "--conformance"))
+      o.conformance = true;
+    else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
+      o.quiet = true;
+    else if (!strcmp(a, "--skip") && has_val)
+      o.skip_file = argv[++i];
+    else if (!strcmp(a, "--rtol") && has_val)
+      o.rtol = atof(argv[++i]);
+    else if (!strcmp(a, "--atol") && has_val)
+      o.atol = atof(argv[++i]);
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage();
       return 0;
@@ -464,11 +489,15 @@ int main(int argc, char **argv) {
     if (o.conformance && is_dir(p)) {
       run_conformance(rt, p, &o, &c);
     } else if (is_dir(p) && is_file(model)) {
-      if (run_test_dir(rt, p, &o, false) > 0) c.passed++;
-      else c.failed++;
+      if (run_test_dir(rt, p, &o, false) > 0)
+        c.passed++;
+      else
+        c.failed++;
     } else if (is_file(p)) {
-      if (run_model(rt, p, &o) > 0) c.passed++;
-      else c.failed++;
+      if (run_model(rt, p, &o) > 0)
+        c.passed++;
+      else
+        c.failed++;
     } else {
       fprintf(stderr, "%s: not a model file or ONNX test directory\n", p);
       c.failed++;
@@ -485,8 +514,8 @@ int main(int argc, char **argv) {
   }
   onyx_runtime_destroy(rt);
   if (o.conformance)
-    printf("conformance: %d not claimed by the loaded providers, %d skipped by list\n",
-           c.unclaimed, c.skipped);
+    printf("conformance: %d not claimed by the loaded providers, %d skipped by list\n", c.unclaimed,
+           c.skipped);
   printf("%d passed, %d failed\n", c.passed, c.failed);
   if (o.conformance && c.passed + c.failed == 0) {
     fprintf(stderr, "onyx-run: no test ran\n");

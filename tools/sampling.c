@@ -14,8 +14,8 @@ static uint64_t next_u64(uint64_t *state) { /* splitmix64 */
 
 int sampler_init(sampler *s, int64_t vocab, float temperature, int64_t top_k, float top_p,
                  uint64_t seed) {
-  *s = (sampler){.temperature = temperature, .top_k = top_k, .top_p = top_p, .rng = seed,
-                 .vocab = vocab};
+  *s = (sampler){
+      .temperature = temperature, .top_k = top_k, .top_p = top_p, .rng = seed, .vocab = vocab};
   s->scratch = malloc((size_t)vocab * sizeof *s->scratch);
   s->order = malloc((size_t)vocab * sizeof *s->order);
   return s->scratch && s->order ? 0 : -1;

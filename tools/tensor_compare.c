@@ -38,20 +38,34 @@ static float bf16_to_float(uint16_t b) {
 double tensor_get(const onyx_tensor *t, int64_t i) {
   const void *d = t->data;
   switch (t->dtype) {
-  case ONYX_DTYPE_FLOAT32: return ((const float *)d)[i];
-  case ONYX_DTYPE_FLOAT64: return ((const double *)d)[i];
-  case ONYX_DTYPE_FLOAT16: return half_to_float(((const uint16_t *)d)[i]);
-  case ONYX_DTYPE_BFLOAT16: return bf16_to_float(((const uint16_t *)d)[i]);
-  case ONYX_DTYPE_INT8: return ((const int8_t *)d)[i];
-  case ONYX_DTYPE_UINT8: return ((const uint8_t *)d)[i];
-  case ONYX_DTYPE_BOOL: return ((const uint8_t *)d)[i] != 0;
-  case ONYX_DTYPE_INT16: return ((const int16_t *)d)[i];
-  case ONYX_DTYPE_UINT16: return ((const uint16_t *)d)[i];
-  case ONYX_DTYPE_INT32: return ((const int32_t *)d)[i];
-  case ONYX_DTYPE_UINT32: return ((const uint32_t *)d)[i];
-  case ONYX_DTYPE_INT64: return (double)((const int64_t *)d)[i];
-  case ONYX_DTYPE_UINT64: return (double)((const uint64_t *)d)[i];
-  default: return NAN;
+  case ONYX_DTYPE_FLOAT32:
+    return ((const float *)d)[i];
+  case ONYX_DTYPE_FLOAT64:
+    return ((const double *)d)[i];
+  case ONYX_DTYPE_FLOAT16:
+    return half_to_float(((const uint16_t *)d)[i]);
+  case ONYX_DTYPE_BFLOAT16:
+    return bf16_to_float(((const uint16_t *)d)[i]);
+  case ONYX_DTYPE_INT8:
+    return ((const int8_t *)d)[i];
+  case ONYX_DTYPE_UINT8:
+    return ((const uint8_t *)d)[i];
+  case ONYX_DTYPE_BOOL:
+    return ((const uint8_t *)d)[i] != 0;
+  case ONYX_DTYPE_INT16:
+    return ((const int16_t *)d)[i];
+  case ONYX_DTYPE_UINT16:
+    return ((const uint16_t *)d)[i];
+  case ONYX_DTYPE_INT32:
+    return ((const int32_t *)d)[i];
+  case ONYX_DTYPE_UINT32:
+    return ((const uint32_t *)d)[i];
+  case ONYX_DTYPE_INT64:
+    return (double)((const int64_t *)d)[i];
+  case ONYX_DTYPE_UINT64:
+    return (double)((const uint64_t *)d)[i];
+  default:
+    return NAN;
   }
 }
 
@@ -62,29 +76,55 @@ static bool is_float(uint32_t dtype) {
 
 void tensor_default_tolerance(uint32_t dtype, double *rtol, double *atol) {
   switch (dtype) {
-  case ONYX_DTYPE_FLOAT16: *rtol = 1e-2; *atol = 1e-3; break;
-  case ONYX_DTYPE_BFLOAT16: *rtol = 2e-2; *atol = 1e-2; break;
-  case ONYX_DTYPE_FLOAT64: *rtol = 1e-7; *atol = 1e-9; break;
-  default: *rtol = 1e-3; *atol = 1e-5; break;
+  case ONYX_DTYPE_FLOAT16:
+    *rtol = 1e-2;
+    *atol = 1e-3;
+    break;
+  case ONYX_DTYPE_BFLOAT16:
+    *rtol = 2e-2;
+    *atol = 1e-2;
+    break;
+  case ONYX_DTYPE_FLOAT64:
+    *rtol = 1e-7;
+    *atol = 1e-9;
+    break;
+  default:
+    *rtol = 1e-3;
+    *atol = 1e-5;
+    break;
   }
 }
 
 const char *dtype_to_string(uint32_t d) {
   switch (d) {
-  case ONYX_DTYPE_FLOAT32: return "float32";
-  case ONYX_DTYPE_UINT8: return "uint8";
-  case ONYX_DTYPE_INT8: return "int8";
-  case ONYX_DTYPE_UINT16: return "uint16";
-  case ONYX_DTYPE_INT16: return "int16";
-  case ONYX_DTYPE_INT32: return "int32";
-  case ONYX_DTYPE_INT64: return "int64";
-  case ONYX_DTYPE_BOOL: return "bool";
-  case ONYX_DTYPE_FLOAT16: return "float16";
-  case ONYX_DTYPE_FLOAT64: return "float64";
-  case ONYX_DTYPE_UINT32: return "uint32";
-  case ONYX_DTYPE_UINT64: return "uint64";
-  case ONYX_DTYPE_BFLOAT16: return "bfloat16";
-  default: return "unknown";
+  case ONYX_DTYPE_FLOAT32:
+    return "float32";
+  case ONYX_DTYPE_UINT8:
+    return "uint8";
+  case ONYX_DTYPE_INT8:
+    return "int8";
+  case ONYX_DTYPE_UINT16:
+    return "uint16";
+  case ONYX_DTYPE_INT16:
+    return "int16";
+  case ONYX_DTYPE_INT32:
+    return "int32";
+  case ONYX_DTYPE_INT64:
+    return "int64";
+  case ONYX_DTYPE_BOOL:
+    return "bool";
+  case ONYX_DTYPE_FLOAT16:
+    return "float16";
+  case ONYX_DTYPE_FLOAT64:
+    return "float64";
+  case ONYX_DTYPE_UINT32:
+    return "uint32";
+  case ONYX_DTYPE_UINT64:
+    return "uint64";
+  case ONYX_DTYPE_BFLOAT16:
+    return "bfloat16";
+  default:
+    return "unknown";
   }
 }
 
@@ -113,8 +153,10 @@ tensor_diff tensor_compare(const onyx_tensor *got, const onyx_tensor *want, doub
     double g = tensor_get(got, i), w = tensor_get(want, i);
     bool bad;
     if (fl) {
-      if (isnan(w) || isnan(g)) bad = isnan(w) != isnan(g);
-      else if (isinf(w) || isinf(g)) bad = g != w;
+      if (isnan(w) || isnan(g))
+        bad = isnan(w) != isnan(g);
+      else if (isinf(w) || isinf(g))
+        bad = g != w;
       else {
         double err = fabs(g - w);
         if (err > r.worst_abs) r.worst_abs = err;

@@ -12,9 +12,9 @@ typedef struct tensor_diff {
   double worst_abs; /* largest |got - want| */
   double worst_rel; /* largest |got - want| / |want| where want != 0 */
   int64_t mismatches;
-  int64_t first_bad;   /* flat index of the first mismatch, -1 if none */
+  int64_t first_bad; /* flat index of the first mismatch, -1 if none */
   double first_got, first_want;
-  char why[256];       /* shape/dtype mismatch, or empty */
+  char why[256]; /* shape/dtype mismatch, or empty */
 } tensor_diff;
 
 /* Element i of a numeric tensor as a double (16-bit floats widened). */

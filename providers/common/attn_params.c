@@ -15,8 +15,8 @@ enum { GQA_QUERY = 0, GQA_KEY, GQA_VALUE, GQA_PAST_KEY, GQA_PAST_VALUE };
 enum { AT_Q = 0, AT_K, AT_V, AT_MASK, AT_PAST_K, AT_PAST_V };
 
 onyx_status onyx__pc_gqa_geometry(int64_t nq, int64_t nkv, const onyx_tensor *const *in,
-                                  const onyx__pc_head_limit *limit, onyx__pc_gqa_geom *g,
-                                  char *msg, size_t cap) {
+                                  const onyx__pc_head_limit *limit, onyx__pc_gqa_geom *g, char *msg,
+                                  size_t cap) {
   const onyx_tensor *q = in[GQA_QUERY], *k = in[GQA_KEY], *v = in[GQA_VALUE];
   const onyx_tensor *pk = in[GQA_PAST_KEY], *pv = in[GQA_PAST_VALUE];
   memset(g, 0, sizeof *g);
@@ -35,7 +35,8 @@ onyx_status onyx__pc_gqa_geometry(int64_t nq, int64_t nkv, const onyx_tensor *co
   if (g->hidden % heads != 0 || g->hidden == 0)
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                          "query width %lld is not a multiple of %lld heads%s", (long long)g->hidden,
-                         (long long)heads, g->packed ? " (packed: num_heads + 2*kv_num_heads)" : "");
+                         (long long)heads,
+                         g->packed ? " (packed: num_heads + 2*kv_num_heads)" : "");
   g->head = g->hidden / heads;
   if (g->head > limit->max)
     return onyx__pc_fail(msg, cap, ONYX_STATUS_UNSUPPORTED,
@@ -94,16 +95,14 @@ onyx_status onyx__pc_attn_geometry(int64_t q_heads, int64_t kv_heads, const onyx
   if (q == NULL || k == NULL || v == NULL)
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT, "Q, K and V are required");
   if (q->rank != k->rank || q->rank != v->rank || (q->rank != 3 && q->rank != 4))
-    return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                         "Q %s, K %s and V %s must all be 4-D or all be 3-D",
-                         onyx__pc_tensor_shape(q).s, onyx__pc_tensor_shape(k).s,
-                         onyx__pc_tensor_shape(v).s);
+    return onyx__pc_fail(
+        msg, cap, ONYX_STATUS_INVALID_ARGUMENT, "Q %s, K %s and V %s must all be 4-D or all be 3-D",
+        onyx__pc_tensor_shape(q).s, onyx__pc_tensor_shape(k).s, onyx__pc_tensor_shape(v).s);
   g->batch = q->dims[0];
   if (k->dims[0] != g->batch || v->dims[0] != g->batch)
-    return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                         "Q %s, K %s and V %s disagree on the batch size",
-                         onyx__pc_tensor_shape(q).s, onyx__pc_tensor_shape(k).s,
-                         onyx__pc_tensor_shape(v).s);
+    return onyx__pc_fail(
+        msg, cap, ONYX_STATUS_INVALID_ARGUMENT, "Q %s, K %s and V %s disagree on the batch size",
+        onyx__pc_tensor_shape(q).s, onyx__pc_tensor_shape(k).s, onyx__pc_tensor_shape(v).s);
   if (q->rank == 4) {
     g->four_d = true;
     g->nq = q->dims[1];
@@ -134,10 +133,9 @@ onyx_status onyx__pc_attn_geometry(int64_t q_heads, int64_t kv_heads, const onyx
     g->hk = q->dims[2] / g->nq;
     g->hv = v->dims[2] / g->nkv;
     if (k->dims[2] / g->nkv != g->hk)
-      return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                           "K %s head size differs from Q %s head size %lld",
-                           onyx__pc_tensor_shape(k).s, onyx__pc_tensor_shape(q).s,
-                           (long long)g->hk);
+      return onyx__pc_fail(
+          msg, cap, ONYX_STATUS_INVALID_ARGUMENT, "K %s head size differs from Q %s head size %lld",
+          onyx__pc_tensor_shape(k).s, onyx__pc_tensor_shape(q).s, (long long)g->hk);
   }
   if (g->nkv <= 0 || g->nq % g->nkv != 0)
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,

@@ -39,8 +39,8 @@ typedef struct onyx__pc_gqa_geom {
 /* Checks the shapes of in[0..4] against nq query and nkv kv heads and fills *g
  * (zeroed first). Statuses: INVALID_ARGUMENT, or UNSUPPORTED past limit->max. */
 onyx_status onyx__pc_gqa_geometry(int64_t nq, int64_t nkv, const onyx_tensor *const *in,
-                                  const onyx__pc_head_limit *limit, onyx__pc_gqa_geom *g,
-                                  char *msg, size_t cap);
+                                  const onyx__pc_head_limit *limit, onyx__pc_gqa_geom *g, char *msg,
+                                  size_t cap);
 
 /* ------------------------------------------------------------------ ONNX Attention */
 

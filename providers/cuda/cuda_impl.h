@@ -71,7 +71,7 @@ typedef struct onyx__cuda_provider {
   int device;                  /* the CUDA ordinal from option.device */
   bool ready;                  /* the device is usable; otherwise `why` says why */
   char why[256];
-  cudaStream_t stream;  /* created non-blocking at open, destroyed at close */
+  cudaStream_t stream; /* created non-blocking at open, destroyed at close */
   /* Stream-ordered allocation (cudaMallocAsync / cudaFreeAsync on `stream`) from the
    * device's default pool, which keeps no freed memory past a synchronisation (see
    * cuda_memory.c). NULL when the device has no memory pools: device_alloc/free then
@@ -175,8 +175,7 @@ onyx_status onyx__cuda_check_inputs(onyx_compute_ctx *ctx, const onyx_tensor *co
                                     size_t input_count, size_t required);
 /* The same for a kernel whose table sets host_inputs: those inputs must be host views. */
 onyx_status onyx__cuda_check_inputs_host(onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
-                                         size_t input_count, size_t required,
-                                         uint64_t host_inputs);
+                                         size_t input_count, size_t required, uint64_t host_inputs);
 
 /* The input at `i`, or NULL when absent or past the end. */
 static inline const onyx_tensor *onyx__cuda_input(const onyx_tensor *const *inputs, size_t count,

@@ -178,7 +178,8 @@ onyx_status onyx__cuda_read_ints(onyx_compute_ctx *ctx, const onyx_tensor *t, si
   if (t->device != ONYX_DEVICE_HOST)
     return onyx__cuda_error(ctx, ONYX_STATUS_INTERNAL,
                             "input %zu (%s) is in device memory; the kernel table must list it "
-                            "in host_inputs", input_index, what);
+                            "in host_inputs",
+                            input_index, what);
   size_t count = (size_t)n;
   *out_count = count;
   if (count > 0) widen_ints(t->dtype, t->data, count, out);

@@ -44,8 +44,10 @@ static void mutations_never_crash(void **state) {
     for (int k = 0; k < edits; ++k) {
       size_t at = next_rand() % (len ? len : 1);
       switch (next_rand() % 3) {
-      case 0: text[at] = alphabet[next_rand() % (sizeof alphabet - 1)]; break; /* replace */
-      case 1:                                                                   /* delete */
+      case 0:
+        text[at] = alphabet[next_rand() % (sizeof alphabet - 1)];
+        break; /* replace */
+      case 1:  /* delete */
         memmove(text + at, text + at + 1, len - at);
         len--;
         break;

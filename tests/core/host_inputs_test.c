@@ -122,7 +122,7 @@ static void host_input_stays_in_the_callers_buffer(void **state) {
   assert_true(after.ws_on_device);
   assert_int_equal(after.copies_h2d - before.copies_h2d, 1); /* x only, never n */
   assert_int_equal(after.copies_d2h - before.copies_d2h, 1); /* the output */
-  assert_int_equal(after.syncs - before.syncs, 1);            /* for the output alone */
+  assert_int_equal(after.syncs - before.syncs, 1);           /* for the output alone */
   assert_int_equal(out.device, ONYX_DEVICE_HOST);
   for (int i = 0; i < 6; ++i) assert_true(((float *)out.data)[i] == 3.0f * X[i]);
   onyx_tensor_data_free(out.data);

@@ -28,9 +28,15 @@ static onyx_runtime *runtime_with(const char *governor) {
 
 static onyx_kv_cache *make_cache(onyx_runtime *rt, uint32_t layout, uint32_t growth,
                                  int64_t max_length) {
-  onyx_kv_cache_options o = {.struct_size = sizeof o, .layers = 2, .batch = 1, .kv_heads = 2,
-                             .head_size = 32, .dtype = ONYX_DTYPE_FLOAT32, .layout = layout,
-                             .max_length = max_length, .growth = growth};
+  onyx_kv_cache_options o = {.struct_size = sizeof o,
+                             .layers = 2,
+                             .batch = 1,
+                             .kv_heads = 2,
+                             .head_size = 32,
+                             .dtype = ONYX_DTYPE_FLOAT32,
+                             .layout = layout,
+                             .max_length = max_length,
+                             .growth = growth};
   onyx_kv_cache *kv = NULL;
   onyx_error *e = NULL;
   onyx_status st = onyx_kv_cache_create(rt, &o, &kv, &e);

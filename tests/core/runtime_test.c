@@ -23,8 +23,10 @@ static onyx_status runtime_from(const char *ini, onyx_runtime **out_rt, char *ms
   snprintf(msg, cap, "%s", onyx_error_message(e));
   onyx_error_free(e);
   remove_temp_file(path);
-  if (out_rt) *out_rt = rt;
-  else onyx_runtime_destroy(rt);
+  if (out_rt)
+    *out_rt = rt;
+  else
+    onyx_runtime_destroy(rt);
   return st;
 }
 
@@ -90,8 +92,10 @@ static void config_errors_name_file_and_line(void **state) {
   assert_int_equal(runtime_from("[onyx]\nstrict = maybe\n", NULL, msg, sizeof msg),
                    ONYX_STATUS_INVALID_CONFIG);
   assert_non_null(strstr(msg, ":2: strict must be true or false, got 'maybe'"));
-  snprintf(ini, sizeof ini, "[provider.a]\npath = %s\n\n[provider.b]\npath = %s\n[provider.a]\n"
-           "enabled = false\n", MOCK_GOOD, MOCK_GOOD);
+  snprintf(ini, sizeof ini,
+           "[provider.a]\npath = %s\n\n[provider.b]\npath = %s\n[provider.a]\n"
+           "enabled = false\n",
+           MOCK_GOOD, MOCK_GOOD);
   assert_int_equal(runtime_from(ini, NULL, msg, sizeof msg), ONYX_STATUS_INVALID_CONFIG);
   assert_non_null(strstr(msg, ":6: duplicate provider name 'a' (first defined at line 1)"));
   assert_int_equal(runtime_from("[provider.x]\nenabled = true\n", NULL, msg, sizeof msg),
@@ -116,8 +120,10 @@ static void unknown_keys_warn_but_load(void **state) {
   (void)state;
   char ini[1024], msg[2048];
   onyx_runtime *rt = NULL;
-  snprintf(ini, sizeof ini, "[onyx]\ncolour = blue\n[provider.mock]\npath = %s\nflavour = x\n"
-           "option.speed = fast\n[mystery]\nkey = 1\n", MOCK_GOOD);
+  snprintf(ini, sizeof ini,
+           "[onyx]\ncolour = blue\n[provider.mock]\npath = %s\nflavour = x\n"
+           "option.speed = fast\n[mystery]\nkey = 1\n",
+           MOCK_GOOD);
   assert_int_equal(runtime_from(ini, &rt, msg, sizeof msg), ONYX_STATUS_OK);
   onyx_runtime_destroy(rt);
 }
@@ -179,10 +185,13 @@ static void strict_mode_forbids_fallback(void **state) {
   char ini[1024], msg[2048];
   onyx_runtime *rt = NULL;
   /* mock is preferred, cpu the fallback: Relu only cpu claims. */
-  snprintf(ini, sizeof ini, "[onyx]\nstrict = true\n[provider.mock]\npath = %s\n"
-           "[provider.cpu]\npath = %s\n", MOCK_GOOD, CPU_PROVIDER);
+  snprintf(ini, sizeof ini,
+           "[onyx]\nstrict = true\n[provider.mock]\npath = %s\n"
+           "[provider.cpu]\npath = %s\n",
+           MOCK_GOOD, CPU_PROVIDER);
   assert_int_equal(runtime_from(ini, &rt, msg, sizeof msg), ONYX_STATUS_OK);
-  assert_int_equal(run_model(rt, "mixed.onnx", NULL, msg, sizeof msg, NULL), ONYX_STATUS_UNSUPPORTED);
+  assert_int_equal(run_model(rt, "mixed.onnx", NULL, msg, sizeof msg, NULL),
+                   ONYX_STATUS_UNSUPPORTED);
   assert_non_null(strstr(msg, "would fall back to provider 'cpu'"));
   onyx_runtime_destroy(rt);
   snprintf(ini, sizeof ini, "[provider.mock]\npath = %s\n[provider.cpu]\npath = %s\n", MOCK_GOOD,

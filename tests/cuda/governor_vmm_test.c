@@ -224,7 +224,8 @@ static void zone_grows_in_place_on_vmm(void **state) {
   /* Growing to what is mapped is a no-op; past max_bytes is refused by the zone. */
   assert_ok(onyx_gov_zone_grow(zone, GRANULES * g, NULL, NULL));
   onyx_gov_refusal refusal;
-  assert_int_not_equal(ONYX_STATUS_OK, onyx_gov_zone_grow(zone, (GRANULES + 1) * g, NULL, &refusal));
+  assert_int_not_equal(ONYX_STATUS_OK,
+                       onyx_gov_zone_grow(zone, (GRANULES + 1) * g, NULL, &refusal));
   assert_int_equal(tier_usage(gov, t).used, GRANULES * g);
 
   /* Trim back to two granules: the first still holds its data, the books follow. */
@@ -326,11 +327,19 @@ static onyx_status fl_sync(void *s) {
 static void flaky_init(flaky *f, const onyx_gov_backend *real) {
   memset(f, 0, sizeof *f);
   f->real = real;
-  f->table = (onyx_gov_backend){
-      .struct_size = sizeof(onyx_gov_backend), .version = 1, .name = "flaky-vmm", .state = f,
-      .granularity = fl_granularity, .reserve = fl_reserve, .unreserve = fl_unreserve,
-      .create = fl_create, .release = fl_release, .map = fl_map, .set_access = fl_set_access,
-      .unmap = fl_unmap, .sync = fl_sync};
+  f->table = (onyx_gov_backend){.struct_size = sizeof(onyx_gov_backend),
+                                .version = 1,
+                                .name = "flaky-vmm",
+                                .state = f,
+                                .granularity = fl_granularity,
+                                .reserve = fl_reserve,
+                                .unreserve = fl_unreserve,
+                                .create = fl_create,
+                                .release = fl_release,
+                                .map = fl_map,
+                                .set_access = fl_set_access,
+                                .unmap = fl_unmap,
+                                .sync = fl_sync};
 }
 
 typedef struct books {
@@ -402,10 +411,9 @@ static void failure_at_every_step_rolls_back(void **state) {
         onyx_gov_tier t;
         assert_ok(onyx_gov_tier_add(gov, "cuda:0", 32 * g, &t));
         onyx_gov_grant_id weights;
-        assert_ok(onyx_gov_grant(gov, t, ONYX_REQUESTER_WEIGHTS, 3 * g, "weights", &weights,
-                                 NULL));
-        onyx_gov_zone_desc d = zone_desc(t, ONYX_REQUESTER_WORKSPACE_SESSION, &f.table, 16 * g,
-                                         g, "flaky arena");
+        assert_ok(onyx_gov_grant(gov, t, ONYX_REQUESTER_WEIGHTS, 3 * g, "weights", &weights, NULL));
+        onyx_gov_zone_desc d =
+            zone_desc(t, ONYX_REQUESTER_WORKSPACE_SESSION, &f.table, 16 * g, g, "flaky arena");
         onyx_gov_zone *zone = NULL;
         assert_ok(onyx_gov_zone_create(gov, &d, &zone, NULL));
         assert_ok(onyx_gov_zone_grow(zone, 2 * g, NULL, NULL));
@@ -483,9 +491,15 @@ static void failure_at_every_step_rolls_back(void **state) {
 
 static onyx_kv_cache *cuda_cache(uint32_t layout, uint32_t growth, int64_t head_size,
                                  int64_t max_length) {
-  onyx_kv_cache_options o = {.struct_size = sizeof o, .layers = 2, .batch = 1, .kv_heads = 2,
-                             .head_size = head_size, .dtype = ONYX_DTYPE_FLOAT32,
-                             .layout = layout, .max_length = max_length, .growth = growth,
+  onyx_kv_cache_options o = {.struct_size = sizeof o,
+                             .layers = 2,
+                             .batch = 1,
+                             .kv_heads = 2,
+                             .head_size = head_size,
+                             .dtype = ONYX_DTYPE_FLOAT32,
+                             .layout = layout,
+                             .max_length = max_length,
+                             .growth = growth,
                              .provider = "cuda"};
   onyx_kv_cache *kv = NULL;
   onyx_error *e = NULL;
@@ -507,8 +521,7 @@ static kv_geom geom_of(const onyx_tensor *view, uint32_t layout, int64_t tokens)
   size_t b = (size_t)view->dims[0], h = (size_t)view->dims[1], len = (size_t)view->dims[2],
          hs = (size_t)view->dims[3];
   size_t row = layout == 0 ? hs * es : h * hs * es;
-  kv_geom g = {.width = (size_t)tokens * row, .pitch = len * row,
-               .units = layout == 0 ? b * h : b};
+  kv_geom g = {.width = (size_t)tokens * row, .pitch = len * row, .units = layout == 0 ? b * h : b};
   return g;
 }
 

@@ -22,8 +22,8 @@ static void world_open(world *w) {
   assert_ok(onyx_gov_create(&w->gov));
   assert_ok(onyx_gov_fake_create(G, &w->fake));
   assert_ok(onyx_gov_tier_add(w->gov, "cuda:0", 64 * MiB, &w->t));
-  assert_ok(onyx_gov_grant(w->gov, w->t, ONYX_REQUESTER_WEIGHTS, 10 * MiB, "weights", &w->weights,
-                           NULL));
+  assert_ok(
+      onyx_gov_grant(w->gov, w->t, ONYX_REQUESTER_WEIGHTS, 10 * MiB, "weights", &w->weights, NULL));
   onyx_gov_zone_desc d = zone_desc(w->t, ONYX_REQUESTER_WORKSPACE_SESSION,
                                    onyx_gov_fake_backend(w->fake), 64 * MiB, 2 * MiB, "arena");
   assert_ok(onyx_gov_zone_create(w->gov, &d, &w->zone, NULL));
@@ -138,8 +138,8 @@ static void failed_reserve_books_nothing(void **state) {
   assert_ok(onyx_gov_fake_create(G, &fake));
   onyx_gov_tier t;
   assert_ok(onyx_gov_tier_add(gov, "cuda:0", 64 * MiB, &t));
-  onyx_gov_zone_desc d = zone_desc(t, ONYX_REQUESTER_KV_CACHE, onyx_gov_fake_backend(fake),
-                                   64 * MiB, 8 * MiB, "kv");
+  onyx_gov_zone_desc d =
+      zone_desc(t, ONYX_REQUESTER_KV_CACHE, onyx_gov_fake_backend(fake), 64 * MiB, 8 * MiB, "kv");
   onyx_gov_fake_fail_nth(fake, ONYX_GOV_FAKE_RESERVE, 1);
   onyx_gov_zone *zone = NULL;
   assert_status(ONYX_STATUS_OUT_OF_MEMORY, onyx_gov_zone_create(gov, &d, &zone, NULL));

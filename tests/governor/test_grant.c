@@ -32,9 +32,9 @@ static void tiers_are_named_and_unique(void **state) {
   onyx_gov_grant_id g;
   assert_status(ONYX_STATUS_INVALID_ARGUMENT,
                 onyx_gov_grant(gov, 7, ONYX_REQUESTER_WEIGHTS, 1, NULL, &g, NULL));
-  assert_status(ONYX_STATUS_INVALID_ARGUMENT,
-                onyx_gov_grant(gov, host, (onyx_requester)ONYX_REQUESTER_COUNT_, 1, NULL, &g,
-                               NULL));
+  assert_status(
+      ONYX_STATUS_INVALID_ARGUMENT,
+      onyx_gov_grant(gov, host, (onyx_requester)ONYX_REQUESTER_COUNT_, 1, NULL, &g, NULL));
   assert_string_equal("kv_cache", onyx_gov_requester_name(ONYX_REQUESTER_KV_CACHE));
   assert_string_equal("unknown", onyx_gov_requester_name(99));
 }

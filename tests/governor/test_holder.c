@@ -40,8 +40,8 @@ static uint64_t reclaim_cb(void *user, onyx_gov *gov, onyx_gov_tier tier, uint64
 }
 
 /* Registers `h` and gives it `n` grants of `each` bytes it adopts. */
-static void holder_fill(onyx_gov *gov, onyx_gov_tier t, test_holder *h, char tag,
-                        int32_t priority, onyx_requester requester, int n, uint64_t each) {
+static void holder_fill(onyx_gov *gov, onyx_gov_tier t, test_holder *h, char tag, int32_t priority,
+                        onyx_requester requester, int n, uint64_t each) {
   memset(h, 0, sizeof *h);
   h->tag = tag;
   char label[16] = "holder ?";
@@ -243,8 +243,8 @@ static void zone_growth_reclaims_when_the_tier_is_full(void **state) {
   assert_ok(onyx_gov_tier_add(gov, "cuda:0", 8 * MiB, &t));
   test_holder a;
   holder_fill(gov, t, &a, 'A', 0, ONYX_REQUESTER_KV_CACHE, 4, 2 * MiB);
-  onyx_gov_zone_desc d = zone_desc(t, ONYX_REQUESTER_WORKSPACE_SESSION,
-                                   onyx_gov_fake_backend(fake), 64 * MiB, 0, "arena");
+  onyx_gov_zone_desc d = zone_desc(t, ONYX_REQUESTER_WORKSPACE_SESSION, onyx_gov_fake_backend(fake),
+                                   64 * MiB, 0, "arena");
   onyx_gov_zone *zone = NULL;
   assert_ok(onyx_gov_zone_create(gov, &d, &zone, NULL));
   assert_ok(onyx_gov_zone_grow(zone, 3 * MiB, NULL, NULL));

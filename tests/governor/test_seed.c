@@ -97,8 +97,7 @@ static void free_capacity_preferred_over_registered_holder(void **state) {
   onyx_gov_grant_id kv;
   assert_ok(onyx_gov_grant(s->gov, s->tier, ONYX_REQUESTER_KV_CACHE, 64 * MiB, "kv", &kv, NULL));
   onyx_gov_holder_id h;
-  assert_ok(onyx_gov_holder_register(s->gov, s->tier, 0, "kv offload", must_not_reclaim, NULL,
-                                     &h));
+  assert_ok(onyx_gov_holder_register(s->gov, s->tier, 0, "kv offload", must_not_reclaim, NULL, &h));
   assert_ok(onyx_gov_holder_adopt(s->gov, h, kv));
   onyx_gov_zone_desc d = zone_desc(s->tier, ONYX_REQUESTER_WORKSPACE_SESSION,
                                    onyx_gov_fake_backend(s->fake), 1 * GiB, 0, "ep arena zone");
@@ -120,12 +119,11 @@ static void typed_refusal_when_neither_free_nor_holder_covers(void **state) {
   seed *s = *state;
   assert_ok(onyx_gov_tier_add(s->gov, "cuda:0", 16 * MiB, &s->tier));
   onyx_gov_grant_id weights, kv;
-  assert_ok(onyx_gov_grant(s->gov, s->tier, ONYX_REQUESTER_WEIGHTS, 12 * MiB, "weights", &weights,
-                           NULL));
+  assert_ok(
+      onyx_gov_grant(s->gov, s->tier, ONYX_REQUESTER_WEIGHTS, 12 * MiB, "weights", &weights, NULL));
   assert_ok(onyx_gov_grant(s->gov, s->tier, ONYX_REQUESTER_KV_CACHE, 1 * MiB, "kv", &kv, NULL));
   onyx_gov_holder_id h;
-  assert_ok(onyx_gov_holder_register(s->gov, s->tier, 0, "kv offload", must_not_reclaim, NULL,
-                                     &h));
+  assert_ok(onyx_gov_holder_register(s->gov, s->tier, 0, "kv offload", must_not_reclaim, NULL, &h));
   assert_ok(onyx_gov_holder_adopt(s->gov, h, kv));
 
   onyx_gov_zone_desc d = zone_desc(s->tier, ONYX_REQUESTER_WORKSPACE_SESSION,
@@ -191,8 +189,8 @@ int main(void) {
                                       seed_teardown),
       cmocka_unit_test_setup_teardown(free_capacity_preferred_over_registered_holder, seed_setup,
                                       seed_teardown),
-      cmocka_unit_test_setup_teardown(typed_refusal_when_neither_free_nor_holder_covers,
-                                      seed_setup, seed_teardown),
+      cmocka_unit_test_setup_teardown(typed_refusal_when_neither_free_nor_holder_covers, seed_setup,
+                                      seed_teardown),
   };
   return cmocka_run_group_tests_name("governor seed regression", tests, NULL, NULL);
 }

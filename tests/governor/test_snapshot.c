@@ -40,9 +40,12 @@ static const char *skip_string(const char *p) {
 static const char *skip_number(const char *p) {
   const char *start = p;
   if (*p == '-') ++p;
-  if (*p == '0') ++p;
-  else if (*p >= '1' && *p <= '9') while (*p >= '0' && *p <= '9') ++p;
-  else return NULL;
+  if (*p == '0')
+    ++p;
+  else if (*p >= '1' && *p <= '9')
+    while (*p >= '0' && *p <= '9') ++p;
+  else
+    return NULL;
   if (*p == '.') {
     ++p;
     if (!(*p >= '0' && *p <= '9')) return NULL;
@@ -80,13 +83,20 @@ static const char *skip_container(const char *p, char close, bool members) {
 static const char *skip_value(const char *p) {
   p = ws(p);
   switch (*p) {
-  case '{': return skip_container(p, '}', true);
-  case '[': return skip_container(p, ']', false);
-  case '"': return skip_string(p);
-  case 't': return strncmp(p, "true", 4) ? NULL : p + 4;
-  case 'f': return strncmp(p, "false", 5) ? NULL : p + 5;
-  case 'n': return strncmp(p, "null", 4) ? NULL : p + 4;
-  default: return skip_number(p);
+  case '{':
+    return skip_container(p, '}', true);
+  case '[':
+    return skip_container(p, ']', false);
+  case '"':
+    return skip_string(p);
+  case 't':
+    return strncmp(p, "true", 4) ? NULL : p + 4;
+  case 'f':
+    return strncmp(p, "false", 5) ? NULL : p + 5;
+  case 'n':
+    return strncmp(p, "null", 4) ? NULL : p + 4;
+  default:
+    return skip_number(p);
   }
 }
 
@@ -178,8 +188,8 @@ static void snapshot_parses_and_carries_the_fields(void **state) {
   assert_ok(onyx_gov_release(gov, gone));
   assert_status(ONYX_STATUS_INVALID_ARGUMENT, onyx_gov_release(gov, gone));
   void *act = NULL;
-  assert_ok(onyx_gov_alloc(gov, host, ONYX_REQUESTER_ACTIVATIONS, 4096, 64, "node 3 output", &act,
-                           NULL));
+  assert_ok(
+      onyx_gov_alloc(gov, host, ONYX_REQUESTER_ACTIVATIONS, 4096, 64, "node 3 output", &act, NULL));
   onyx_gov_holder_id h;
   onyx_gov_zone_desc d = zone_desc(dev, ONYX_REQUESTER_WORKSPACE_SESSION,
                                    onyx_gov_fake_backend(fake), 256 * MiB, 0, "session arena");

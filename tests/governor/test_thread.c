@@ -57,8 +57,10 @@ static void *worker(void *arg) {
       onyx_requester who = (onyx_requester)((r >> 40) % ONYX_REQUESTER_COUNT_);
       onyx_gov_refusal refusal;
       onyx_status st = onyx_gov_grant(sh->gov, sh->t, who, bytes, "worker", &held[n], &refusal);
-      if (st == ONYX_STATUS_OK) ++n;
-      else assert_int_equal(ONYX_STATUS_TIER_EXHAUSTED, st);
+      if (st == ONYX_STATUS_OK)
+        ++n;
+      else
+        assert_int_equal(ONYX_STATUS_TIER_EXHAUSTED, st);
     } else if (n > 0) {
       int k = (int)((r >> 16) % (uint64_t)n);
       assert_ok(onyx_gov_release(sh->gov, held[k]));

@@ -37,9 +37,7 @@ static int inject(void) {
   return 0;
 }
 
-void *__wrap_malloc(size_t size) {
-  return inject() ? NULL : __real_malloc(size);
-}
+void *__wrap_malloc(size_t size) { return inject() ? NULL : __real_malloc(size); }
 
 void *__wrap_calloc(size_t count, size_t size) {
   return inject() ? NULL : __real_calloc(count, size);

@@ -38,15 +38,15 @@ static onyx_status twice_compute(void *state, onyx_compute_ctx *ctx,
   }
   for (size_t i = 0; i < ctx->workspace_count; ++i) {
     if (ctx->workspace[i].bytes < 64) { /* what twice_workspace asks for */
-      ctx->set_error(ctx, "workspace region '%s' has %llu bytes, needs 64",
-                     ctx->workspace[i].name, (unsigned long long)ctx->workspace[i].bytes);
+      ctx->set_error(ctx, "workspace region '%s' has %llu bytes, needs 64", ctx->workspace[i].name,
+                     (unsigned long long)ctx->workspace[i].bytes);
       return ONYX_STATUS_WORKSPACE_TOO_SMALL;
     }
     memset(ctx->workspace[i].data, 0xAB, 64); /* touch it: ASan checks the carving */
   }
   onyx_tensor *out = NULL;
-  onyx_status st = ctx->alloc_output(ctx, 0, ONYX_DTYPE_FLOAT32, inputs[0]->rank,
-                                     inputs[0]->dims, &out);
+  onyx_status st =
+      ctx->alloc_output(ctx, 0, ONYX_DTYPE_FLOAT32, inputs[0]->rank, inputs[0]->dims, &out);
   if (st != ONYX_STATUS_OK) return st;
   const float *x = inputs[0]->data;
   float *y = out->data;

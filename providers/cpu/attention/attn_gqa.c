@@ -91,40 +91,40 @@ static onyx_status gqa_create(void *provider_state, const onyx_node_info *node, 
   const char *op = "GroupQueryAttention";
   if (nq <= 0 || nkv <= 0 || nq % nkv != 0)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "%s: num_heads (%lld) must be a positive multiple of kv_num_heads "
-                           "(%lld)",
-                           op, (long long)nq, (long long)nkv);
+                         "%s: num_heads (%lld) must be a positive multiple of kv_num_heads "
+                         "(%lld)",
+                         op, (long long)nq, (long long)nkv);
   if (window == 0 || window < -1)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "%s: local_window_size must be -1 or positive, got %lld", op,
-                           (long long)window);
+                         "%s: local_window_size must be -1 or positive, got %lld", op,
+                         (long long)window);
   if (causal != 0 && causal != 1)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "%s: causal must be 0 or 1, got %lld", op, (long long)causal);
+                         "%s: causal must be 0 or 1, got %lld", op, (long long)causal);
   if (causal == 0 && window != -1)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "%s: local_window_size must be -1 when causal is 0", op);
+                         "%s: local_window_size must be -1 when causal is 0", op);
   if (qk < 0 || qk > 2)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "%s: qk_output must be 0, 1 or 2, got %lld", op, (long long)qk);
+                         "%s: qk_output must be 0, 1 or 2, got %lld", op, (long long)qk);
   if (layout != 0 && layout != 1)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "%s: kv_layout must be 0 (BNSH) or 1 (BSNH, seq-major), got %lld", op,
-                           (long long)layout);
+                         "%s: kv_layout must be 0 (BNSH) or 1 (BSNH, seq-major), got %lld", op,
+                         (long long)layout);
   if (!(softcap >= 0.0f) || !(scale >= 0.0f) || isinf(scale) || isinf(softcap))
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "%s: scale (%g) and softcap (%g) must be finite and not negative", op,
-                           (double)scale, (double)softcap);
+                         "%s: scale (%g) and softcap (%g) must be finite and not negative", op,
+                         (double)scale, (double)softcap);
   if (swc != 0)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
-                           "%s: sliding_window_cache = 1 (windowed KV cache) is not supported by "
-                           "the CPU provider",
-                           op);
+                         "%s: sliding_window_cache = 1 (windowed KV cache) is not supported by "
+                         "the CPU provider",
+                         op);
   if (bits != 0 || !knone || !vnone)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
-                           "%s: a quantized KV cache (k_quant_type/v_quant_type/"
-                           "kv_cache_bit_width) is not supported by the CPU provider",
-                           op);
+                         "%s: a quantized KV cache (k_quant_type/v_quant_type/"
+                         "kv_cache_bit_width) is not supported by the CPU provider",
+                         op);
   for (size_t i = GQA_INPUTS; i < node->input_count; ++i) {
     if (node->input_present != NULL && !node->input_present[i]) continue;
     size_t k = i - GQA_INPUTS;
@@ -135,11 +135,11 @@ static onyx_status gqa_create(void *provider_state, const onyx_node_info *node, 
   }
   if (node->output_count < 1 || (node->output_present != NULL && !node->output_present[0]))
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "%s: output 0 (output) must be named", op);
+                         "%s: output 0 (output) must be named", op);
   if (qk == 0 && node->output_count > 3 &&
       (node->output_present == NULL || node->output_present[3]))
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "%s: output 3 (output_qk) is named but qk_output is 0", op);
+                         "%s: output 3 (output_qk) is named but qk_output is 0", op);
   gqa_state *s = onyx__attn_state_new(sizeof *s, provider_state, node, err, err_cap);
   if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
   s->nq = nq;
@@ -189,8 +189,7 @@ static onyx_status gqa_workspace(void *state, const onyx_tensor *inputs, size_t 
   gqa_geom g;
   char msg[8];
   /* Invalid geometry needs no workspace; compute() reports it with a message. */
-  if (gqa_geometry(st, in, &g, msg, sizeof msg) != ONYX_STATUS_OK)
-    return ONYX_STATUS_OK;
+  if (gqa_geometry(st, in, &g, msg, sizeof msg) != ONYX_STATUS_OK) return ONYX_STATUS_OK;
   onyx__attn_plan plan;
   gqa_plan(st, &g, &plan);
   uint64_t bytes = onyx__attn_partials_bytes(&plan, g.batch, st->nq, g.seq, g.head);
@@ -338,7 +337,7 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   for (size_t i = GQA_INPUTS; i < input_count; ++i)
     if (inputs[i] != NULL)
       return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                              "input %zu is not supported by the CPU provider", i);
+                            "input %zu is not supported by the CPU provider", i);
   const onyx_tensor *in[GQA_INPUTS];
   for (size_t i = 0; i < GQA_INPUTS; ++i) in[i] = onyx__attn_input(inputs, input_count, i);
   const onyx_tensor *q = in[GQA_QUERY];
@@ -349,8 +348,8 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   uint32_t dt = q->dtype;
   if (!onyx__attn_is_float(dt))
     return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                            "query has type %s; float32, float16 or bfloat16 expected",
-                            onyx__attn_dtype_name(dt));
+                          "query has type %s; float32, float16 or bfloat16 expected",
+                          onyx__attn_dtype_name(dt));
   static const int same_type[] = {GQA_KEY, GQA_VALUE, GQA_PAST_KEY, GQA_PAST_VALUE,
                                   GQA_COS, GQA_SIN,   GQA_BIAS,     GQA_SINK};
   static const char *const same_name[] = {"key",       "value",     "past_key",       "past_value",
@@ -359,31 +358,32 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
     const onyx_tensor *t = in[same_type[i]];
     if (t != NULL && t->dtype != dt)
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "%s (input %d) has type %s; the query's type %s expected",
-                              same_name[i], same_type[i], onyx__attn_dtype_name(t->dtype),
-                              onyx__attn_dtype_name(dt));
+                            "%s (input %d) has type %s; the query's type %s expected", same_name[i],
+                            same_type[i], onyx__attn_dtype_name(t->dtype),
+                            onyx__attn_dtype_name(dt));
   }
   const onyx_tensor *seqlens_t = in[GQA_SEQLENS], *total_t = in[GQA_TOTAL];
   if (seqlens_t == NULL || total_t == NULL)
     return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "seqlens_k (input 5) and total_sequence_length (input 6) are required");
+                          "seqlens_k (input 5) and total_sequence_length (input 6) are required");
   if (seqlens_t->dtype != ONYX_DTYPE_INT32 || seqlens_t->rank != 1 || seqlens_t->dims[0] != g.batch)
     return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "seqlens_k must be int32 (%lld), got %s %s", (long long)g.batch,
-                            onyx__attn_dtype_name(seqlens_t->dtype), onyx__pc_tensor_shape(seqlens_t).s);
+                          "seqlens_k must be int32 (%lld), got %s %s", (long long)g.batch,
+                          onyx__attn_dtype_name(seqlens_t->dtype),
+                          onyx__pc_tensor_shape(seqlens_t).s);
   if (total_t->dtype != ONYX_DTYPE_INT32 || onyx_tensor_numel(total_t) != 1)
     return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "total_sequence_length must be an int32 scalar, got %s %s",
-                            onyx__attn_dtype_name(total_t->dtype), onyx__pc_tensor_shape(total_t).s);
+                          "total_sequence_length must be an int32 scalar, got %s %s",
+                          onyx__attn_dtype_name(total_t->dtype), onyx__pc_tensor_shape(total_t).s);
   const int32_t *seqlens = seqlens_t->data;
   int64_t S = g.seq, B = g.batch, H = g.head, L = g.past_len;
   int64_t T = ((const int32_t *)total_t->data)[0];
   if (T < 1 || !(T == L + S || T <= L))
     return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "total_sequence_length %lld must equal past length %lld + sequence "
-                            "length %lld (growing cache) or be at most the past length (shared "
-                            "buffer)",
-                            (long long)T, (long long)L, (long long)S);
+                          "total_sequence_length %lld must equal past length %lld + sequence "
+                          "length %lld (growing cache) or be at most the past length (shared "
+                          "buffer)",
+                          (long long)T, (long long)L, (long long)S);
   bool first = S == T;
   int64_t P = T > L ? T : L;
   for (int64_t b = 0; b < B; ++b) {
@@ -391,11 +391,11 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
     bool ok = first ? (total >= 1 && total <= S) : (total >= S && total <= T);
     if (!ok)
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "seqlens_k[%lld] = %lld gives %lld tokens, outside [%lld, %lld] for "
-                              "sequence length %lld and total_sequence_length %lld",
-                              (long long)b, (long long)seqlens[b], (long long)total,
-                              (long long)(first ? 1 : S), (long long)(first ? S : T), (long long)S,
-                              (long long)T);
+                            "seqlens_k[%lld] = %lld gives %lld tokens, outside [%lld, %lld] for "
+                            "sequence length %lld and total_sequence_length %lld",
+                            (long long)b, (long long)seqlens[b], (long long)total,
+                            (long long)(first ? 1 : S), (long long)(first ? S : T), (long long)S,
+                            (long long)T);
   }
 
   /* Rotary tables and positions. */
@@ -407,13 +407,14 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
     const onyx_tensor *cos = in[GQA_COS], *sin = in[GQA_SIN], *pos = in[GQA_POS];
     if (cos == NULL || sin == NULL)
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "do_rotary = 1 needs cos_cache (input 7) and sin_cache (input 8)");
+                            "do_rotary = 1 needs cos_cache (input 7) and sin_cache (input 8)");
     if (cos->rank != 2 || cos->dims[1] < 1 || 2 * cos->dims[1] > H || sin->rank != 2 ||
         sin->dims[0] != cos->dims[0] || sin->dims[1] != cos->dims[1])
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "cos_cache %s and sin_cache %s must both be (max_position, D) with "
-                              "1 <= 2*D <= head size %lld",
-                              onyx__pc_tensor_shape(cos).s, onyx__pc_tensor_shape(sin).s, (long long)H);
+                            "cos_cache %s and sin_cache %s must both be (max_position, D) with "
+                            "1 <= 2*D <= head size %lld",
+                            onyx__pc_tensor_shape(cos).s, onyx__pc_tensor_shape(sin).s,
+                            (long long)H);
     rope.cos = cos->data;
     rope.sin = sin->data;
     rope.dtype = dt;
@@ -423,9 +424,10 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
     if (pos != NULL) {
       if (pos->dtype != ONYX_DTYPE_INT64 || pos->rank != 2 || pos->dims[0] != B ||
           pos->dims[1] != S)
-        return onyx__pc_error(
-            ctx, ONYX_STATUS_INVALID_ARGUMENT, "position_ids must be int64 (%lld, %lld), got %s %s",
-            (long long)B, (long long)S, onyx__attn_dtype_name(pos->dtype), onyx__pc_tensor_shape(pos).s);
+        return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                              "position_ids must be int64 (%lld, %lld), got %s %s", (long long)B,
+                              (long long)S, onyx__attn_dtype_name(pos->dtype),
+                              onyx__pc_tensor_shape(pos).s);
       pos_ids = pos->data;
       if (first) { /* ONNX Runtime reads only position_ids[0, 0] in the first prompt */
         pos_add_s = 1;
@@ -440,9 +442,9 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
         int64_t p = pos_ids != NULL ? pos_ids[b * pos_bs + s * pos_ss] + s * pos_add_s : past + s;
         if (p < 0 || p >= rope.rows)
           return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                  "rotary position %lld (batch %lld, token %lld) is outside the "
-                                  "cos/sin cache of %lld rows",
-                                  (long long)p, (long long)b, (long long)s, (long long)rope.rows);
+                                "rotary position %lld (batch %lld, token %lld) is outside the "
+                                "cos/sin cache of %lld rows",
+                                (long long)p, (long long)b, (long long)s, (long long)rope.rows);
       }
     }
   }
@@ -451,12 +453,12 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
       (bias->rank != 4 || (bias->dims[0] != 1 && bias->dims[0] != B) ||
        (bias->dims[1] != 1 && bias->dims[1] != st->nq) || bias->dims[2] != S || bias->dims[3] != T))
     return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "attention_bias must be (%lld or 1, %lld or 1, %lld, %lld), got %s",
-                            (long long)B, (long long)st->nq, (long long)S, (long long)T,
-                            onyx__pc_tensor_shape(bias).s);
+                          "attention_bias must be (%lld or 1, %lld or 1, %lld, %lld), got %s",
+                          (long long)B, (long long)st->nq, (long long)S, (long long)T,
+                          onyx__pc_tensor_shape(bias).s);
   if (sink != NULL && (sink->rank != 1 || sink->dims[0] != st->nq))
     return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "head_sink must be (%lld), got %s",
-                            (long long)st->nq, onyx__pc_tensor_shape(sink).s);
+                          (long long)st->nq, onyx__pc_tensor_shape(sink).s);
 
   /* Workspace: only the split-K route has any. */
   onyx__attn_plan plan;
@@ -466,13 +468,12 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   if (need > 0) {
     if (ctx->workspace == NULL || ctx->workspace_count < 1 || ctx->workspace[0].bytes < need ||
         ctx->workspace[0].data == NULL)
-      return onyx__pc_error(
-          ctx, ONYX_STATUS_WORKSPACE_TOO_SMALL,
-          "workspace region gqa_splitk_partials has %llu bytes, %llu needed",
-          (unsigned long long)(ctx->workspace != NULL && ctx->workspace_count > 0
-                                   ? ctx->workspace[0].bytes
-                                   : 0),
-          (unsigned long long)need);
+      return onyx__pc_error(ctx, ONYX_STATUS_WORKSPACE_TOO_SMALL,
+                            "workspace region gqa_splitk_partials has %llu bytes, %llu needed",
+                            (unsigned long long)(ctx->workspace != NULL && ctx->workspace_count > 0
+                                                     ? ctx->workspace[0].bytes
+                                                     : 0),
+                            (unsigned long long)need);
     partials = ctx->workspace[0].data;
   }
 

@@ -49,23 +49,23 @@ static onyx_status at_create(void *provider_state, const onyx_node_info *node, v
     return st;
   if (causal != 0 && causal != 1)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "Attention: is_causal must be 0 or 1, got %lld", (long long)causal);
+                         "Attention: is_causal must be 0 or 1, got %lld", (long long)causal);
   if (mode < 0 || mode > 3)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "Attention: qk_matmul_output_mode must be 0..3, got %lld",
-                           (long long)mode);
+                         "Attention: qk_matmul_output_mode must be 0..3, got %lld",
+                         (long long)mode);
   if (qh < 0 || kvh < 0 || (qh > 0 && kvh > 0 && qh % kvh != 0))
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "Attention: q_num_heads (%lld) must be a multiple of kv_num_heads "
-                           "(%lld)",
-                           (long long)qh, (long long)kvh);
+                         "Attention: q_num_heads (%lld) must be a multiple of kv_num_heads "
+                         "(%lld)",
+                         (long long)qh, (long long)kvh);
   if (!(softcap >= 0.0f) || isinf(softcap) || !(scale >= 0.0f) || isinf(scale))
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "Attention: scale (%g) and softcap (%g) must be finite and not negative",
-                           (double)scale, (double)softcap);
+                         "Attention: scale (%g) and softcap (%g) must be finite and not negative",
+                         (double)scale, (double)softcap);
   if (node->output_count < 1 || (node->output_present != NULL && !node->output_present[0]))
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "Attention: output 0 (Y) must be named");
+                         "Attention: output 0 (Y) must be named");
   at_state *s = onyx__attn_state_new(sizeof *s, provider_state, node, err, err_cap);
   if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
   s->q_heads = qh;
@@ -207,17 +207,17 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   uint32_t dt = in[AT_Q]->dtype;
   if (!onyx__attn_is_float(dt))
     return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                            "Q has type %s; float32, float16 or bfloat16 expected",
-                            onyx__attn_dtype_name(dt));
+                          "Q has type %s; float32, float16 or bfloat16 expected",
+                          onyx__attn_dtype_name(dt));
   static const int same[] = {AT_K, AT_V, AT_PAST_K, AT_PAST_V};
   static const char *const same_name[] = {"K", "V", "past_key", "past_value"};
   for (size_t i = 0; i < 4; ++i)
     if (in[same[i]] != NULL && in[same[i]]->dtype != dt)
       return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                              "%s has type %s; the CPU kernel needs Q, K, V and the past in one "
-                              "type (%s)",
-                              same_name[i], onyx__attn_dtype_name(in[same[i]]->dtype),
-                              onyx__attn_dtype_name(dt));
+                            "%s has type %s; the CPU kernel needs Q, K, V and the past in one "
+                            "type (%s)",
+                            same_name[i], onyx__attn_dtype_name(in[same[i]]->dtype),
+                            onyx__attn_dtype_name(dt));
   int64_t B = g.batch, T = g.total;
 
   /* Mask: right-aligned broadcast to (B, Nq, Sq, T). */
@@ -226,20 +226,21 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   if (mask != NULL) {
     if (mask->dtype != ONYX_DTYPE_BOOL && !onyx__attn_is_float(mask->dtype))
       return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                              "attn_mask has type %s; bool, float32, float16 or bfloat16 expected",
-                              onyx__attn_dtype_name(mask->dtype));
+                            "attn_mask has type %s; bool, float32, float16 or bfloat16 expected",
+                            onyx__attn_dtype_name(mask->dtype));
     if (mask->rank < 1 || mask->rank > 4)
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "attn_mask must have rank 1 to 4, got %s", onyx__pc_tensor_shape(mask).s);
+                            "attn_mask must have rank 1 to 4, got %s",
+                            onyx__pc_tensor_shape(mask).s);
     int64_t md[4] = {1, 1, 1, 1};
     for (uint32_t i = 0; i < mask->rank; ++i) md[4 - mask->rank + i] = mask->dims[i];
     int64_t want[3] = {B, g.nq, g.sq};
     for (int i = 0; i < 3; ++i)
       if (md[i] != 1 && md[i] != want[i])
         return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                "attn_mask %s does not broadcast to (%lld, %lld, %lld, %lld)",
-                                onyx__pc_tensor_shape(mask).s, (long long)B, (long long)g.nq,
-                                (long long)g.sq, (long long)T);
+                              "attn_mask %s does not broadcast to (%lld, %lld, %lld, %lld)",
+                              onyx__pc_tensor_shape(mask).s, (long long)B, (long long)g.nq,
+                              (long long)g.sq, (long long)T);
     if (md[3] == T) {
       /* the usual case */
     } else if (md[3] < T && st->head.opset >= 24) {
@@ -248,8 +249,8 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
       m_js = 0; /* broadcast along the keys */
     } else {
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "attn_mask %s: its last axis must be the %lld keys (past + new)",
-                              onyx__pc_tensor_shape(mask).s, (long long)T);
+                            "attn_mask %s: its last axis must be the %lld keys (past + new)",
+                            onyx__pc_tensor_shape(mask).s, (long long)T);
     }
     m_ss = md[2] == 1 ? 0 : md[3];
     m_hs = md[1] == 1 ? 0 : md[2] * md[3];
@@ -260,21 +261,21 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   if (nonpad_t != NULL) {
     if (st->head.opset < 24)
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "nonpad_kv_seqlen (input 6) needs opset 24, the model uses %lld",
-                              (long long)st->head.opset);
+                            "nonpad_kv_seqlen (input 6) needs opset 24, the model uses %lld",
+                            (long long)st->head.opset);
     if (nonpad_t->dtype != ONYX_DTYPE_INT64 || nonpad_t->rank != 1 || nonpad_t->dims[0] != B)
-      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "nonpad_kv_seqlen must be int64 (%lld), got %s %s", (long long)B,
-                              onyx__attn_dtype_name(nonpad_t->dtype), onyx__pc_tensor_shape(nonpad_t).s);
+      return onyx__pc_error(
+          ctx, ONYX_STATUS_INVALID_ARGUMENT, "nonpad_kv_seqlen must be int64 (%lld), got %s %s",
+          (long long)B, onyx__attn_dtype_name(nonpad_t->dtype), onyx__pc_tensor_shape(nonpad_t).s);
     if (g.past > 0)
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "nonpad_kv_seqlen cannot be combined with past_key/past_value");
+                            "nonpad_kv_seqlen cannot be combined with past_key/past_value");
     nonpad = nonpad_t->data;
     for (int64_t b = 0; b < B; ++b)
       if (nonpad[b] < 0 || nonpad[b] > T)
         return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                "nonpad_kv_seqlen[%lld] = %lld is outside [0, %lld]", (long long)b,
-                                (long long)nonpad[b], (long long)T);
+                              "nonpad_kv_seqlen[%lld] = %lld is outside [0, %lld]", (long long)b,
+                              (long long)nonpad[b], (long long)T);
   }
 
   onyx__attn_plan plan;
@@ -286,9 +287,9 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
         ctx->workspace != NULL && ctx->workspace_count > 0 ? ctx->workspace[0].bytes : 0;
     if (have < need || ctx->workspace[0].data == NULL)
       return onyx__pc_error(ctx, ONYX_STATUS_WORKSPACE_TOO_SMALL,
-                              "workspace region attention_splitk_partials has %llu bytes, %llu "
-                              "needed",
-                              (unsigned long long)have, (unsigned long long)need);
+                            "workspace region attention_splitk_partials has %llu bytes, %llu "
+                            "needed",
+                            (unsigned long long)have, (unsigned long long)need);
     partials = ctx->workspace[0].data;
   }
 

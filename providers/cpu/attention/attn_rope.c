@@ -55,19 +55,19 @@ static onyx_status rope_create(void *provider_state, const onyx_node_info *node,
       return st;
     if (packed != 0)
       return onyx__pc_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
-                             "RotaryEmbedding: is_packed_batching = %lld is not supported by the "
-                             "CPU provider (only 0)",
-                             (long long)packed);
+                           "RotaryEmbedding: is_packed_batching = %lld is not supported by the "
+                           "CPU provider (only 0)",
+                           (long long)packed);
   }
   if (interleaved != 0 && interleaved != 1)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "RotaryEmbedding: interleaved must be 0 or 1, got %lld",
-                           (long long)interleaved);
+                         "RotaryEmbedding: interleaved must be 0 or 1, got %lld",
+                         (long long)interleaved);
   if (num_heads < 0 || rot_dim < 0)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "RotaryEmbedding: num_heads (%lld) and rotary_embedding_dim (%lld) "
-                           "must not be negative",
-                           (long long)num_heads, (long long)rot_dim);
+                         "RotaryEmbedding: num_heads (%lld) and rotary_embedding_dim (%lld) "
+                         "must not be negative",
+                         (long long)num_heads, (long long)rot_dim);
   rope_state *s = onyx__attn_state_new(sizeof *s, provider_state, node, err, err_cap);
   if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
   s->ms = ms;
@@ -132,21 +132,21 @@ static onyx_status rope_compute(void *state, onyx_compute_ctx *ctx,
   const onyx_tensor *sin = onyx__attn_input(inputs, input_count, st->ms ? 3 : 2);
   if (x == NULL || cos == NULL || sin == NULL || (st->ms && pos == NULL))
     return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            st->ms ? "input, position_ids, cos_cache and sin_cache are required"
-                                   : "input, cos_cache and sin_cache are required");
+                          st->ms ? "input, position_ids, cos_cache and sin_cache are required"
+                                 : "input, cos_cache and sin_cache are required");
   if (!onyx__attn_is_float(x->dtype))
     return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                            "input has type %s; float32, float16 or bfloat16 expected",
-                            onyx__attn_dtype_name(x->dtype));
+                          "input has type %s; float32, float16 or bfloat16 expected",
+                          onyx__attn_dtype_name(x->dtype));
   if (cos->dtype != x->dtype || sin->dtype != x->dtype)
     return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "cos_cache (%s) and sin_cache (%s) must have the input's type %s",
-                            onyx__attn_dtype_name(cos->dtype), onyx__attn_dtype_name(sin->dtype),
-                            onyx__attn_dtype_name(x->dtype));
+                          "cos_cache (%s) and sin_cache (%s) must have the input's type %s",
+                          onyx__attn_dtype_name(cos->dtype), onyx__attn_dtype_name(sin->dtype),
+                          onyx__attn_dtype_name(x->dtype));
   if (pos != NULL && pos->dtype != ONYX_DTYPE_INT64)
     return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "position_ids has type %s; int64 expected",
-                            onyx__attn_dtype_name(pos->dtype));
+                          "position_ids has type %s; int64 expected",
+                          onyx__attn_dtype_name(pos->dtype));
 
   rope_job j;
   memset(&j, 0, sizeof j);
@@ -174,24 +174,24 @@ static onyx_status rope_compute(void *state, onyx_compute_ctx *ctx,
     }
     if (j.heads <= 0 || hidden % j.heads != 0)
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "hidden size %lld of input %s is not a multiple of the head count",
-                              (long long)hidden, onyx__pc_tensor_shape(x).s);
+                            "hidden size %lld of input %s is not a multiple of the head count",
+                            (long long)hidden, onyx__pc_tensor_shape(x).s);
     j.head_size = hidden / j.heads;
   } else {
     return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "input must be 3-D (B, S, N*H) or 4-D (B, N, S, H), got %s",
-                            onyx__pc_tensor_shape(x).s);
+                          "input must be 3-D (B, S, N*H) or 4-D (B, N, S, H), got %s",
+                          onyx__pc_tensor_shape(x).s);
   }
   if (j.head_size > ONYX__ATTN_MAX_HEAD)
     return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                            "head size %lld exceeds the CPU kernel's limit of %d",
-                            (long long)j.head_size, ONYX__ATTN_MAX_HEAD);
+                          "head size %lld exceeds the CPU kernel's limit of %d",
+                          (long long)j.head_size, ONYX__ATTN_MAX_HEAD);
   j.rot = st->rot_dim > 0 ? st->rot_dim : j.head_size;
   if (j.rot > j.head_size || j.rot % 2 != 0)
     return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "rotary_embedding_dim %lld must be even and at most the head size "
-                            "%lld",
-                            (long long)j.rot, (long long)j.head_size);
+                          "rotary_embedding_dim %lld must be even and at most the head size "
+                          "%lld",
+                          (long long)j.rot, (long long)j.head_size);
   int64_t half = j.rot / 2;
 
   /* Tables: (max_position, half) with position ids, or (B, S, half) without (ONNX). */
@@ -199,18 +199,18 @@ static onyx_status rope_compute(void *state, onyx_compute_ctx *ctx,
   if (per_token) {
     if (cos->rank != 3 || cos->dims[0] != j.batch || cos->dims[1] != j.seq || cos->dims[2] != half)
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "without position_ids cos_cache must be (%lld, %lld, %lld), got %s",
-                              (long long)j.batch, (long long)j.seq, (long long)half,
-                              onyx__pc_tensor_shape(cos).s);
+                            "without position_ids cos_cache must be (%lld, %lld, %lld), got %s",
+                            (long long)j.batch, (long long)j.seq, (long long)half,
+                            onyx__pc_tensor_shape(cos).s);
   } else if (cos->rank != 2 || cos->dims[1] != half) {
     return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "cos_cache must be (max_position, %lld) for rotary dim %lld, got %s",
-                            (long long)half, (long long)j.rot, onyx__pc_tensor_shape(cos).s);
+                          "cos_cache must be (max_position, %lld) for rotary dim %lld, got %s",
+                          (long long)half, (long long)j.rot, onyx__pc_tensor_shape(cos).s);
   }
   if (sin->rank != cos->rank || memcmp(sin->dims, cos->dims, sizeof(int64_t) * cos->rank) != 0)
     return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "sin_cache %s and cos_cache %s differ in shape",
-                            onyx__pc_tensor_shape(sin).s, onyx__pc_tensor_shape(cos).s);
+                          "sin_cache %s and cos_cache %s differ in shape",
+                          onyx__pc_tensor_shape(sin).s, onyx__pc_tensor_shape(cos).s);
   j.table.cos = cos->data;
   j.table.sin = sin->data;
   j.table.dtype = cos->dtype;
@@ -223,18 +223,18 @@ static onyx_status rope_compute(void *state, onyx_compute_ctx *ctx,
       j.pos_scalar = true;
     } else if (pos->rank != 2 || pos->dims[0] != j.batch || pos->dims[1] != j.seq) {
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "position_ids must be (%lld, %lld)%s, got %s", (long long)j.batch,
-                              (long long)j.seq, st->ms ? " or (1)" : "", onyx__pc_tensor_shape(pos).s);
+                            "position_ids must be (%lld, %lld)%s, got %s", (long long)j.batch,
+                            (long long)j.seq, st->ms ? " or (1)" : "",
+                            onyx__pc_tensor_shape(pos).s);
     }
     for (int64_t b = 0; b < j.batch; ++b)
       for (int64_t s = 0; s < j.seq; ++s) {
         int64_t r = rope_table_row(&j, b, s);
         if (r < 0 || r >= j.table.rows)
           return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                  "position %lld (batch %lld, token %lld) is outside the "
-                                  "cos/sin table of %lld rows",
-                                  (long long)r, (long long)b, (long long)s,
-                                  (long long)j.table.rows);
+                                "position %lld (batch %lld, token %lld) is outside the "
+                                "cos/sin table of %lld rows",
+                                (long long)r, (long long)b, (long long)s, (long long)j.table.rows);
         if (j.pos_scalar) break;
       }
   }

@@ -44,14 +44,14 @@ void *onyx__attn_state_new(size_t size, void *provider_state, const onyx_node_in
                            size_t err_cap) {
   if (node->output_count > 4) {
     onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                    "%s: the node names %zu outputs, at most 4 are defined", node->op_type,
-                    node->output_count);
+                  "%s: the node names %zu outputs, at most 4 are defined", node->op_type,
+                  node->output_count);
     return NULL;
   }
   onyx__attn_node *s = calloc(1, size);
   if (s == NULL) {
     onyx__pc_fail(err, err_cap, ONYX_STATUS_OUT_OF_MEMORY, "%s: cannot allocate kernel state",
-                    node->op_type);
+                  node->op_type);
     return NULL;
   }
   onyx__attn_threads_from_provider(provider_state, &s->threads);
@@ -102,8 +102,8 @@ onyx_status onyx__attn_attr_int(const onyx_node_info *node, const char *name, in
                                 int64_t *out, char *err, size_t err_cap) {
   *out = dflt;
   if (onyx__pc_attr_int(node, name, dflt, out)) return ONYX_STATUS_OK;
-  return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                       "%s: attribute '%s' must be an INT", node->op_type, name);
+  return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL, "%s: attribute '%s' must be an INT",
+                       node->op_type, name);
 }
 
 onyx_status onyx__attn_attr_float(const onyx_node_info *node, const char *name, float dflt,
@@ -122,7 +122,7 @@ onyx_status onyx__attn_attr_string_is(const onyx_node_info *node, const char *na
   if (a == NULL) return ONYX_STATUS_OK;
   if (a->type != ONYX_ATTR_STRING)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                           "%s: attribute '%s' must be a STRING", node->op_type, name);
+                         "%s: attribute '%s' must be a STRING", node->op_type, name);
   *out_equal = a->s != NULL && strlen(expect) == a->s_len && memcmp(a->s, expect, a->s_len) == 0;
   return ONYX_STATUS_OK;
 }
@@ -150,18 +150,18 @@ onyx_status onyx__attn_check_host(onyx_compute_ctx *ctx, const onyx_tensor *cons
     if (t == NULL) continue;
     if (t->device != ONYX_DEVICE_HOST)
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "input %zu is not in host memory",
-                              i);
+                            i);
     if (t->rank > ONYX_MAX_RANK)
-      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "input %zu has rank %u", i,
-                              t->rank);
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "input %zu has rank %u", i, t->rank);
     for (uint32_t d = 0; d < t->rank; ++d)
       if (t->dims[d] < 0)
         return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                "input %zu has a negative dimension %s", i, onyx__pc_tensor_shape(t).s);
+                              "input %zu has a negative dimension %s", i,
+                              onyx__pc_tensor_shape(t).s);
     if (t->data == NULL && onyx_tensor_numel(t) != 0)
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "input %zu has %lld elements but no data", i,
-                              (long long)onyx_tensor_numel(t));
+                            "input %zu has %lld elements but no data", i,
+                            (long long)onyx_tensor_numel(t));
   }
   return ONYX_STATUS_OK;
 }

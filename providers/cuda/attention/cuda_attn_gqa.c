@@ -117,28 +117,28 @@ static onyx_status gqa_create(void *provider_state, const onyx_node_info *node, 
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED, "%s: %s", gqa_op, why);
   if (nq <= 0 || nkv <= 0 || nq % nkv != 0)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                                "%s: num_heads (%lld) must be a positive multiple of kv_num_heads "
-                                "(%lld)",
-                                gqa_op, (long long)nq, (long long)nkv);
+                         "%s: num_heads (%lld) must be a positive multiple of kv_num_heads "
+                         "(%lld)",
+                         gqa_op, (long long)nq, (long long)nkv);
   if (window == 0 || window < -1)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                                "%s: local_window_size must be -1 or positive, got %lld", gqa_op,
-                                (long long)window);
+                         "%s: local_window_size must be -1 or positive, got %lld", gqa_op,
+                         (long long)window);
   if ((causal != 0 && causal != 1) || (causal == 0 && window != -1))
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                                "%s: causal must be 0 or 1 (and 1 with a local window), got %lld",
-                                gqa_op, (long long)causal);
+                         "%s: causal must be 0 or 1 (and 1 with a local window), got %lld", gqa_op,
+                         (long long)causal);
   if (layout != 0 && layout != 1)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                                "%s: kv_layout must be 0 (BNSH) or 1 (BSNH, seq-major), got %lld",
-                                gqa_op, (long long)layout);
+                         "%s: kv_layout must be 0 (BNSH) or 1 (BSNH, seq-major), got %lld", gqa_op,
+                         (long long)layout);
   if (!(softcap >= 0.0f) || !(scale >= 0.0f) || isinf(scale) || isinf(softcap))
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                                "%s: scale (%g) and softcap (%g) must be finite and not negative",
-                                gqa_op, (double)scale, (double)softcap);
+                         "%s: scale (%g) and softcap (%g) must be finite and not negative", gqa_op,
+                         (double)scale, (double)softcap);
   if (node->output_count < 1 || (node->output_present != NULL && !node->output_present[0]))
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                                "%s: output 0 (output) must be named", gqa_op);
+                         "%s: output 0 (output) must be named", gqa_op);
   gqa_state *s = onyx__cuda_attn_state_new(sizeof *s, node, gqa_op, err, err_cap);
   if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
   s->nq = nq;
@@ -258,7 +258,7 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   for (size_t i = GQA_INPUTS; i < input_count; ++i)
     if (inputs[i] != NULL)
       return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                                   "input %zu is not supported by the CUDA kernel", i);
+                            "input %zu is not supported by the CUDA kernel", i);
   const onyx_tensor *in[GQA_INPUTS];
   for (size_t i = 0; i < GQA_INPUTS; ++i) in[i] = onyx__cuda_attn_input(inputs, input_count, i);
   onyx_status status = onyx__cuda_attn_check_device(ctx, in, GQA_INPUTS, 1u << GQA_TOTAL);
@@ -271,8 +271,8 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   uint32_t dt = q->dtype;
   if (dt != ONYX_DTYPE_FLOAT32 && dt != ONYX_DTYPE_FLOAT16 && dt != ONYX_DTYPE_BFLOAT16)
     return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                                 "query has type %s; float32, float16 or bfloat16 expected",
-                                 onyx__cuda_attn_dtype_name(dt));
+                          "query has type %s; float32, float16 or bfloat16 expected",
+                          onyx__cuda_attn_dtype_name(dt));
   static const int same_type[] = {GQA_KEY, GQA_VALUE, GQA_PAST_KEY, GQA_PAST_VALUE,
                                   GQA_COS, GQA_SIN,   GQA_BIAS,     GQA_SINK};
   static const char *const same_name[] = {"key",       "value",     "past_key",       "past_value",
@@ -281,37 +281,35 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
     const onyx_tensor *t = in[same_type[i]];
     if (t != NULL && t->dtype != dt)
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                   "%s (input %d) has type %s; the query's type %s expected",
-                                   same_name[i], same_type[i], onyx__cuda_attn_dtype_name(t->dtype),
-                                   onyx__cuda_attn_dtype_name(dt));
+                            "%s (input %d) has type %s; the query's type %s expected", same_name[i],
+                            same_type[i], onyx__cuda_attn_dtype_name(t->dtype),
+                            onyx__cuda_attn_dtype_name(dt));
   }
   const onyx_tensor *seqlens_t = in[GQA_SEQLENS], *total_t = in[GQA_TOTAL];
   if (seqlens_t == NULL || total_t == NULL)
-    return onyx__pc_error(
-        ctx, ONYX_STATUS_INVALID_ARGUMENT,
-        "seqlens_k (input 5) and total_sequence_length (input 6) are required");
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                          "seqlens_k (input 5) and total_sequence_length (input 6) are required");
   int64_t S = g.seq, B = g.batch, H = g.head, L = g.past_len;
   if (seqlens_t->dtype != ONYX_DTYPE_INT32 || seqlens_t->rank != 1 || seqlens_t->dims[0] != B)
     return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                 "seqlens_k must be int32 (%lld), got %s %s", (long long)B,
-                                 onyx__cuda_attn_dtype_name(seqlens_t->dtype),
-                                 onyx__pc_tensor_shape(seqlens_t).s);
+                          "seqlens_k must be int32 (%lld), got %s %s", (long long)B,
+                          onyx__cuda_attn_dtype_name(seqlens_t->dtype),
+                          onyx__pc_tensor_shape(seqlens_t).s);
   if (total_t->dtype != ONYX_DTYPE_INT32 || onyx_tensor_numel(total_t) != 1)
     return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                 "total_sequence_length must be an int32 scalar, got %s %s",
-                                 onyx__cuda_attn_dtype_name(total_t->dtype),
-                                 onyx__pc_tensor_shape(total_t).s);
+                          "total_sequence_length must be an int32 scalar, got %s %s",
+                          onyx__cuda_attn_dtype_name(total_t->dtype),
+                          onyx__pc_tensor_shape(total_t).s);
   if (total_t->device != ONYX_DEVICE_HOST) /* host_inputs: the core hands it over on the host */
     return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                 "total_sequence_length (input 6) must be in host memory");
+                          "total_sequence_length (input 6) must be in host memory");
   if (B == 0 || S == 0)
-    return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                                 "empty batch or sequence (%lld, %lld)", (long long)B,
-                                 (long long)S);
+    return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED, "empty batch or sequence (%lld, %lld)",
+                          (long long)B, (long long)S);
   if (B * st->nkv > 65535)
     return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                                 "batch %lld times kv heads %lld exceeds the CUDA kernel's grid",
-                                 (long long)B, (long long)st->nkv);
+                          "batch %lld times kv heads %lld exceeds the CUDA kernel's grid",
+                          (long long)B, (long long)st->nkv);
   int32_t T32 = 0;
   memcpy(&T32, total_t->data, sizeof T32);
   int64_t T = T32;
@@ -325,24 +323,23 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   int64_t P = T > L ? T : L;
   if (P > INT32_MAX)
     return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                                 "a KV cache of %lld rows exceeds the CUDA kernel's 2^31 - 1",
-                                 (long long)P);
+                          "a KV cache of %lld rows exceeds the CUDA kernel's 2^31 - 1",
+                          (long long)P);
 
   onyx__cuda_attn_params p;
   memset(&p, 0, sizeof p);
   if (st->rotary) {
     const onyx_tensor *cos = in[GQA_COS], *sin = in[GQA_SIN], *pos = in[GQA_POS];
     if (cos == NULL || sin == NULL)
-      return onyx__pc_error(
-          ctx, ONYX_STATUS_INVALID_ARGUMENT,
-          "do_rotary = 1 needs cos_cache (input 7) and sin_cache (input 8)");
+      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                            "do_rotary = 1 needs cos_cache (input 7) and sin_cache (input 8)");
     if (cos->rank != 2 || cos->dims[1] < 1 || 2 * cos->dims[1] > H || cos->dims[0] < 1 ||
         sin->rank != 2 || sin->dims[0] != cos->dims[0] || sin->dims[1] != cos->dims[1])
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                   "cos_cache %s and sin_cache %s must both be (max_position, D) "
-                                   "with 1 <= 2*D <= head size %lld",
-                                   onyx__pc_tensor_shape(cos).s, onyx__pc_tensor_shape(sin).s,
-                                   (long long)H);
+                            "cos_cache %s and sin_cache %s must both be (max_position, D) "
+                            "with 1 <= 2*D <= head size %lld",
+                            onyx__pc_tensor_shape(cos).s, onyx__pc_tensor_shape(sin).s,
+                            (long long)H);
     p.cos = cos->data;
     p.sin = sin->data;
     p.rot_half = (int32_t)cos->dims[1];
@@ -351,10 +348,10 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
     if (pos != NULL) {
       if (pos->dtype != ONYX_DTYPE_INT64 || pos->rank != 2 || pos->dims[0] != B ||
           pos->dims[1] != S)
-        return onyx__pc_error(
-            ctx, ONYX_STATUS_INVALID_ARGUMENT, "position_ids must be int64 (%lld, %lld), got %s %s",
-            (long long)B, (long long)S, onyx__cuda_attn_dtype_name(pos->dtype),
-            onyx__pc_tensor_shape(pos).s);
+        return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
+                              "position_ids must be int64 (%lld, %lld), got %s %s", (long long)B,
+                              (long long)S, onyx__cuda_attn_dtype_name(pos->dtype),
+                              onyx__pc_tensor_shape(pos).s);
       p.pos_ids = pos->data;
       if (first) { /* ONNX Runtime reads only position_ids[0, 0] in the first prompt */
         p.pos_add_s = 1;
@@ -368,14 +365,13 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   if (bias != NULL &&
       (bias->rank != 4 || (bias->dims[0] != 1 && bias->dims[0] != B) ||
        (bias->dims[1] != 1 && bias->dims[1] != st->nq) || bias->dims[2] != S || bias->dims[3] != T))
-    return onyx__pc_error(
-        ctx, ONYX_STATUS_INVALID_ARGUMENT,
-        "attention_bias must be (%lld or 1, %lld or 1, %lld, %lld), got %s", (long long)B,
-        (long long)st->nq, (long long)S, (long long)T, onyx__pc_tensor_shape(bias).s);
-  if (sink != NULL && (sink->rank != 1 || sink->dims[0] != st->nq))
     return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                 "head_sink must be (%lld), got %s", (long long)st->nq,
-                                 onyx__pc_tensor_shape(sink).s);
+                          "attention_bias must be (%lld or 1, %lld or 1, %lld, %lld), got %s",
+                          (long long)B, (long long)st->nq, (long long)S, (long long)T,
+                          onyx__pc_tensor_shape(bias).s);
+  if (sink != NULL && (sink->rank != 1 || sink->dims[0] != st->nq))
+    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "head_sink must be (%lld), got %s",
+                          (long long)st->nq, onyx__pc_tensor_shape(sink).s);
 
   /* Workspace of this route. */
   onyx__cuda_attn_plan plan;

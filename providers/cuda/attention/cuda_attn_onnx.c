@@ -71,20 +71,20 @@ static onyx_status at_create(void *provider_state, const onyx_node_info *node, v
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED, "Attention: %s", why);
   if (causal != 0 && causal != 1)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                                "Attention: is_causal must be 0 or 1, got %lld", (long long)causal);
+                         "Attention: is_causal must be 0 or 1, got %lld", (long long)causal);
   if (qh < 0 || kvh < 0 || (qh > 0 && kvh > 0 && qh % kvh != 0))
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                                "Attention: q_num_heads (%lld) must be a multiple of kv_num_heads "
-                                "(%lld)",
-                                (long long)qh, (long long)kvh);
+                         "Attention: q_num_heads (%lld) must be a multiple of kv_num_heads "
+                         "(%lld)",
+                         (long long)qh, (long long)kvh);
   if (!(softcap >= 0.0f) || isinf(softcap) || !(scale >= 0.0f) || isinf(scale))
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                                "Attention: scale (%g) and softcap (%g) must be finite and not "
-                                "negative",
-                                (double)scale, (double)softcap);
+                         "Attention: scale (%g) and softcap (%g) must be finite and not "
+                         "negative",
+                         (double)scale, (double)softcap);
   if (node->output_count < 1 || (node->output_present != NULL && !node->output_present[0]))
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                                "Attention: output 0 (Y) must be named");
+                         "Attention: output 0 (Y) must be named");
   at_state *s = onyx__cuda_attn_state_new(sizeof *s, node, "Attention", err, err_cap);
   if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
   s->q_heads = qh;
@@ -101,8 +101,7 @@ static onyx_status at_create(void *provider_state, const onyx_node_info *node, v
 /* Input geometry: checked in providers/common/attn_params.c, shared with the CPU. */
 typedef onyx__pc_attn_geom at_geom;
 
-static const onyx__pc_head_limit at_head_limit = {1, ONYX__CUDA_ATTN_REF_MAX_HEAD,
-                                                  "CUDA kernels'"};
+static const onyx__pc_head_limit at_head_limit = {1, ONYX__CUDA_ATTN_REF_MAX_HEAD, "CUDA kernels'"};
 
 static onyx_status at_geometry(const at_state *st, const onyx_tensor *const *in, at_geom *g,
                                char *msg, size_t cap) {
@@ -193,24 +192,24 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   uint32_t dt = in[AT_Q]->dtype;
   if (dt != ONYX_DTYPE_FLOAT32 && dt != ONYX_DTYPE_FLOAT16 && dt != ONYX_DTYPE_BFLOAT16)
     return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                                 "Q has type %s; float32, float16 or bfloat16 expected",
-                                 onyx__cuda_attn_dtype_name(dt));
+                          "Q has type %s; float32, float16 or bfloat16 expected",
+                          onyx__cuda_attn_dtype_name(dt));
   static const int same[] = {AT_K, AT_V, AT_PAST_K, AT_PAST_V};
   static const char *const same_name[] = {"K", "V", "past_key", "past_value"};
   for (size_t i = 0; i < 4; ++i)
     if (in[same[i]] != NULL && in[same[i]]->dtype != dt)
       return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                                   "%s has type %s; the CUDA kernel needs Q, K, V and the past in "
-                                   "one type (%s)",
-                                   same_name[i], onyx__cuda_attn_dtype_name(in[same[i]]->dtype),
-                                   onyx__cuda_attn_dtype_name(dt));
+                            "%s has type %s; the CUDA kernel needs Q, K, V and the past in "
+                            "one type (%s)",
+                            same_name[i], onyx__cuda_attn_dtype_name(in[same[i]]->dtype),
+                            onyx__cuda_attn_dtype_name(dt));
   int64_t B = g.batch, T = g.total;
   if (B == 0 || g.sq == 0)
     return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED, "empty batch or query sequence");
   if (T > INT32_MAX || B * g.nkv > 65535)
     return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                                 "%lld keys or %lld batch x kv heads exceed the CUDA kernel's grid",
-                                 (long long)T, (long long)(B * g.nkv));
+                          "%lld keys or %lld batch x kv heads exceed the CUDA kernel's grid",
+                          (long long)T, (long long)(B * g.nkv));
 
   onyx__cuda_attn_params p;
   memset(&p, 0, sizeof p);
@@ -220,22 +219,22 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
     if (mask->dtype != ONYX_DTYPE_BOOL && mask->dtype != ONYX_DTYPE_FLOAT32 &&
         mask->dtype != ONYX_DTYPE_FLOAT16 && mask->dtype != ONYX_DTYPE_BFLOAT16)
       return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                                   "attn_mask has type %s; bool, float32, float16 or bfloat16 "
-                                   "expected",
-                                   onyx__cuda_attn_dtype_name(mask->dtype));
+                            "attn_mask has type %s; bool, float32, float16 or bfloat16 "
+                            "expected",
+                            onyx__cuda_attn_dtype_name(mask->dtype));
     if (mask->rank < 1 || mask->rank > 4)
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                   "attn_mask must have rank 1 to 4, got %s",
-                                   onyx__pc_tensor_shape(mask).s);
+                            "attn_mask must have rank 1 to 4, got %s",
+                            onyx__pc_tensor_shape(mask).s);
     int64_t md[4] = {1, 1, 1, 1};
     for (uint32_t i = 0; i < mask->rank; ++i) md[4 - mask->rank + i] = mask->dims[i];
     int64_t want[3] = {B, g.nq, g.sq};
     for (int i = 0; i < 3; ++i)
       if (md[i] != 1 && md[i] != want[i])
         return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                     "attn_mask %s does not broadcast to (%lld, %lld, %lld, %lld)",
-                                     onyx__pc_tensor_shape(mask).s, (long long)B, (long long)g.nq,
-                                     (long long)g.sq, (long long)T);
+                              "attn_mask %s does not broadcast to (%lld, %lld, %lld, %lld)",
+                              onyx__pc_tensor_shape(mask).s, (long long)B, (long long)g.nq,
+                              (long long)g.sq, (long long)T);
     p.m_js = 1;
     if (md[3] == T) {
       /* the usual case */
@@ -245,8 +244,8 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
       p.m_js = 0; /* broadcast along the keys */
     } else {
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                   "attn_mask %s: its last axis must be the %lld keys (past + new)",
-                                   onyx__pc_tensor_shape(mask).s, (long long)T);
+                            "attn_mask %s: its last axis must be the %lld keys (past + new)",
+                            onyx__pc_tensor_shape(mask).s, (long long)T);
     }
     p.mask = mask->data;
     p.mask_dtype = mask->dtype;
@@ -258,16 +257,16 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   if (nonpad_t != NULL) {
     if (st->head.opset < 24)
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                   "nonpad_kv_seqlen (input 6) needs opset 24, the model uses %lld",
-                                   (long long)st->head.opset);
+                            "nonpad_kv_seqlen (input 6) needs opset 24, the model uses %lld",
+                            (long long)st->head.opset);
     if (nonpad_t->dtype != ONYX_DTYPE_INT64 || nonpad_t->rank != 1 || nonpad_t->dims[0] != B)
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                   "nonpad_kv_seqlen must be int64 (%lld), got %s %s", (long long)B,
-                                   onyx__cuda_attn_dtype_name(nonpad_t->dtype),
-                                   onyx__pc_tensor_shape(nonpad_t).s);
+                            "nonpad_kv_seqlen must be int64 (%lld), got %s %s", (long long)B,
+                            onyx__cuda_attn_dtype_name(nonpad_t->dtype),
+                            onyx__pc_tensor_shape(nonpad_t).s);
     if (g.past > 0)
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                   "nonpad_kv_seqlen cannot be combined with past_key/past_value");
+                            "nonpad_kv_seqlen cannot be combined with past_key/past_value");
     p.nonpad = nonpad_t->data; /* values are clamped to [0, total] on the device */
   }
 

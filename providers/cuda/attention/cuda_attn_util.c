@@ -17,7 +17,7 @@ void *onyx__cuda_attn_state_new(size_t size, const onyx_node_info *node, const c
                                 size_t err_cap) {
   if (node->output_count > 4) {
     onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                         "%s: %zu outputs named, at most 4 expected", op, node->output_count);
+                  "%s: %zu outputs named, at most 4 expected", op, node->output_count);
     return NULL;
   }
   onyx__cuda_attn_node *s = calloc(1, size);
@@ -86,13 +86,13 @@ onyx_status onyx__cuda_attn_check_device(onyx_compute_ctx *ctx, const onyx_tenso
     bool host_allowed = i < 32 && (host_ok & (1u << i)) != 0;
     if (t->device != ONYX_DEVICE_CUDA && !(host_allowed && t->device == ONYX_DEVICE_HOST))
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                   "input %zu is not in CUDA device memory", i);
+                            "input %zu is not in CUDA device memory", i);
     if (t->data == NULL && onyx_tensor_numel(t) > 0)
       return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "input %zu has no data", i);
     for (uint32_t d = 0; d < t->rank; ++d)
       if (t->dims[d] < 0)
         return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                     "input %zu has a negative dimension", i);
+                              "input %zu has a negative dimension", i);
   }
   return ONYX_STATUS_OK;
 }
@@ -113,8 +113,8 @@ onyx_status onyx__cuda_attn_workspace(onyx_compute_ctx *ctx, const char *name, u
     }
   }
   return onyx__pc_error(ctx, ONYX_STATUS_WORKSPACE_TOO_SMALL,
-                               "workspace region %s has %llu bytes, %llu needed", name,
-                               (unsigned long long)have, (unsigned long long)need);
+                        "workspace region %s has %llu bytes, %llu needed", name,
+                        (unsigned long long)have, (unsigned long long)need);
 }
 
 onyx_status onyx__cuda_attn_read(onyx_compute_ctx *ctx, const onyx_tensor *t, void *dst,
@@ -128,8 +128,8 @@ onyx_status onyx__cuda_attn_read(onyx_compute_ctx *ctx, const onyx_tensor *t, vo
   if (e == cudaSuccess) e = cudaStreamSynchronize(s);
   if (e != cudaSuccess)
     return onyx__pc_error(ctx, ONYX_STATUS_PROVIDER_ERROR,
-                                 "reading %zu bytes from the device failed: %s", bytes,
-                                 cudaGetErrorString(e));
+                          "reading %zu bytes from the device failed: %s", bytes,
+                          cudaGetErrorString(e));
   return ONYX_STATUS_OK;
 }
 
@@ -143,6 +143,6 @@ void onyx__cuda_attn_region(onyx_workspace_requirement *req, const char *name, u
 }
 
 onyx_status onyx__cuda_attn_launch_error(onyx_compute_ctx *ctx, const char *what, int err) {
-  return onyx__pc_error(ctx, ONYX_STATUS_PROVIDER_ERROR, "%s failed: %s (CUDA error %d)",
-                               what, onyx__cuda_attn_error_text(err), err);
+  return onyx__pc_error(ctx, ONYX_STATUS_PROVIDER_ERROR, "%s failed: %s (CUDA error %d)", what,
+                        onyx__cuda_attn_error_text(err), err);
 }
