@@ -3,7 +3,8 @@
  *
  *   [onyx]              strict = false, fallback = cpu, threads = 0
  *   [governor]          TIER = BYTES (host = 8GiB), requester.KIND = BYTES
- *   [provider.NAME]     path = lib.so, enabled = true, option.KEY = VALUE
+ *   [provider.NAME]     path = lib.so, enabled = true, memory_limit = BYTES,
+ *                       option.KEY = VALUE
  *
  * Sections appear in priority order. Unknown keys and sections warn rather than
  * fail so that a newer file still loads with an older core.
@@ -176,6 +177,11 @@ static int handle_provider(parse_state *st, const char *section, const char *nam
       if (p->path) snprintf(p->path, n, "%s/%s", st->config->dir, value);
     }
     return p->path ? 1 : fail(st, line, "out of memory");
+  }
+  if (!strcmp(name, "memory_limit")) {
+    if (!onyx__parse_bytes(value, &p->memory_limit) || p->memory_limit == 0)
+      return fail(st, line, "memory_limit must be a byte size like 8GiB, got '%s'", value);
+    return 1;
   }
   if (!strcmp(name, "enabled")) {
     if (!parse_bool(value, &p->enabled))

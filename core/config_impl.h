@@ -12,8 +12,9 @@ typedef struct onyx__provider_config {
   char *name; /* from the section [provider.NAME] */
   char *path; /* library path, resolved against the ini file's folder */
   bool enabled;
-  int line;             /* line of the section header, for messages */
-  onyx_option *options; /* `option.KEY = VALUE` entries, KEY without the prefix */
+  uint64_t memory_limit; /* `memory_limit = BYTES`: caps its tier; 0 = none */
+  int line;              /* line of the section header, for messages */
+  onyx_option *options;  /* `option.KEY = VALUE` entries, KEY without the prefix */
   size_t option_count;
 } onyx__provider_config;
 

@@ -148,6 +148,13 @@ void onyx__memory_destroy(onyx__memory *m) {
 
 onyx_gov *onyx__memory_governor(onyx__memory *m) { return m->gov; }
 
+onyx_status onyx__memory_cap_tier(onyx__memory *m, uint32_t tier, uint64_t bytes) {
+  onyx_gov_tier_usage u;
+  onyx_status st = onyx_gov_tier_usage_get(m->gov, tier, &u);
+  if (st == ONYX_STATUS_OK && bytes < u.limit) st = onyx_gov_tier_set_limit(m->gov, tier, bytes);
+  return st;
+}
+
 uint32_t onyx__memory_tier_of(const onyx__memory *m, const struct onyx__provider *p) {
   return p && p->table->device != ONYX_DEVICE_HOST ? p->gov_tier : m->host_tier;
 }

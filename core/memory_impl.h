@@ -59,6 +59,8 @@ const char *onyx__requester_name(uint32_t requester);
  * limit for it) on first use. */
 onyx_status onyx__memory_tier(onyx__memory *memory, const char *name, uint64_t default_limit,
                               uint32_t *out_tier);
+/* Lowers a tier's limit to `bytes` when it is higher (a provider's memory_limit). */
+onyx_status onyx__memory_cap_tier(onyx__memory *memory, uint32_t tier, uint64_t bytes);
 /* The tier a provider's memory is booked under (host for host providers). */
 uint32_t onyx__memory_tier_of(const onyx__memory *memory, const struct onyx__provider *provider);
 /* Prepare-only: would `bytes` for `requester` fit on `tier` now? The refusal's

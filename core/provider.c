@@ -207,7 +207,11 @@ onyx_status onyx__provider_load(onyx_runtime *runtime, const onyx__config *confi
   if (onyx__provider_has(table, memory_capacity) && table->memory_capacity &&
       table->memory_capacity(state, &capacity) != ONYX_STATUS_OK)
     capacity = UINT64_MAX / 2;
-  if (onyx__memory_tier(runtime->memory, out->tier, capacity, &out->gov_tier) != ONYX_STATUS_OK) {
+  /* The section's memory_limit caps the tier (for the host tier: shared by every host
+   * provider, so the lowest cap wins). */
+  if (onyx__memory_tier(runtime->memory, out->tier, capacity, &out->gov_tier) != ONYX_STATUS_OK ||
+      (pc->memory_limit &&
+       onyx__memory_cap_tier(runtime->memory, out->gov_tier, pc->memory_limit) != ONYX_STATUS_OK)) {
     onyx__errf(err, err_cap, "%s:%d: provider '%s': cannot add memory tier %s", where, line,
                pc->name, out->tier);
     onyx__provider_unload(out);

@@ -173,12 +173,32 @@ static void admission_refuses_with_numbers(void **state) {
   onyx_runtime_destroy(rt);
 }
 
+static void provider_memory_limit_caps_its_tier(void **state) {
+  (void)state;
+  char ini[1024];
+  snprintf(ini, sizeof ini, "[provider.cpu]\npath = %s\nmemory_limit = 2MiB\n", CPU_PROVIDER);
+  char *path = write_temp_file(".ini", ini);
+  onyx_runtime *rt = NULL;
+  assert_int_equal(onyx_runtime_create(path, &rt, NULL), ONYX_STATUS_OK);
+  remove_temp_file(path);
+  onyx_kv_cache *kv = make_cache(rt, 1, ONYX_KV_GROWTH_REALLOC, 100000);
+  onyx_error *e = NULL;
+  assert_int_equal(onyx_kv_cache_check(kv, 1000, &e), ONYX_STATUS_OK);
+  assert_int_equal(onyx_kv_cache_check(kv, 50000, &e), ONYX_STATUS_TIER_EXHAUSTED);
+  assert_non_null(strstr(onyx_error_message(e), "tier host"));
+  assert_non_null(strstr(onyx_error_message(e), "limit 2097152"));
+  onyx_error_free(e);
+  onyx_kv_cache_destroy(kv);
+  onyx_runtime_destroy(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(grows_in_place_without_moving),
       cmocka_unit_test(seq_major_commits_less_than_head_major),
       cmocka_unit_test(grows_by_copy_moving_the_old_buckets),
       cmocka_unit_test(admission_refuses_with_numbers),
+      cmocka_unit_test(provider_memory_limit_caps_its_tier),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
