@@ -203,6 +203,10 @@ typedef struct onyx_kernel_table {
    * and read as 0 from a table whose struct_size ends before this field. */
   uint64_t host_inputs; /* bit i set: input i is wanted in host memory (shape values,
                          * axes, lengths); the core keeps or moves it there */
+  /* Inputs whose geometry alone the kernel reads (Shape, Size): bit i set, input i
+   * is handed over wherever it lies — device memory included — and never copied for
+   * the kernel; compute must not touch its data. Read as 0 from an older table. */
+  uint64_t geometry_inputs;
   /* fields above: v1 */
 } onyx_kernel_table;
 
@@ -272,6 +276,28 @@ typedef struct onyx_vmm_table {
   /* fields above: v1 */
 } onyx_vmm_table;
 
+/* Capture and replay of the work a run queues on the provider's stream (CUDA
+ * graphs). The core captures a steady-state run (a decode step) once and replays it;
+ * docs/graphs.md describes when. All optional as a whole. While a capture is open
+ * nothing queued on the stream executes: it is recorded. Kernels must not sync,
+ * allocate or copy from pageable host memory then (the core keeps its own copies,
+ * allocations and syncs out of a capture); host values a kernel reads at compute time
+ * (its host_inputs) are recorded as they were. */
+typedef struct onyx_graph_table {
+  uint32_t struct_size;
+  uint32_t version;
+  /* Starts recording the provider's stream. */
+  onyx_status (*begin)(void *state);
+  /* Stops recording. keep: instantiate what was recorded into *out_graph (opaque,
+   * non-NULL); !keep: discard it. A capture that the device invalidated (a kernel
+   * did something not capturable) returns non-OK and keeps nothing. */
+  onyx_status (*end)(void *state, bool keep, void **out_graph);
+  /* Queues one replay of the graph on the provider's stream. */
+  onyx_status (*launch)(void *state, void *graph);
+  void (*destroy)(void *state, void *graph); /* NULL-safe */
+  /* fields above: v1 */
+} onyx_graph_table;
+
 typedef struct onyx_provider_table {
   uint32_t struct_size;
   uint32_t abi_version; /* the version this table follows */
@@ -312,6 +338,8 @@ typedef struct onyx_provider_table {
   /* The stream kernels run on (cudaStream_t), handed to compute as ctx->stream.
    * NULL for host providers. */
   void *(*stream)(void *state);
+  /* Stream capture and replay; NULL when the device has none. */
+  const onyx_graph_table *graphs;
   /* fields above: v1 */
 } onyx_provider_table;
 

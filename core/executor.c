@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "error_impl.h"
+#include "graphs_impl.h"
 #include "memory_impl.h"
 #include "plan_impl.h"
 #include "session_impl.h"
@@ -23,6 +24,7 @@ typedef struct buffer {
   void *ptr;
   onyx__provider *provider; /* where it lives (NULL: host) */
   int refs;
+  bool in_arena; /* carved from a graph's arena: the graph owns the memory */
 } buffer;
 
 typedef struct slot {
@@ -43,12 +45,33 @@ typedef struct run_state {
   onyx_status alloc_status; /* first failure inside alloc_output */
   onyx_plan *plan;          /* the admitted workspace plan, NULL when unplannable */
   void **step_blocks;       /* per provider: its STEP block, reused by every node */
+  onyx__run_hooks *hooks;   /* measuring or recording a device graph, NULL: neither */
 } run_state;
 
 static void buffer_release(onyx_session *s, buffer *b) {
   if (b == NULL || --b->refs > 0) return;
-  onyx__memory_free(s->runtime->memory, b->ptr);
+  if (!b->in_arena) onyx__memory_free(s->runtime->memory, b->ptr);
   free(b);
+}
+
+static uint64_t graph_round(uint64_t bytes) {
+  return (bytes + ONYX__GRAPH_ALIGN - 1) / ONYX__GRAPH_ALIGN * ONYX__GRAPH_ALIGN;
+}
+
+/* True while this run is recorded into a graph. */
+static bool recording(const run_state *r) { return r->hooks && r->hooks->record; }
+
+/* Marks the recording as refused (the run fails and is run again plainly). */
+static onyx_status refuse_recording(run_state *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static onyx_status refuse_recording(run_state *r, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->hooks->why, sizeof r->hooks->why, fmt, ap);
+  va_end(ap);
+  r->hooks->refused = true;
+  snprintf(r->err, sizeof r->err, "%s", r->hooks->why);
+  return ONYX_STATUS_UNSUPPORTED;
 }
 
 static void slot_clear(onyx_session *s, slot *sl) {
@@ -74,6 +97,27 @@ static onyx_status new_buffer(run_state *r, onyx__provider *provider, uint32_t r
                               uint64_t bytes, const char *label, buffer **out) {
   buffer *b = calloc(1, sizeof *b);
   if (b == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+  onyx__run_hooks *h = r->hooks;
+  if (h && provider == h->provider && requester != ONYX_REQUESTER_WEIGHTS) {
+    uint64_t need = graph_round(bytes ? bytes : 1);
+    if (h->record) {
+      /* The graph's activations arena, sized by the run that measured this geometry. */
+      if (need > h->act_cap - h->act_used) {
+        free(b);
+        return refuse_recording(r, "%s needs %llu bytes beyond the %llu measured for this geometry",
+                                label, (unsigned long long)need,
+                                (unsigned long long)(h->act_cap - h->act_used));
+      }
+      b->ptr = h->act_base + h->act_used;
+      h->act_used += need;
+      b->in_arena = true;
+      b->provider = provider;
+      b->refs = 1;
+      *out = b;
+      return ONYX_STATUS_OK;
+    }
+    h->act_bytes += need;
+  }
   onyx_status st = onyx__memory_alloc(r->s->runtime->memory, provider, requester, bytes, 64, label,
                                       &b->ptr, r->err, sizeof r->err);
   if (st != ONYX_STATUS_OK) {
@@ -184,6 +228,12 @@ static onyx_status transfer(run_state *r, const slot *src, onyx__provider *targe
                             uint32_t requester, const char *label, slot *tmp) {
   bool to_device = target && target->table->device != ONYX_DEVICE_HOST;
   onyx__provider *copier = to_device ? target : src->provider;
+  if (recording(r))
+    return refuse_recording(r,
+                            "node '%s' (%s): a %s would move a value between host and device "
+                            "mid-run",
+                            r->s->graph->nodes[r->node].name, r->s->graph->nodes[r->node].op_type,
+                            label);
   uint64_t bytes = 0;
   onyx_status st = checked_bytes(src->view.dtype, src->view.rank, src->view.dims, &bytes);
   if (st != ONYX_STATUS_OK) return st;
@@ -249,8 +299,25 @@ static onyx_status admit_plan(run_state *r) {
   const onyx_plan *p = r->plan;
   size_t np = s->runtime->provider_count;
   onyx_status st = ONYX_STATUS_OK;
+  onyx__run_hooks *h = r->hooks;
   for (size_t k = 0; k < np && st == ONYX_STATUS_OK; ++k) {
     if (p->step_peak[k] == 0) continue;
+    if (h && &s->runtime->providers[k] == h->provider) {
+      h->ws_bytes = p->step_peak[k];
+      h->ws_align = p->step_align[k];
+      if (h->record) { /* the graph's workspace arena stands in for the STEP block */
+        if (p->step_peak[k] > h->ws_cap || h->ws_base == NULL ||
+            ((uintptr_t)h->ws_base & (p->step_align[k] - 1)) != 0)
+          st = refuse_recording(r,
+                                "the step workspace (%llu bytes, alignment %u) does not fit "
+                                "the %llu measured for this geometry",
+                                (unsigned long long)p->step_peak[k], p->step_align[k],
+                                (unsigned long long)h->ws_cap);
+        else
+          r->step_blocks[k] = h->ws_base;
+        continue;
+      }
+    }
     const onyx__node_plan *peak = &p->nodes[p->step_peak_node[k]];
     st = onyx__ws_block_alloc(s, p->step_peak_node[k], &peak->req, &peak->layout,
                               ONYX_LIFETIME_STEP, p->step_peak[k], p->step_align[k], "step peak",
@@ -269,6 +336,7 @@ static onyx_status admit_plan(run_state *r) {
   }
   for (size_t i = 0; fresh && i < nn; ++i) {
     if (fresh[i] == NULL) continue;
+    if (st == ONYX_STATUS_OK && h && s->nodes[i].provider == h->provider) h->session_grew = true;
     if (st == ONYX_STATUS_OK) {
       onyx__memory_free(s->runtime->memory, s->nodes[i].session_ws);
       s->nodes[i].session_ws = fresh[i];
@@ -280,7 +348,8 @@ static onyx_status admit_plan(run_state *r) {
   free(fresh);
   if (st != ONYX_STATUS_OK) {
     for (size_t k = 0; k < np; ++k) {
-      onyx__memory_free(s->runtime->memory, r->step_blocks[k]);
+      if (!(h && h->record && r->step_blocks[k] == h->ws_base))
+        onyx__memory_free(s->runtime->memory, r->step_blocks[k]);
       r->step_blocks[k] = NULL;
     }
   }
@@ -368,6 +437,7 @@ static onyx_status run_node(run_state *r, size_t i) {
   slot *moved = calloc(n->input_count + 1, sizeof *moved);
   onyx_status st = (inputs && geometry && moved) ? ONYX_STATUS_OK : ONYX_STATUS_OUT_OF_MEMORY;
   const uint64_t host_inputs = onyx__kernel_host_inputs(pn->kernel);
+  const uint64_t geometry_inputs = onyx__kernel_geometry_inputs(pn->kernel);
   for (size_t k = 0; st == ONYX_STATUS_OK && k < n->input_count; ++k) {
     int32_t v = n->inputs[k];
     if (v < 0) continue;
@@ -377,7 +447,9 @@ static onyx_status run_node(run_state *r, size_t i) {
       st = ONYX_STATUS_INTERNAL;
       break;
     }
-    if (k < 64 && (host_inputs >> k & 1u)) {
+    if (k < 64 && (geometry_inputs >> k & 1u)) {
+      /* Read for its geometry alone (Shape of a device tensor): never moved. */
+    } else if (k < 64 && (host_inputs >> k & 1u)) {
       /* The kernel reads these values on the host (a shape, axes, a length): the
        * host copy as it is — the usual case, as their producers run on the CPU
        * provider — or a device value brought back; never a copy to the device. */
@@ -595,16 +667,48 @@ static onyx_status collect_outputs(run_state *r, onyx_tensor *outs, bool *out_bo
   return st;
 }
 
-onyx_status onyx_session_run(onyx_session *s, const onyx_run_options *options,
-                             const onyx_tensor *inputs, size_t input_count,
-                             onyx_tensor *out_outputs, onyx_error **out_error) {
-  if (s == NULL || (input_count > 0 && inputs == NULL) || out_outputs == NULL)
-    return onyx__error_set(out_error, ONYX_STATUS_INVALID_ARGUMENT,
-                           "onyx_session_run: session, inputs and out_outputs are required");
+/* Where the graph's outputs lie after a replay: buffers of the arena, or writable
+ * device inputs handed back. Anything else (a value the host computed) is not
+ * produced by a replay. */
+static onyx_status record_outputs(run_state *r) {
+  const onyx__graph *g = r->s->graph;
+  onyx__run_hooks *h = r->hooks;
+  for (size_t o = 0; o < g->output_count; ++o) {
+    const slot *sl = &r->slots[g->outputs[o]];
+    h->out_from_input[o] = sl->writable && sl->buf == NULL && sl->view.device != ONYX_DEVICE_HOST;
+    if (!h->out_from_input[o] && !(sl->buf && sl->buf->in_arena))
+      return refuse_recording(r, "output '%s' is not computed on the device",
+                              g->values[g->outputs[o]].name);
+    h->out_views[o] = sl->view;
+  }
+  return ONYX_STATUS_OK;
+}
+
+/* Binds staged device copies in place of host inputs (recording). */
+static void bind_staged(run_state *r, size_t input_count) {
+  const onyx__graph *g = r->s->graph;
+  for (size_t i = 0; i < input_count; ++i) {
+    if (r->hooks->staged[i].data == NULL) continue;
+    slot *sl = &r->slots[g->inputs[i]];
+    sl->view = r->hooks->staged[i];
+    sl->provider = r->hooks->provider;
+    sl->writable = false;
+  }
+}
+
+static bool cancelled(const onyx_run_options *options, size_t node) {
+  return options && options->struct_size >= offsetof(onyx_run_options, writable_inputs) &&
+         options->should_cancel && options->should_cancel(options->user, node);
+}
+
+onyx_status onyx__execute(onyx_session *s, const onyx_run_options *options,
+                          const onyx_tensor *inputs, size_t input_count, onyx_tensor *out_outputs,
+                          onyx__run_hooks *hooks, onyx_error **out_error) {
   const onyx__graph *g = s->graph;
   run_state r;
   memset(&r, 0, sizeof r);
   r.s = s;
+  r.hooks = hooks;
   r.slots = calloc(g->value_count ? g->value_count : 1, sizeof *r.slots);
   r.step_blocks = calloc(s->runtime->provider_count, sizeof *r.step_blocks);
   if (r.slots == NULL || r.step_blocks == NULL) {
@@ -612,17 +716,25 @@ onyx_status onyx_session_run(onyx_session *s, const onyx_run_options *options,
     free(r.step_blocks);
     return onyx__error_set(out_error, ONYX_STATUS_OUT_OF_MEMORY, NULL);
   }
+  const bool record = hooks && hooks->record;
+  const onyx_graph_table *gt = record ? hooks->provider->table->graphs : NULL;
+  bool capture_open = false;
 
   /* The caller's struct may predate the buffer-sharing fields. */
-  bool v2 = options && options->struct_size >= sizeof *options;
+  bool v2 = options && options->struct_size >=
+                           offsetof(onyx_run_options, out_borrowed) + sizeof options->out_borrowed;
   onyx_status st = bind_inputs(&r, inputs, input_count, v2 ? options->writable_inputs : NULL);
   char msg[ONYX_ERR_CAP + 256] = "";
   if (st != ONYX_STATUS_OK) snprintf(msg, sizeof msg, "%s", r.err);
+  if (st == ONYX_STATUS_OK && record) bind_staged(&r, input_count);
   if (st == ONYX_STATUS_OK) {
     /* Plan and admit before the first kernel. A graph whose kernels cannot say
      * their output shapes runs unplanned, granting workspace node by node. */
     st = onyx__plan_build(s, inputs, input_count, &r.plan, r.err, sizeof r.err);
-    if (st == ONYX_STATUS_UNSUPPORTED) {
+    if (st == ONYX_STATUS_UNSUPPORTED && record) {
+      st = refuse_recording(&r, "the run cannot be planned: %s", r.err);
+      snprintf(msg, sizeof msg, "%s", r.err);
+    } else if (st == ONYX_STATUS_UNSUPPORTED) {
       onyx__log(ONYX_LOG_DEBUG, "running unplanned: %s", r.err);
       st = ONYX_STATUS_OK;
     } else if (st == ONYX_STATUS_OK) {
@@ -633,9 +745,18 @@ onyx_status onyx_session_run(onyx_session *s, const onyx_run_options *options,
       snprintf(msg, sizeof msg, "%s", r.err);
     }
   }
+  if (st == ONYX_STATUS_OK && record) {
+    /* From here until the end, work queued on the device is recorded, not run. */
+    st = gt->begin(hooks->provider->state);
+    capture_open = st == ONYX_STATUS_OK;
+    if (st != ONYX_STATUS_OK) {
+      st = refuse_recording(&r, "provider '%s' could not start a capture (%s)",
+                            hooks->provider->name, onyx_status_str(st));
+      snprintf(msg, sizeof msg, "%s", r.err);
+    }
+  }
   for (size_t i = 0; st == ONYX_STATUS_OK && i < g->node_count; ++i) {
-    if (options && options->struct_size >= offsetof(onyx_run_options, writable_inputs) &&
-        options->should_cancel && options->should_cancel(options->user, i)) {
+    if (cancelled(options, i)) {
       snprintf(msg, sizeof msg, "run cancelled before node #%zu", i);
       st = ONYX_STATUS_CANCELLED;
       break;
@@ -648,19 +769,45 @@ onyx_status onyx_session_run(onyx_session *s, const onyx_run_options *options,
                s->nodes[i].provider->name, r.err);
     }
   }
-  if (st == ONYX_STATUS_OK) {
+  if (st == ONYX_STATUS_OK && record) st = record_outputs(&r);
+  if (capture_open) {
+    onyx_status end = gt->end(hooks->provider->state, st == ONYX_STATUS_OK, &hooks->graph);
+    if (st == ONYX_STATUS_OK && end != ONYX_STATUS_OK)
+      st = refuse_recording(&r,
+                            "provider '%s' could not complete the capture (%s): a kernel "
+                            "did something a graph cannot record",
+                            hooks->provider->name, onyx_status_str(end));
+    if (st != ONYX_STATUS_OK) hooks->graph = NULL;
+  }
+  if (st != ONYX_STATUS_OK && hooks && hooks->refused) snprintf(msg, sizeof msg, "%s", hooks->why);
+  if (st == ONYX_STATUS_OK && !record) {
     st = collect_outputs(&r, out_outputs, v2 ? options->out_borrowed : NULL);
     if (st != ONYX_STATUS_OK) snprintf(msg, sizeof msg, "collecting outputs: %s", r.err);
   }
   for (size_t v = 0; v < g->value_count; ++v) slot_clear(s, &r.slots[v]);
   free(r.slots);
-  /* STEP workspace ends with the run, whatever its outcome. */
+  /* STEP workspace ends with the run, whatever its outcome (a graph keeps its own). */
   for (size_t k = 0; k < s->runtime->provider_count; ++k)
-    onyx__memory_free(s->runtime->memory, r.step_blocks[k]);
+    if (!(record && r.step_blocks[k] == hooks->ws_base))
+      onyx__memory_free(s->runtime->memory, r.step_blocks[k]);
   free(r.step_blocks);
   onyx_plan_destroy(r.plan);
   if (st != ONYX_STATUS_OK) return onyx__error_set(out_error, st, msg);
   return ONYX_STATUS_OK;
+}
+
+onyx_status onyx_session_run(onyx_session *s, const onyx_run_options *options,
+                             const onyx_tensor *inputs, size_t input_count,
+                             onyx_tensor *out_outputs, onyx_error **out_error) {
+  if (s == NULL || (input_count > 0 && inputs == NULL) || out_outputs == NULL)
+    return onyx__error_set(out_error, ONYX_STATUS_INVALID_ARGUMENT,
+                           "onyx_session_run: session, inputs and out_outputs are required");
+  if (options &&
+      options->struct_size >=
+          offsetof(onyx_run_options, capture_graph) + sizeof options->capture_graph &&
+      options->capture_graph)
+    return onyx__graphs_run(s, options, inputs, input_count, out_outputs, out_error);
+  return onyx__execute(s, options, inputs, input_count, out_outputs, NULL, out_error);
 }
 
 void onyx_tensor_data_free(void *data) { free(data); }

@@ -125,7 +125,34 @@ typedef struct onyx_run_options {
    * returned as is — its data is the caller's buffer, not a copy, and must not be
    * freed. When NULL, such outputs are copied like any other. */
   bool *out_borrowed;
+  /* Record this run's device work as a graph (a CUDA graph) and replay it on later
+   * runs with the same geometry and the same device inputs (a decode step), instead
+   * of planning and launching node by node. Where a run cannot be recorded it runs
+   * as usual; onyx_session_graph_stats says what happened and why. docs/graphs.md. */
+  bool capture_graph;
 } onyx_run_options;
+
+/* What the session's device graphs did. */
+typedef struct onyx_graph_stats {
+  uint32_t struct_size;     /* sizeof(onyx_graph_stats) */
+  bool available;           /* one device provider runs this session's device nodes and can
+                             * capture: graphs are possible */
+  uint64_t captures;        /* graphs recorded */
+  uint64_t replays;         /* runs answered by replaying a graph */
+  uint64_t invalidations;   /* graphs dropped because a device input they baked in moved
+                             * or changed shape (a KV cache grown by copy), or released */
+  uint64_t refusals;        /* geometries that could not be recorded (they run as usual) */
+  uint64_t held_bytes;      /* device memory the live graphs hold: their activations,
+                             * step workspace and staged inputs */
+  const char *last_refusal; /* why the last refusal happened, "" when none; owned by
+                             * the session, valid until its next run */
+} onyx_graph_stats;
+
+ONYX_API void onyx_session_graph_stats(const onyx_session *session, onyx_graph_stats *out);
+/* Drops every graph and gives its memory back (counted as invalidations). Call it
+ * before freeing or moving a device buffer a graph was recorded with, when the next
+ * run will not show the change. */
+ONYX_API void onyx_session_release_graphs(onyx_session *session);
 
 /*
  * Runs the graph. `inputs` holds one host tensor per graph input, in

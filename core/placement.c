@@ -1,7 +1,8 @@
 /*
  * Placement: each node goes to the first provider (plugins.ini order, the fallback
  * last) with a kernel for its (domain, op, opset, dtype) that also accepts the
- * node's attributes. Kernel states are created here, once per session.
+ * node's attributes — except shape arithmetic, which stays on the host (see
+ * keep_on_host). Kernel states are created here, once per session.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,55 @@ static onyx_status build_info(onyx_session *s, size_t i, onyx__placed_node *pn) 
   return ONYX_STATUS_OK;
 }
 
+/* ------------------------------------------------------------ shape arithmetic */
+
+static bool int_dtype(uint32_t d) {
+  return d == ONYX_DTYPE_INT64 || d == ONYX_DTYPE_INT32 || d == ONYX_DTYPE_BOOL;
+}
+
+/* Is node i shape arithmetic — Shape or Size, or integer results computed from
+ * shape values (`shape_val`) and integer initializers alone? */
+static bool shape_arithmetic(const onyx_session *s, size_t i, const bool *shape_val) {
+  const onyx__node *n = &s->graph->nodes[i];
+  if (n->domain[0] == '\0' && (!strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size")))
+    return true;
+  bool any_shape = false;
+  for (size_t k = 0; k < n->input_count; ++k) {
+    int32_t v = n->inputs[k];
+    if (v < 0) continue;
+    bool int_init = s->graph->values[v].is_initializer && int_dtype(s->dtypes[v]);
+    if (!shape_val[v] && !int_init) return false;
+    any_shape |= shape_val[v];
+  }
+  for (size_t o = 0; o < n->output_count; ++o)
+    if (n->outputs[o] >= 0 && !int_dtype(s->dtypes[n->outputs[o]])) return false;
+  return any_shape;
+}
+
+/*
+ * Shape arithmetic stays on the host: its results are a few integers that kernels
+ * read there (a total sequence length, a reshape target — their host_inputs), so on
+ * a device each would cost a copy there and a synchronising copy back. A node a
+ * device provider took moves to the first host provider with a kernel for it —
+ * unless strict mode asks that every node run on the preferred providers.
+ */
+static void keep_on_host(onyx_session *s, onyx__placed_node *pn) {
+  onyx_runtime *rt = s->runtime;
+  if (rt->config->strict || pn->provider->table->device == ONYX_DEVICE_HOST) return;
+  char reason[256];
+  for (size_t p = 0; p < rt->provider_count; ++p) {
+    onyx__provider *prov = &rt->providers[p];
+    if (prov->table->device != ONYX_DEVICE_HOST) continue;
+    for (size_t k = 0; k < prov->table->kernel_count; ++k) {
+      if (kernel_matches(prov->table->kernels[k], &pn->info, reason, sizeof reason)) {
+        pn->kernel = prov->table->kernels[k];
+        pn->provider = prov;
+        return;
+      }
+    }
+  }
+}
+
 void onyx__unplace_nodes(onyx_session *s) {
   if (s->nodes == NULL) return;
   for (size_t i = 0; i < s->graph->node_count; ++i) {
@@ -109,63 +159,81 @@ void onyx__unplace_nodes(onyx_session *s) {
   s->nodes = NULL;
 }
 
+/* Places node i: the first provider with a matching kernel, shape arithmetic kept on
+ * the host, then the kernel's state. */
+static onyx_status place_node(onyx_session *s, size_t i, bool has_preferred, bool *shape_val,
+                              char *err, size_t err_cap) {
+  onyx_runtime *rt = s->runtime;
+  onyx__placed_node *pn = &s->nodes[i];
+  const onyx__node *n = &s->graph->nodes[i];
+  if (build_info(s, i, pn) != ONYX_STATUS_OK) return ONYX_STATUS_OUT_OF_MEMORY;
+  char reason[256] = "", why_not[512] = "";
+  for (size_t p = 0; p < rt->provider_count && pn->kernel == NULL; ++p) {
+    onyx__provider *prov = &rt->providers[p];
+    for (size_t k = 0; k < prov->table->kernel_count; ++k) {
+      reason[0] = '\0';
+      if (kernel_matches(prov->table->kernels[k], &pn->info, reason, sizeof reason)) {
+        pn->kernel = prov->table->kernels[k];
+        pn->provider = prov;
+        break;
+      }
+      if (reason[0] && strlen(why_not) < sizeof why_not - 64) {
+        size_t len = strlen(why_not);
+        snprintf(why_not + len, sizeof why_not - len, "%s%s: %s", len ? "; " : "", prov->name,
+                 reason);
+      }
+    }
+  }
+  const char *dom = n->domain[0] ? n->domain : "ai.onnx";
+  uint32_t d0 = pn->info.input_count ? pn->input_dtypes[0] : ONYX_DTYPE_UNDEFINED;
+  if (pn->kernel == NULL) {
+    onyx__errf(err, err_cap,
+               "node '%s' (#%zu): no provider has a kernel for %s::%s opset %lld with "
+               "input 0 of type %s%s%s%s",
+               n->name, i, dom, n->op_type, (long long)n->opset, onyx__dtype_str(d0),
+               why_not[0] ? " (" : "", why_not, why_not[0] ? ")" : "");
+    return ONYX_STATUS_UNSUPPORTED;
+  }
+  if (rt->config->strict && has_preferred && pn->provider->is_fallback) {
+    onyx__errf(err, err_cap,
+               "node '%s' (#%zu): %s::%s would fall back to provider '%s', which strict "
+               "mode in %s forbids",
+               n->name, i, dom, n->op_type, pn->provider->name, rt->config->path);
+    return ONYX_STATUS_UNSUPPORTED;
+  }
+  if (shape_arithmetic(s, i, shape_val)) {
+    keep_on_host(s, pn);
+    for (size_t o = 0; o < n->output_count; ++o)
+      if (n->outputs[o] >= 0) shape_val[n->outputs[o]] = true;
+  }
+  if (pn->kernel->create != NULL) {
+    char kerr[512] = "";
+    onyx_status st =
+        pn->kernel->create(pn->provider->state, &pn->info, &pn->state, kerr, sizeof kerr);
+    if (st != ONYX_STATUS_OK) {
+      pn->state = NULL;
+      onyx__errf(err, err_cap, "node '%s' (#%zu, %s on %s): %s: %s", n->name, i, n->op_type,
+                 pn->provider->name, onyx_status_str(st), kerr[0] ? kerr : "create failed");
+      return st;
+    }
+  }
+  return ONYX_STATUS_OK;
+}
+
 onyx_status onyx__place_nodes(onyx_session *s, char *err, size_t err_cap) {
   onyx_runtime *rt = s->runtime;
   const onyx__graph *g = s->graph;
   s->nodes = calloc(g->node_count ? g->node_count : 1, sizeof *s->nodes);
-  if (s->nodes == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+  bool *shape_val = calloc(g->value_count + 1, sizeof *shape_val);
+  if (s->nodes == NULL || shape_val == NULL) {
+    free(shape_val);
+    return ONYX_STATUS_OUT_OF_MEMORY;
+  }
   bool has_preferred = false;
   for (size_t p = 0; p < rt->provider_count; ++p) has_preferred |= !rt->providers[p].is_fallback;
-
-  for (size_t i = 0; i < g->node_count; ++i) {
-    onyx__placed_node *pn = &s->nodes[i];
-    const onyx__node *n = &g->nodes[i];
-    if (build_info(s, i, pn) != ONYX_STATUS_OK) return ONYX_STATUS_OUT_OF_MEMORY;
-    char reason[256] = "", why_not[512] = "";
-    for (size_t p = 0; p < rt->provider_count && pn->kernel == NULL; ++p) {
-      onyx__provider *prov = &rt->providers[p];
-      for (size_t k = 0; k < prov->table->kernel_count; ++k) {
-        reason[0] = '\0';
-        if (kernel_matches(prov->table->kernels[k], &pn->info, reason, sizeof reason)) {
-          pn->kernel = prov->table->kernels[k];
-          pn->provider = prov;
-          break;
-        }
-        if (reason[0] && strlen(why_not) < sizeof why_not - 64) {
-          size_t len = strlen(why_not);
-          snprintf(why_not + len, sizeof why_not - len, "%s%s: %s", len ? "; " : "", prov->name,
-                   reason);
-        }
-      }
-    }
-    const char *dom = n->domain[0] ? n->domain : "ai.onnx";
-    uint32_t d0 = pn->info.input_count ? pn->input_dtypes[0] : ONYX_DTYPE_UNDEFINED;
-    if (pn->kernel == NULL) {
-      onyx__errf(err, err_cap,
-                 "node '%s' (#%zu): no provider has a kernel for %s::%s opset %lld with "
-                 "input 0 of type %s%s%s%s",
-                 n->name, i, dom, n->op_type, (long long)n->opset, onyx__dtype_str(d0),
-                 why_not[0] ? " (" : "", why_not, why_not[0] ? ")" : "");
-      return ONYX_STATUS_UNSUPPORTED;
-    }
-    if (rt->config->strict && has_preferred && pn->provider->is_fallback) {
-      onyx__errf(err, err_cap,
-                 "node '%s' (#%zu): %s::%s would fall back to provider '%s', which strict "
-                 "mode in %s forbids",
-                 n->name, i, dom, n->op_type, pn->provider->name, rt->config->path);
-      return ONYX_STATUS_UNSUPPORTED;
-    }
-    if (pn->kernel->create != NULL) {
-      char kerr[512] = "";
-      onyx_status st =
-          pn->kernel->create(pn->provider->state, &pn->info, &pn->state, kerr, sizeof kerr);
-      if (st != ONYX_STATUS_OK) {
-        pn->state = NULL;
-        onyx__errf(err, err_cap, "node '%s' (#%zu, %s on %s): %s: %s", n->name, i, n->op_type,
-                   pn->provider->name, onyx_status_str(st), kerr[0] ? kerr : "create failed");
-        return st;
-      }
-    }
-  }
-  return ONYX_STATUS_OK;
+  onyx_status st = ONYX_STATUS_OK;
+  for (size_t i = 0; i < g->node_count && st == ONYX_STATUS_OK; ++i)
+    st = place_node(s, i, has_preferred, shape_val, err, err_cap);
+  free(shape_val);
+  return st;
 }

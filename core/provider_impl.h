@@ -56,6 +56,10 @@ void onyx__provider_unload(onyx__provider *provider);
   ((table)->struct_size >= offsetof(onyx_kernel_table, field) + sizeof((table)->field))
 
 /* The kernel's host_inputs mask (0 from a table that predates the field). */
+static inline uint64_t onyx__kernel_geometry_inputs(const onyx_kernel_table *k) {
+  return onyx__kernel_has(k, geometry_inputs) ? k->geometry_inputs : 0;
+}
+
 static inline uint64_t onyx__kernel_host_inputs(const onyx_kernel_table *k) {
   return onyx__kernel_has(k, host_inputs) ? k->host_inputs : 0;
 }

@@ -4,12 +4,14 @@
 #include <string.h>
 
 #include "error_impl.h"
+#include "graphs_impl.h"
 #include "memory_impl.h"
 #include "onyx_governor.h"
 #include "session_impl.h"
 
 void onyx_session_destroy(onyx_session *s) {
   if (s == NULL) return;
+  onyx__graphs_free(s);
   if (s->nodes) {
     for (size_t i = 0; i < s->graph->node_count; ++i)
       onyx__memory_free(s->runtime->memory, s->nodes[i].session_ws);

@@ -21,11 +21,12 @@ typedef struct onyx__placed_node {
 struct onyx_session {
   onyx_runtime *runtime;
   onyx__graph *graph;
-  onyx__placed_node *nodes; /* graph->node_count entries */
-  uint32_t *dtypes;         /* per value: declared or inferred dtype */
-  int32_t *last_use;        /* per value: last node reading it, INT32_MAX for outputs */
-  void **device_inits;      /* per value: device copy of an initializer, or NULL */
-  uint64_t weights_grant;   /* governor grant booking the host initializers (0: none) */
+  onyx__placed_node *nodes;         /* graph->node_count entries */
+  uint32_t *dtypes;                 /* per value: declared or inferred dtype */
+  int32_t *last_use;                /* per value: last node reading it, INT32_MAX for outputs */
+  void **device_inits;              /* per value: device copy of an initializer, or NULL */
+  uint64_t weights_grant;           /* governor grant booking the host initializers (0: none) */
+  struct onyx__graph_cache *graphs; /* recorded device graphs (graphs.c), NULL: none yet */
 };
 
 /* Infers the dtype of every value the model leaves untyped (for placement). */

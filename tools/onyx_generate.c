@@ -3,7 +3,8 @@
  *
  *   onyx-generate MODEL [--config plugins.ini] (--prompt TEXT | --prompt-ids 3,14,15)
  *                 [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]
- *                 [--seed S] [--eos ID] [--kv-growth in-place|copy] [--quiet]
+ *                 [--seed S] [--eos ID] [--kv-growth in-place|copy] [--graphs on|off]
+ *                 [--fixed-mask] [--quiet]
  *
  * MODEL is a model file or a folder holding model.onnx. The KV cache is owned by
  * this loop and governed (requester kv_cache): past and present share its buffers,
@@ -11,6 +12,11 @@
  * (BNSH or BSNH) is the one the model's GroupQueryAttention nodes declare in their
  * kv_layout attribute. Before the
  * request starts, its worst case (prompt + max new tokens) is admitted or refused.
+ * Where a device provider runs the model and can capture, decode steps are recorded
+ * once as a device graph and replayed (--graphs off runs them node by node): their
+ * attention mask then spans the whole KV view, zeros after the live tokens, so
+ * that every decode step has the same geometry (--fixed-mask does the same without
+ * graphs, on any provider: the tokens must not change).
  * Byte-level vocabularies stream text; others stream ids. The last lines give the
  * ids, the speeds, the peak bytes per requester and the KV growth.
  */
@@ -30,7 +36,7 @@ typedef struct options {
   float temperature, top_p;
   uint64_t seed;
   uint32_t kv_layout, kv_growth;
-  bool quiet;
+  bool quiet, graphs, fixed_mask;
 } options;
 
 /* Where each graph input and output of the decoder is. */
@@ -62,7 +68,8 @@ static void usage(void) {
           "usage: onyx-generate MODEL [--config plugins.ini] (--prompt TEXT | --prompt-ids "
           "1,2,3)\n"
           "       [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
-          "       [--eos ID] [--kv-growth in-place|copy] [--quiet]\n");
+          "       [--eos ID] [--kv-growth in-place|copy] [--graphs on|off] [--fixed-mask]\n"
+          "       [--quiet]\n");
 }
 
 /* Parses "k.v" style indices out of names like "past_key_values.3.key". */
@@ -178,7 +185,8 @@ static int parse_args(int argc, char **argv, options *o) {
                  .max_new = 64,
                  .eos = -1,
                  .top_p = 1.0f,
-                 .seed = 42};
+                 .seed = 42,
+                 .graphs = true};
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -186,8 +194,8 @@ static int parse_args(int argc, char **argv, options *o) {
       o->model = a;
       continue;
     }
-    if (!strcmp(a, "--quiet")) {
-      o->quiet = true;
+    if (!strcmp(a, "--quiet") || !strcmp(a, "--fixed-mask")) {
+      *(a[2] == 'q' ? &o->quiet : &o->fixed_mask) = true;
       continue;
     }
     if (v == NULL) {
@@ -213,6 +221,8 @@ static int parse_args(int argc, char **argv, options *o) {
       o->seed = strtoull(v, NULL, 10);
     else if (!strcmp(a, "--eos"))
       o->eos = atoll(v);
+    else if (!strcmp(a, "--graphs") && (!strcmp(v, "on") || !strcmp(v, "off")))
+      o->graphs = !strcmp(v, "on");
     else if (!strcmp(a, "--kv-growth") && (!strcmp(v, "in-place") || !strcmp(v, "copy")))
       o->kv_growth = !strcmp(v, "copy") ? ONYX_KV_GROWTH_REALLOC : ONYX_KV_GROWTH_IN_PLACE;
     else {
@@ -242,17 +252,19 @@ typedef struct step_buffers {
   int64_t *ids, *mask, *pos;
 } step_buffers;
 
-/* Fills the inputs for a step feeding `count` tokens after `past` cached ones. */
+/* Fills the inputs for a step feeding `count` tokens after `past` cached ones. The
+ * attention mask spans `mask_len` >= past + count tokens, zeros after the live ones
+ * (seqlens_k counts the ones; a fixed length keeps decode steps one geometry). */
 static void fill_step(const decoder_io *io, const onyx_kv_cache *kv, step_buffers *b,
-                      const int64_t *tokens, int64_t past, int64_t count) {
+                      const int64_t *tokens, int64_t past, int64_t count, int64_t mask_len) {
   int64_t total = past + count;
   for (int64_t i = 0; i < count; ++i) b->ids[i] = tokens[i];
-  for (int64_t i = 0; i < total; ++i) b->mask[i] = 1;
+  for (int64_t i = 0; i < mask_len; ++i) b->mask[i] = i < total;
   for (int64_t i = 0; i < count; ++i) b->pos[i] = past + i;
   b->inputs[io->input_ids] =
       (onyx_tensor){.dtype = ONYX_DTYPE_INT64, .rank = 2, .dims = {1, count}, .data = b->ids};
   b->inputs[io->attention_mask] =
-      (onyx_tensor){.dtype = ONYX_DTYPE_INT64, .rank = 2, .dims = {1, total}, .data = b->mask};
+      (onyx_tensor){.dtype = ONYX_DTYPE_INT64, .rank = 2, .dims = {1, mask_len}, .data = b->mask};
   if (io->position_ids != SIZE_MAX)
     b->inputs[io->position_ids] =
         (onyx_tensor){.dtype = ONYX_DTYPE_INT64, .rank = 2, .dims = {1, count}, .data = b->pos};
@@ -325,13 +337,18 @@ int main(int argc, char **argv) {
   if (onyx_kv_cache_check(kv, max_total, &e) != ONYX_STATUS_OK)
     return fail("admission refused (prompt + max new tokens)", e);
 
+  /* A fixed mask spans the KV views, which may be longer than the request (in place,
+   * they are rounded up to whole granules; by copy, they never exceed it). */
+  onyx_kv_cache_stats kv0;
+  onyx_kv_cache_get_stats(kv, &kv0);
+  int64_t mask_cap = kv0.view_length > max_total ? kv0.view_length : max_total;
   size_t nin = onyx_session_input_count(s), nout = onyx_session_output_count(s);
   step_buffers b = {.inputs = calloc(nin, sizeof(onyx_tensor)),
                     .outputs = calloc(nout, sizeof(onyx_tensor)),
                     .writable = calloc(nin, sizeof(bool)),
                     .borrowed = calloc(nout, sizeof(bool)),
                     .ids = malloc((size_t)max_total * sizeof(int64_t)),
-                    .mask = malloc((size_t)max_total * sizeof(int64_t)),
+                    .mask = malloc((size_t)mask_cap * sizeof(int64_t)),
                     .pos = malloc((size_t)max_total * sizeof(int64_t))};
   int64_t *generated = malloc(((size_t)o.max_new + 1) * sizeof(int64_t));
   if (!b.inputs || !b.outputs || !b.writable || !b.borrowed || !b.ids || !b.mask || !b.pos ||
@@ -341,6 +358,9 @@ int main(int argc, char **argv) {
   }
   onyx_run_options ro = {
       .struct_size = sizeof ro, .writable_inputs = b.writable, .out_borrowed = b.borrowed};
+  onyx_graph_stats gs = {.struct_size = sizeof gs};
+  onyx_session_graph_stats(s, &gs);
+  const bool graphs = o.graphs && gs.available;
   sampler smp;
   bool sampler_ready = false;
   bool byte_vocab = false;
@@ -358,7 +378,13 @@ int main(int argc, char **argv) {
       rc = fail("KV cache growth", e);
       break;
     }
-    fill_step(&io, kv, &b, feed, past, feed_len);
+    /* Decode steps with graphs: the mask spans the KV view, one geometry throughout. */
+    onyx_kv_cache_stats ks;
+    onyx_kv_cache_get_stats(kv, &ks);
+    bool decode = past > 0;
+    int64_t mask_len = (graphs || o.fixed_mask) && decode ? ks.view_length : past + feed_len;
+    ro.capture_graph = graphs && decode;
+    fill_step(&io, kv, &b, feed, past, feed_len, mask_len);
     if (past == 0) {
       /* Admission, continued: the prefill's workspace plan must fit too. */
       onyx_plan *plan = NULL;
@@ -431,6 +457,16 @@ int main(int argc, char **argv) {
            o.kv_layout ? "BSNH" : "BNSH", ks.in_place ? "in place" : "by copy",
            (long long)ks.capacity, (unsigned long long)ks.committed_bytes,
            (unsigned long long)ks.growth_events, (unsigned long long)ks.bytes_moved);
+    onyx_session_graph_stats(s, &gs);
+    if (!graphs)
+      printf("device graphs: off (%s)\n",
+             o.graphs ? "no device provider here records graphs" : "--graphs off");
+    else
+      printf("device graphs: %llu captures, %llu replays, %llu invalidations, %llu refusals%s%s, "
+             "%llu bytes held\n",
+             (unsigned long long)gs.captures, (unsigned long long)gs.replays,
+             (unsigned long long)gs.invalidations, (unsigned long long)gs.refusals,
+             gs.last_refusal[0] ? ": " : "", gs.last_refusal, (unsigned long long)gs.held_bytes);
   }
   if (sampler_ready) sampler_free(&smp);
   free(generated);

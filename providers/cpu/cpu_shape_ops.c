@@ -802,10 +802,21 @@ static void cpu_shape_range(const cpu_shape_state *s, const onyx_tensor *x, int6
   *out_len = end > start ? end - start : 0;
 }
 
+/* Shape and Size read geometry alone (geometry_inputs): their input may lie in
+ * device memory, so it is checked for presence only. */
+static onyx_status cpu_geometry_input(onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
+                                      size_t input_count) {
+  if (input_count < 1 || inputs[0] == NULL || inputs[0]->rank > ONYX_MAX_RANK) {
+    ctx->set_error(ctx, "input 0 is required (rank at most %d)", ONYX_MAX_RANK);
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  }
+  return ONYX_STATUS_OK;
+}
+
 static onyx_status cpu_shape_compute(void *state, onyx_compute_ctx *ctx,
                                      const onyx_tensor *const *inputs, size_t input_count) {
   const cpu_shape_state *s = state;
-  onyx_status st = onyx__cpu_check_inputs(ctx, inputs, input_count, 1);
+  onyx_status st = cpu_geometry_input(ctx, inputs, input_count);
   if (st != ONYX_STATUS_OK) return st;
   const onyx_tensor *x = inputs[0];
   int64_t start, len;
@@ -847,6 +858,7 @@ static onyx_status cpu_shape_infer(void *state, const onyx_tensor *inputs, size_
       .destroy = onyx__cpu_destroy,                                                                \
       .compute = cpu_shape_compute,                                                                \
       .infer = cpu_shape_infer,                                                                    \
+      .geometry_inputs = 1,                                                                        \
   };
 CPU_SHAPE_KERNEL(onyx__cpu_k_shape_1, 1, 14)
 CPU_SHAPE_KERNEL(onyx__cpu_k_shape_15, 15, 0)
@@ -911,7 +923,7 @@ CPU_KERNEL(onyx__cpu_k_flatten, "Flatten", 1, 0, cpu_flatten_create, cpu_flatten
 
 static onyx_status cpu_size_compute(void *state, onyx_compute_ctx *ctx,
                                     const onyx_tensor *const *inputs, size_t input_count) {
-  onyx_status st = onyx__cpu_check_inputs(ctx, inputs, input_count, 1);
+  onyx_status st = cpu_geometry_input(ctx, inputs, input_count);
   if (st != ONYX_STATUS_OK) return st;
   onyx_tensor *y = NULL;
   st = onyx__cpu_alloc_output(state, ctx, ONYX_DTYPE_INT64, 0, NULL, &y);
@@ -945,6 +957,7 @@ const onyx_kernel_table onyx__cpu_k_size = {
     .destroy = onyx__cpu_destroy,
     .compute = cpu_size_compute,
     .infer = cpu_size_infer,
+    .geometry_inputs = 1,
 };
 
 /* ------------------------------------------------------------------ Constant */

@@ -81,6 +81,10 @@ PIN(onyx_provider_table, sync, 88);
 PIN(onyx_provider_table, vmm, 96);
 PIN(onyx_provider_table, memory_capacity, 104);
 PIN(onyx_provider_table, stream, 112);
+PIN(onyx_provider_table, graphs, 120);
+PIN(onyx_kernel_table, geometry_inputs, 112);
+PIN(onyx_graph_table, begin, 8);
+PIN(onyx_graph_table, destroy, 32);
 PIN(onyx_vmm_table, granularity, 8);
 PIN(onyx_vmm_table, unmap, 64);
 

@@ -5,8 +5,9 @@
 # 1. builds everything with the CUDA provider (sm_90a) and runs every CTest suite;
 # 2. runs the ONNX node tests with the CUDA provider first and strict (CPU fallback is an
 #    error, so every test counted ran on the GPU), and the attention parity cases;
-# 3. generates from the tiny decoder on the CPU and with CUDA: the tokens must agree, and
-#    the KV cache must grow in place on device virtual memory;
+# 3. generates from the tiny decoder on the CPU and with CUDA (decode steps replayed as
+#    CUDA graphs, and node by node): the tokens must agree, the KV cache must grow in
+#    place on device virtual memory, graphs must be captured and replayed;
 # 4. times the CUDA attention against PyTorch SDPA (tools/torch_sdpa_gqa.py).
 # Logs go to OUT_DIR; a summary to stdout.
 set -u
@@ -47,13 +48,17 @@ $b/tools/onyx-generate models/tiny-decoder --config "$out/cuda.ini" --prompt "$p
   --max-new-tokens 160 --quiet >"$out/gen_cuda.log" 2>&1
 $b/tools/onyx-generate models/tiny-decoder --config "$out/cuda.ini" --prompt "$p" \
   --max-new-tokens 160 --quiet --kv-growth copy >"$out/gen_cuda_copy.log" 2>&1
-for f in gen_cpu gen_cuda gen_cuda_copy; do grep -E "^(prefill|kv cache)|onyx-generate:" "$out/$f.log" | sed "s/^/$f: /"; done
-if [ "$(grep '^ids:' "$out/gen_cpu.log")" = "$(grep '^ids:' "$out/gen_cuda.log")" ] &&
-   [ "$(grep '^ids:' "$out/gen_cpu.log")" = "$(grep '^ids:' "$out/gen_cuda_copy.log")" ]; then
-  echo "tokens: CUDA identical to CPU ($(grep '^ids:' "$out/gen_cpu.log" | wc -w) ids)"
-else
-  echo "tokens: CUDA DIFFERS from CPU"
-fi
+$b/tools/onyx-generate models/tiny-decoder --config "$out/cuda.ini" --prompt "$p" \
+  --max-new-tokens 160 --quiet --graphs off >"$out/gen_cuda_nograph.log" 2>&1
+for f in gen_cpu gen_cuda gen_cuda_copy gen_cuda_nograph; do
+  grep -E "^(prefill|kv cache|device graphs)|onyx-generate:" "$out/$f.log" | sed "s/^/$f: /"
+done
+want=$(grep '^ids:' "$out/gen_cpu.log")
+same=yes
+for f in gen_cuda gen_cuda_copy gen_cuda_nograph; do
+  [ "$(grep '^ids:' "$out/$f.log")" = "$want" ] || { same=no; echo "tokens: $f DIFFERS from CPU"; }
+done
+[ $same = yes ] && echo "tokens: CUDA (graphs, graphs + copy growth, no graphs) identical to CPU ($(echo "$want" | wc -w) ids)"
 $b/tools/onyx-run --config "$out/cuda.ini" --placement models/tiny-decoder/model.onnx \
   >"$out/placement.log" 2>&1
 grep -E "^  (cuda|cpu): " "$out/placement.log"
@@ -61,13 +66,16 @@ grep -E "^  (cuda|cpu): " "$out/placement.log"
 echo "== Qwen2.5-0.5B-shaped decoder (random float32 weights): CPU vs CUDA"
 python3 tools/decoder/make_random_decoder.py --out "$out/qwen" >/dev/null 2>&1
 ids=$(python3 -c "import random; random.seed(1); print(','.join(str(random.randrange(1, 30000)) for _ in range(32)))")
-for cfg in cpu cuda; do
-  $b/tools/onyx-generate "$out/qwen" --config "$out/$cfg.ini" --prompt-ids "$ids" \
-    --max-new-tokens 32 --quiet >"$out/qwen_$cfg.log" 2>&1
-  grep -E "^(prefill|kv cache|peak)|onyx-generate:" "$out/qwen_$cfg.log" | sed "s/^/qwen $cfg: /"
+for run in "cpu cpu on" "cuda cuda on" "cuda_nograph cuda off"; do
+  set -- $run
+  $b/tools/onyx-generate "$out/qwen" --config "$out/$2.ini" --prompt-ids "$ids" \
+    --max-new-tokens 64 --graphs "$3" --quiet >"$out/qwen_$1.log" 2>&1
+  grep -E "^(prefill|kv cache|peak|device graphs)|onyx-generate:" "$out/qwen_$1.log" | sed "s/^/qwen $1: /"
 done
-[ "$(grep '^ids:' "$out/qwen_cpu.log")" = "$(grep '^ids:' "$out/qwen_cuda.log")" ] &&
-  echo "qwen tokens: CUDA identical to CPU" || echo "qwen tokens: CUDA DIFFERS from CPU"
+for f in cuda cuda_nograph; do
+  [ "$(grep '^ids:' "$out/qwen_cpu.log")" = "$(grep '^ids:' "$out/qwen_$f.log")" ] &&
+    echo "qwen tokens: $f identical to CPU" || echo "qwen tokens: $f DIFFERS from CPU"
+done
 rm -rf "$out/qwen"
 
 echo "== attention benchmark vs PyTorch SDPA"

@@ -23,6 +23,10 @@ typedef struct onyx_fake_device_stats {
   bool ws_on_device;    /* its STEP workspace view lies inside a live device block */
   /* The last Inplace compute: whether alias_output accepted. */
   bool inplace_aliased;
+  /* Graphs: captures begun, launches, graphs alive, and device calls made while a
+   * capture was open (each invalidates it). */
+  uint64_t captures_begun, graph_launches, live_graphs, capture_misuse;
+  uint64_t submits; /* device work submitted by kernels' compute (a replay submits none) */
 } onyx_fake_device_stats;
 
 #define ONYX_FAKE_DEVICE_STATS_SYMBOL "onyx_fake_device_stats_get"

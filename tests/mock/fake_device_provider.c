@@ -15,6 +15,14 @@
  *             is set beyond it and must be ignored): n arrives in device memory.
  *   Count     c = [numel(x)] as int64, on the device (a device-produced shape value)
  *   Inplace   y = x + 1, written into x when alias_output accepts
+ *   Legacy    y = x - 1, a kernel that does something a capture cannot record: run
+ *             while capturing, it invalidates the capture (as a CUDA sync would)
+ *
+ * Graphs: like a CUDA stream, the provider records instead of running while a
+ * capture is open — every kernel's device work is an `op` (function + arguments,
+ * host values read at compute time baked in) run at once, or appended to the open
+ * capture and run again at each launch. Copies, syncs and allocations during a
+ * capture invalidate it, as they would on a GPU (pageable copies, syncs).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +45,50 @@ typedef struct block {
 static block g_blocks[MAX_BLOCKS];
 static onyx_fake_device_stats g_stats;
 
+/* ------------------------------------------------------------------ device work */
+
+typedef struct op {
+  void (*fn)(const struct op *);
+  const float *x;
+  float *y;
+  int64_t n;
+  float k;
+  void *scratch;
+} op;
+
+typedef struct graph {
+  op *ops;
+  size_t count, cap;
+} graph;
+
+static graph *g_capture;       /* the open capture, NULL: none */
+static bool g_capture_invalid; /* something not capturable happened during it */
+
+static void capture_misuse(const char *what) {
+  if (g_capture == NULL) return;
+  g_capture_invalid = true;
+  g_stats.capture_misuse++;
+  fprintf(stderr, "fake device: %s during a capture invalidates it\n", what);
+}
+
+/* Runs `o` now, or records it into the open capture. */
+static onyx_status submit(op o) {
+  g_stats.submits++;
+  if (g_capture == NULL) {
+    o.fn(&o);
+    return ONYX_STATUS_OK;
+  }
+  if (g_capture->count == g_capture->cap) {
+    size_t cap = g_capture->cap ? 2 * g_capture->cap : 16;
+    op *grown = realloc(g_capture->ops, cap * sizeof *grown);
+    if (grown == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+    g_capture->ops = grown;
+    g_capture->cap = cap;
+  }
+  g_capture->ops[g_capture->count++] = o;
+  return ONYX_STATUS_OK;
+}
+
 static block *find_block(const void *p, uint64_t bytes) {
   const char *c = p;
   for (size_t i = 0; c != NULL && i < MAX_BLOCKS; ++i) {
@@ -52,6 +104,7 @@ static bool on_device(const void *p, uint64_t bytes) { return find_block(p, byte
 
 static onyx_status fake_device_alloc(void *state, uint64_t bytes, void **out_ptr) {
   (void)state;
+  capture_misuse("device_alloc");
   for (size_t i = 0; i < MAX_BLOCKS; ++i) {
     if (g_blocks[i].ptr != NULL) continue;
     char *p = aligned_alloc(256, (size_t)((bytes + 255) / 256 * 256 + 256));
@@ -69,6 +122,7 @@ static onyx_status fake_device_alloc(void *state, uint64_t bytes, void **out_ptr
 static void fake_device_free(void *state, void *ptr) {
   (void)state;
   if (ptr == NULL) return;
+  capture_misuse("device_free");
   for (size_t i = 0; i < MAX_BLOCKS; ++i) {
     if (g_blocks[i].ptr != ptr) continue;
     g_stats.frees++;
@@ -97,6 +151,7 @@ static bool side_ok(const onyx_tensor *t, uint64_t bytes) {
 
 static onyx_status fake_copy(void *state, onyx_tensor *dst, const onyx_tensor *src) {
   (void)state;
+  capture_misuse("copy");
   uint64_t bytes = tensor_bytes(src);
   if (dst->dtype != src->dtype || dst->rank != src->rank || tensor_bytes(dst) != bytes ||
       (dst->device == ONYX_DEVICE_HOST && src->device == ONYX_DEVICE_HOST) ||
@@ -117,6 +172,7 @@ static onyx_status fake_copy(void *state, onyx_tensor *dst, const onyx_tensor *s
 
 static onyx_status fake_sync(void *state) {
   (void)state;
+  capture_misuse("sync");
   g_stats.syncs++;
   return ONYX_STATUS_OK;
 }
@@ -149,6 +205,17 @@ static onyx_status same_infer(void *state, const onyx_tensor *inputs, size_t inp
   return ONYX_STATUS_OK;
 }
 
+static void op_scale(const op *o) {
+  for (int64_t i = 0; i < o->n; ++i) o->y[i] = o->k * o->x[i];
+  if (o->scratch) memset(o->scratch, 0xAB, 64);
+}
+
+static void op_add(const op *o) {
+  for (int64_t i = 0; i < o->n; ++i) o->y[i] = o->x[i] + o->k;
+}
+
+static void op_count(const op *o) { *(int64_t *)(void *)o->y = o->n; }
+
 static onyx_status twice_compute(void *state, onyx_compute_ctx *ctx,
                                  const onyx_tensor *const *inputs, size_t input_count) {
   (void)state;
@@ -157,10 +224,11 @@ static onyx_status twice_compute(void *state, onyx_compute_ctx *ctx,
   onyx_tensor *y = NULL;
   st = ctx->alloc_output(ctx, 0, ONYX_DTYPE_FLOAT32, inputs[0]->rank, inputs[0]->dims, &y);
   if (st != ONYX_STATUS_OK) return st;
-  const float *x = inputs[0]->data;
-  float *out = y->data;
-  for (int64_t i = 0; i < onyx_tensor_numel(inputs[0]); ++i) out[i] = 2.0f * x[i];
-  return ONYX_STATUS_OK;
+  return submit((op){.fn = op_scale,
+                     .x = inputs[0]->data,
+                     .y = y->data,
+                     .n = onyx_tensor_numel(inputs[0]),
+                     .k = 2.0f});
 }
 
 static onyx_status scale_workspace(void *state, const onyx_tensor *inputs, size_t count,
@@ -202,15 +270,18 @@ static onyx_status scale_run(onyx_compute_ctx *ctx, const onyx_tensor *const *in
     ctx->set_error(ctx, "n must hold at least one int64");
     return ONYX_STATUS_INVALID_ARGUMENT;
   }
-  memset(ctx->workspace[0].data, 0xAB, 64);
+  /* n is read now, on the host: a recorded graph keeps this value. On the device
+   * (ScaleOld) reading it here stands for a kernel's read at run time. */
   float k = (float)((const int64_t *)n->data)[0];
   onyx_tensor *y = NULL;
   st = ctx->alloc_output(ctx, 0, ONYX_DTYPE_FLOAT32, x->rank, x->dims, &y);
   if (st != ONYX_STATUS_OK) return st;
-  const float *xs = x->data;
-  float *out = y->data;
-  for (int64_t i = 0; i < onyx_tensor_numel(x); ++i) out[i] = k * xs[i];
-  return ONYX_STATUS_OK;
+  return submit((op){.fn = op_scale,
+                     .x = x->data,
+                     .y = y->data,
+                     .n = onyx_tensor_numel(x),
+                     .k = k,
+                     .scratch = ctx->workspace[0].data});
 }
 
 static onyx_status scale_compute(void *state, onyx_compute_ctx *ctx,
@@ -234,8 +305,7 @@ static onyx_status count_compute(void *state, onyx_compute_ctx *ctx,
   int64_t one = 1;
   st = ctx->alloc_output(ctx, 0, ONYX_DTYPE_INT64, 1, &one, &c);
   if (st != ONYX_STATUS_OK) return st;
-  ((int64_t *)c->data)[0] = onyx_tensor_numel(inputs[0]);
-  return ONYX_STATUS_OK;
+  return submit((op){.fn = op_count, .y = c->data, .n = onyx_tensor_numel(inputs[0])});
 }
 
 static onyx_status count_infer(void *state, const onyx_tensor *inputs, size_t input_count,
@@ -261,9 +331,23 @@ static onyx_status inplace_compute(void *state, onyx_compute_ctx *ctx,
     if (st != ONYX_STATUS_OK) return st;
     out = y->data;
   }
-  const float *xs = x->data;
-  for (int64_t i = 0; i < onyx_tensor_numel(x); ++i) out[i] = xs[i] + 1.0f;
-  return ONYX_STATUS_OK;
+  return submit((op){.fn = op_add, .x = x->data, .y = out, .n = onyx_tensor_numel(x), .k = 1.0f});
+}
+
+static onyx_status legacy_compute(void *state, onyx_compute_ctx *ctx,
+                                  const onyx_tensor *const *inputs, size_t input_count) {
+  (void)state;
+  onyx_status st = need_device(ctx, input_count > 0 ? inputs[0] : NULL, 0);
+  if (st != ONYX_STATUS_OK) return st;
+  onyx_tensor *y = NULL;
+  st = ctx->alloc_output(ctx, 0, ONYX_DTYPE_FLOAT32, inputs[0]->rank, inputs[0]->dims, &y);
+  if (st != ONYX_STATUS_OK) return st;
+  capture_misuse("the Legacy kernel");
+  return submit((op){.fn = op_add,
+                     .x = inputs[0]->data,
+                     .y = y->data,
+                     .n = onyx_tensor_numel(inputs[0]),
+                     .k = -1.0f});
 }
 
 #define FAKE_KERNEL(sym, NAME, SIZE, COMPUTE, INFER, WORKSPACE, HOST)                              \
@@ -288,9 +372,67 @@ FAKE_KERNEL(k_scale_old, "ScaleOld", offsetof(onyx_kernel_table, host_inputs), s
             same_infer, scale_workspace, UINT64_C(1) << 1)
 FAKE_KERNEL(k_count, "Count", sizeof(onyx_kernel_table), count_compute, count_infer, NULL, 0)
 FAKE_KERNEL(k_inplace, "Inplace", sizeof(onyx_kernel_table), inplace_compute, same_infer, NULL, 0)
+FAKE_KERNEL(k_legacy, "Legacy", sizeof(onyx_kernel_table), legacy_compute, same_infer, NULL, 0)
 
-static const onyx_kernel_table *const kernels[] = {&k_twice, &k_scale, &k_scale_old, &k_count,
-                                                   &k_inplace};
+static const onyx_kernel_table *const kernels[] = {&k_twice, &k_scale,   &k_scale_old,
+                                                   &k_count, &k_inplace, &k_legacy};
+
+/* ------------------------------------------------------------------ graphs */
+
+static onyx_status fake_graph_begin(void *state) {
+  (void)state;
+  if (g_capture != NULL) return ONYX_STATUS_INVALID_ARGUMENT;
+  g_capture = calloc(1, sizeof *g_capture);
+  if (g_capture == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+  g_capture_invalid = false;
+  g_stats.captures_begun++;
+  return ONYX_STATUS_OK;
+}
+
+static void graph_free(graph *gr) {
+  if (gr == NULL) return;
+  free(gr->ops);
+  free(gr);
+}
+
+static onyx_status fake_graph_end(void *state, bool keep, void **out_graph) {
+  (void)state;
+  graph *gr = g_capture;
+  if (gr == NULL) return ONYX_STATUS_INVALID_ARGUMENT;
+  g_capture = NULL;
+  if (!keep || g_capture_invalid) {
+    graph_free(gr);
+    return g_capture_invalid ? ONYX_STATUS_PROVIDER_ERROR : ONYX_STATUS_OK;
+  }
+  g_stats.live_graphs++;
+  *out_graph = gr;
+  return ONYX_STATUS_OK;
+}
+
+static onyx_status fake_graph_launch(void *state, void *g) {
+  (void)state;
+  const graph *gr = g;
+  if (gr == NULL || g_capture != NULL) return ONYX_STATUS_INVALID_ARGUMENT;
+  for (size_t i = 0; i < gr->count; ++i) gr->ops[i].fn(&gr->ops[i]);
+  g_stats.graph_launches++;
+  return ONYX_STATUS_OK;
+}
+
+static void fake_graph_destroy(void *state, void *g) {
+  (void)state;
+  if (g == NULL) return;
+  g_stats.live_graphs--;
+  graph_free(g);
+}
+
+static const onyx_graph_table graphs = {
+    .struct_size = sizeof(onyx_graph_table),
+    .version = ONYX_ABI_VERSION,
+    .begin = fake_graph_begin,
+    .end = fake_graph_end,
+    .launch = fake_graph_launch,
+    .destroy = fake_graph_destroy,
+};
 
 /* ------------------------------------------------------------------ provider */
 
@@ -323,6 +465,7 @@ static const onyx_provider_table table = {
     .copy = fake_copy,
     .sync = fake_sync,
     .memory_capacity = fake_capacity,
+    .graphs = &graphs,
 };
 
 EXPORT onyx_status onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,

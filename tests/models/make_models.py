@@ -100,3 +100,19 @@ save(helper.make_graph([helper.make_node("Twice", ["x"], ["t"], domain="onyx.fak
 # A kernel that asks to write its (moved) input in place.
 save(helper.make_graph([helper.make_node("Inplace", ["x"], ["y"], domain="onyx.fake")],
                        "fake_inplace", [xf], [yf]), "fake_inplace.onnx", FAKE)
+
+# Device graphs (tests/core/graph_capture_test.c): a step whose host side is shape
+# arithmetic (Shape on cpu, read by Scale as a host input) and whose device side
+# writes a device buffer in place (Inplace on the writable input kv).
+kvf = helper.make_tensor_value_info("kv", TensorProto.FLOAT, [2, 3])
+kvo = helper.make_tensor_value_info("kv_out", TensorProto.FLOAT, [2, 3])
+save(helper.make_graph([helper.make_node("Shape", ["x"], ["s"], name="shape"),
+                        helper.make_node("Twice", ["x"], ["t"], domain="onyx.fake"),
+                        helper.make_node("Scale", ["t", "s"], ["y"], domain="onyx.fake"),
+                        helper.make_node("Inplace", ["kv"], ["kv_out"], domain="onyx.fake")],
+                       "fake_graph", [xf, kvf], [yf, kvo]), "fake_graph.onnx", FAKE)
+# A kernel that a capture cannot record.
+save(helper.make_graph([helper.make_node("Twice", ["x"], ["t"], domain="onyx.fake"),
+                        helper.make_node("Legacy", ["t"], ["y"], domain="onyx.fake",
+                                         name="legacy")],
+                       "fake_legacy", [xf], [yf]), "fake_legacy.onnx", FAKE)

@@ -1,0 +1,59 @@
+/*
+ * Device graphs: a steady-state run (a decode step) recorded once on a device
+ * provider's stream and replayed on later runs with the same geometry and device
+ * inputs. docs/graphs.md says when a run can be recorded and what a replay skips.
+ *
+ * The graph code (graphs.c) decides per run; the executor (executor.c) runs with
+ * hooks that measure a run's device allocations, or record it with every device
+ * allocation carved from arenas the graph owns (a replay finds its buffers where
+ * the recording left them).
+ */
+#ifndef ONYX_CORE_GRAPHS_IMPL_H
+#define ONYX_CORE_GRAPHS_IMPL_H
+
+#include "onyx.h"
+#include "session_impl.h"
+
+/* Device allocations are carved at this alignment (what cudaMalloc gives). */
+#define ONYX__GRAPH_ALIGN 256u
+
+typedef struct onyx__run_hooks {
+  onyx__provider *provider; /* the device provider whose work is measured or recorded */
+  bool record;              /* record this run into a graph */
+  /* Measured on every run with hooks: the device bytes the run allocated on
+   * `provider` (each rounded to ONYX__GRAPH_ALIGN) and its STEP workspace block. */
+  uint64_t act_bytes, ws_bytes;
+  uint32_t ws_align;
+  /* Recording: the arenas that replace the run's device allocations. */
+  char *act_base;
+  uint64_t act_cap, act_used;
+  char *ws_base;
+  uint64_t ws_cap;
+  /* Recording: [input_count] device views that replace host inputs (data NULL: the
+   * input is bound as given). */
+  const onyx_tensor *staged;
+  /* Recording results. */
+  void *graph;            /* the instantiated graph */
+  onyx_tensor *out_views; /* [output_count] where each output lies after a replay */
+  bool *out_from_input;   /* [output_count] the output is a writable device input */
+  bool session_grew;      /* admission replaced a SESSION block on `provider` */
+  bool refused;           /* the run could not be recorded; `why` says why */
+  char why[256];
+} onyx__run_hooks;
+
+/* One run of the graph, node by node. `hooks` NULL: a plain run. With hooks that
+ * record, outputs are not collected (out_outputs may be NULL): the caller replays
+ * the graph and reads them from hooks->out_views. */
+onyx_status onyx__execute(onyx_session *session, const onyx_run_options *options,
+                          const onyx_tensor *inputs, size_t input_count, onyx_tensor *out_outputs,
+                          onyx__run_hooks *hooks, onyx_error **out_error);
+
+/* A run that asked for capture_graph (graphs.c). */
+onyx_status onyx__graphs_run(onyx_session *session, const onyx_run_options *options,
+                             const onyx_tensor *inputs, size_t input_count,
+                             onyx_tensor *out_outputs, onyx_error **out_error);
+
+/* Frees the session's graphs and their memory (session destroy). */
+void onyx__graphs_free(onyx_session *session);
+
+#endif /* ONYX_CORE_GRAPHS_IMPL_H */

@@ -1,0 +1,365 @@
+/*
+ * Device graphs on the fake-device mock, whose kernels record instead of running
+ * while a capture is open (tests/mock/fake_device_provider.c): the first run of a
+ * geometry measures, the second records and replays, later runs replay — with the
+ * new input values, writing the device buffer in place, and without a kernel's
+ * compute being called. A device input that moves invalidates the graph. A step
+ * whose host side reads device data, or a kernel a capture cannot record, is
+ * refused with the reason and runs node by node with the right results. Nothing
+ * stays booked after the session, and a cancelled recording leaves the key for the
+ * next run.
+ */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "fake_device.h"
+#include "onyx.h"
+#include "test_support.h"
+
+static onyx_fake_device_stats_fn g_stats_get;
+static const onyx_provider_table *g_table;
+static void *g_lib;
+
+static onyx_fake_device_stats stats(void) {
+  onyx_fake_device_stats s;
+  g_stats_get(&s);
+  return s;
+}
+
+static int setup(void **state) {
+  (void)state;
+  /* The same instance the runtime will dlopen (one library, one set of counters). */
+  g_lib = dlopen(FAKE_DEVICE, RTLD_NOW | RTLD_LOCAL);
+  if (g_lib == NULL) {
+    fprintf(stderr, "dlopen %s: %s\n", FAKE_DEVICE, dlerror());
+    return -1;
+  }
+  *(void **)&g_stats_get = dlsym(g_lib, ONYX_FAKE_DEVICE_STATS_SYMBOL);
+  onyx_provider_entry_fn entry;
+  *(void **)&entry = dlsym(g_lib, ONYX_PROVIDER_ENTRY_SYMBOL);
+  uint32_t abi = 0;
+  if (entry == NULL || entry(ONYX_ABI_VERSION, &abi, &g_table) != ONYX_STATUS_OK) return -1;
+  return g_stats_get ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  if (g_lib) dlclose(g_lib);
+  return 0;
+}
+
+static onyx_runtime *runtime(void) {
+  char ini[2048];
+  snprintf(ini, sizeof ini, "[provider.fake]\npath = %s\n[provider.cpu]\npath = %s\n", FAKE_DEVICE,
+           CPU_PROVIDER);
+  char *path = write_temp_file(".ini", ini);
+  assert_non_null(path);
+  onyx_error *e = NULL;
+  onyx_runtime *rt = NULL;
+  onyx_status st = onyx_runtime_create(path, &rt, &e);
+  if (st != ONYX_STATUS_OK) print_message("runtime: %s\n", onyx_error_message(e));
+  onyx_error_free(e);
+  remove_temp_file(path);
+  assert_int_equal(st, ONYX_STATUS_OK);
+  return rt;
+}
+
+static onyx_session *session(onyx_runtime *rt, const char *model) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", MODELS_DIR, model);
+  onyx_session *s = NULL;
+  onyx_error *e = NULL;
+  onyx_status st = onyx_session_create(rt, path, NULL, &s, &e);
+  if (st != ONYX_STATUS_OK) print_message("session: %s\n", onyx_error_message(e));
+  onyx_error_free(e);
+  assert_int_equal(st, ONYX_STATUS_OK);
+  return s;
+}
+
+static onyx_status run(onyx_session *s, const onyx_run_options *ro, const onyx_tensor *in, size_t n,
+                       onyx_tensor *out) {
+  onyx_error *e = NULL;
+  onyx_status st = onyx_session_run(s, ro, in, n, out, &e);
+  if (st != ONYX_STATUS_OK) print_message("run: %s\n", onyx_error_message(e));
+  onyx_error_free(e);
+  return st;
+}
+
+static onyx_graph_stats graph_stats(const onyx_session *s) {
+  onyx_graph_stats g = {.struct_size = sizeof g};
+  onyx_session_graph_stats(s, &g);
+  return g;
+}
+
+static void assert_nothing_booked(const onyx_runtime *rt) {
+  uint64_t used[ONYX_REQUESTER_COUNT_];
+  onyx_runtime_memory_usage(rt, used, NULL);
+  for (int r = 0; r < ONYX_REQUESTER_COUNT_; ++r) {
+    if (used[r])
+      print_message("%s still holds %llu bytes\n", onyx_requester_name((uint32_t)r),
+                    (unsigned long long)used[r]);
+    assert_int_equal(used[r], 0);
+  }
+}
+
+/* A [2, 3] float buffer in fake device memory, filled with `v`. */
+static void *device_buffer(float v) {
+  void *p = NULL;
+  assert_int_equal(g_table->device_alloc(NULL, 6 * sizeof(float), &p), ONYX_STATUS_OK);
+  float host[6];
+  for (int i = 0; i < 6; ++i) host[i] = v;
+  onyx_tensor d = {.dtype = ONYX_DTYPE_FLOAT32,
+                   .device = ONYX_DEVICE_CUDA,
+                   .rank = 2,
+                   .dims = {2, 3},
+                   .data = p};
+  onyx_tensor h = d;
+  h.device = ONYX_DEVICE_HOST;
+  h.data = host;
+  assert_int_equal(g_table->copy(NULL, &d, &h), ONYX_STATUS_OK);
+  return p;
+}
+
+static float device_value(void *p) { return ((const float *)p)[0]; } /* host memory in truth */
+
+/* One step of fake_graph.onnx: y = 4·x (Twice, then Scale by Shape(x)[0] = 2), and
+ * the device buffer kv grows by one in place. Checks y for this step's x. */
+static void step(onyx_session *s, void *kv, float seed, bool capture) {
+  float x[6];
+  for (int i = 0; i < 6; ++i) x[i] = seed + 0.5f * (float)i;
+  bool writable[2] = {false, true}, borrowed[2] = {false, false};
+  onyx_run_options ro = {.struct_size = sizeof ro,
+                         .writable_inputs = writable,
+                         .out_borrowed = borrowed,
+                         .capture_graph = capture};
+  onyx_tensor in[2] = {
+      {.dtype = ONYX_DTYPE_FLOAT32, .rank = 2, .dims = {2, 3}, .data = x},
+      {.dtype = ONYX_DTYPE_FLOAT32,
+       .device = ONYX_DEVICE_CUDA,
+       .rank = 2,
+       .dims = {2, 3},
+       .data = kv},
+  };
+  onyx_tensor out[2];
+  memset(out, 0, sizeof out);
+  assert_int_equal(run(s, &ro, in, 2, out), ONYX_STATUS_OK);
+  const float *y = out[0].data;
+  for (int i = 0; i < 6; ++i) assert_float_equal(y[i], 4.0f * x[i], 0.0f);
+  assert_true(borrowed[1]);
+  assert_ptr_equal(out[1].data, kv);
+  assert_false(borrowed[0]);
+  onyx_tensor_data_free(out[0].data);
+}
+
+static void replays_with_new_inputs_and_writes_in_place(void **state) {
+  (void)state;
+  onyx_runtime *rt = runtime();
+  onyx_session *s = session(rt, "fake_graph.onnx");
+  void *kv = device_buffer(10.0f);
+  assert_true(graph_stats(s).available);
+
+  step(s, kv, 1.0f, true); /* measures */
+  onyx_graph_stats g = graph_stats(s);
+  assert_int_equal(g.captures, 0);
+  assert_int_equal(g.replays, 0);
+  assert_float_equal(device_value(kv), 11.0f, 0.0f);
+
+  onyx_fake_device_stats before = stats();
+  step(s, kv, -3.0f, true); /* records, then replays once */
+  g = graph_stats(s);
+  assert_int_equal(g.captures, 1);
+  assert_int_equal(g.replays, 1);
+  assert_true(g.held_bytes > 0);
+  assert_float_equal(device_value(kv), 12.0f, 0.0f); /* recorded, not run twice */
+  onyx_fake_device_stats after = stats();
+  assert_int_equal(after.captures_begun - before.captures_begun, 1);
+  assert_int_equal(after.graph_launches - before.graph_launches, 1);
+  assert_int_equal(after.capture_misuse, before.capture_misuse);
+  assert_int_equal(after.live_graphs, 1);
+
+  before = stats();
+  for (int k = 0; k < 5; ++k) step(s, kv, 2.25f * (float)k - 7.0f, true);
+  after = stats();
+  g = graph_stats(s);
+  assert_int_equal(g.replays, 6);
+  assert_int_equal(g.captures, 1);
+  assert_int_equal(after.graph_launches - before.graph_launches, 5);
+  assert_int_equal(after.submits, before.submits); /* no kernel compute ran */
+  assert_int_equal(after.allocs, before.allocs);   /* and nothing was allocated */
+  assert_float_equal(device_value(kv), 17.0f, 0.0f);
+
+  /* A plain run of the same session is not affected by the graph. */
+  step(s, kv, 0.75f, false);
+  assert_float_equal(device_value(kv), 18.0f, 0.0f);
+  assert_int_equal(graph_stats(s).replays, 6);
+
+  onyx_session_destroy(s);
+  g_table->device_free(NULL, kv);
+  assert_int_equal(stats().live_graphs, 0);
+  assert_nothing_booked(rt);
+  onyx_runtime_destroy(rt);
+}
+
+static void a_moved_device_input_invalidates(void **state) {
+  (void)state;
+  onyx_runtime *rt = runtime();
+  onyx_session *s = session(rt, "fake_graph.onnx");
+  void *kv = device_buffer(0.0f);
+  step(s, kv, 1.0f, true);
+  step(s, kv, 2.0f, true);
+  assert_int_equal(graph_stats(s).captures, 1);
+  /* The buffer "grew by copy": a new address. The old graph must not be replayed. */
+  void *moved = device_buffer(device_value(kv));
+  g_table->device_free(NULL, kv);
+  step(s, moved, 3.0f, true); /* invalidates, measures again */
+  onyx_graph_stats g = graph_stats(s);
+  assert_int_equal(g.invalidations, 1);
+  assert_int_equal(g.replays, 1);
+  assert_int_equal(stats().live_graphs, 0);
+  step(s, moved, 4.0f, true); /* records at the new address */
+  step(s, moved, 5.0f, true);
+  g = graph_stats(s);
+  assert_int_equal(g.captures, 2);
+  assert_int_equal(g.replays, 3);
+  assert_float_equal(device_value(moved), 5.0f, 0.0f);
+
+  onyx_session_release_graphs(s);
+  g = graph_stats(s);
+  assert_int_equal(g.invalidations, 2);
+  assert_int_equal(g.held_bytes, 0);
+  assert_int_equal(stats().live_graphs, 0);
+  step(s, moved, 6.0f, true); /* measures again after the release */
+  assert_float_equal(device_value(moved), 6.0f, 0.0f);
+  onyx_session_destroy(s);
+  g_table->device_free(NULL, moved);
+  assert_nothing_booked(rt);
+  onyx_runtime_destroy(rt);
+}
+
+/* Runs a one-input model [2, 3] -> [2, 3] and returns y[i] / x[i] checks via `f`. */
+static void run_unary(onyx_session *s, float seed, float (*f)(float)) {
+  float x[6];
+  for (int i = 0; i < 6; ++i) x[i] = seed - 1.25f * (float)i;
+  onyx_run_options ro = {.struct_size = sizeof ro, .capture_graph = true};
+  onyx_tensor in = {.dtype = ONYX_DTYPE_FLOAT32, .rank = 2, .dims = {2, 3}, .data = x};
+  onyx_tensor out;
+  assert_int_equal(run(s, &ro, &in, 1, &out), ONYX_STATUS_OK);
+  for (int i = 0; i < 6; ++i) assert_float_equal(((float *)out.data)[i], f(x[i]), 0.0f);
+  onyx_tensor_data_free(out.data);
+}
+
+static float twice_relu_twice(float x) { return x > 0 ? 4.0f * x : 0.0f; }
+static float twice_minus_one(float x) { return 2.0f * x - 1.0f; }
+
+static void host_reading_device_data_is_refused(void **state) {
+  (void)state;
+  onyx_runtime *rt = runtime();
+  onyx_session *s = session(rt, "fake_split.onnx"); /* Twice (fake), Relu (cpu), Twice */
+  for (int k = 0; k < 4; ++k) run_unary(s, 3.0f - (float)k, twice_relu_twice);
+  onyx_graph_stats g = graph_stats(s);
+  assert_int_equal(g.captures, 0);
+  assert_int_equal(g.replays, 0);
+  assert_int_equal(g.refusals, 1);
+  assert_non_null(strstr(g.last_refusal, "relu"));
+  assert_non_null(strstr(g.last_refusal, "between host and device"));
+  assert_int_equal(g.held_bytes, 0);
+  assert_int_equal(stats().capture_misuse, 0); /* the core never let it reach the device */
+  onyx_session_destroy(s);
+  assert_nothing_booked(rt);
+  onyx_runtime_destroy(rt);
+}
+
+static void uncapturable_kernel_is_refused(void **state) {
+  (void)state;
+  onyx_runtime *rt = runtime();
+  onyx_session *s = session(rt, "fake_legacy.onnx");
+  for (int k = 0; k < 4; ++k) run_unary(s, 1.5f * (float)k, twice_minus_one);
+  onyx_graph_stats g = graph_stats(s);
+  assert_int_equal(g.captures, 0);
+  assert_int_equal(g.refusals, 1);
+  assert_non_null(strstr(g.last_refusal, "could not complete the capture"));
+  assert_int_equal(stats().live_graphs, 0);
+  onyx_session_destroy(s);
+  assert_nothing_booked(rt);
+  onyx_runtime_destroy(rt);
+}
+
+static bool cancel_at_node_1(void *user, size_t next) {
+  (void)user;
+  return next == 1;
+}
+
+static void cancelled_recording_keeps_the_key(void **state) {
+  (void)state;
+  onyx_runtime *rt = runtime();
+  onyx_session *s = session(rt, "fake_graph.onnx");
+  void *kv = device_buffer(0.0f);
+  step(s, kv, 1.0f, true);
+  float x[6] = {1, 2, 3, 4, 5, 6};
+  bool writable[2] = {false, true};
+  onyx_run_options ro = {.struct_size = sizeof ro,
+                         .should_cancel = cancel_at_node_1,
+                         .writable_inputs = writable,
+                         .capture_graph = true};
+  onyx_tensor in[2] = {
+      {.dtype = ONYX_DTYPE_FLOAT32, .rank = 2, .dims = {2, 3}, .data = x},
+      {.dtype = ONYX_DTYPE_FLOAT32,
+       .device = ONYX_DEVICE_CUDA,
+       .rank = 2,
+       .dims = {2, 3},
+       .data = kv},
+  };
+  onyx_tensor out[2];
+  onyx_error *e = NULL;
+  assert_int_equal(onyx_session_run(s, &ro, in, 2, out, &e), ONYX_STATUS_CANCELLED);
+  onyx_error_free(e);
+  onyx_graph_stats g = graph_stats(s);
+  assert_int_equal(g.captures, 0);
+  assert_int_equal(g.refusals, 0);
+  assert_int_equal(g.held_bytes, 0);
+  assert_float_equal(device_value(kv), 1.0f, 0.0f); /* nothing ran */
+  step(s, kv, 2.0f, true);                          /* records now */
+  assert_int_equal(graph_stats(s).captures, 1);
+  assert_float_equal(device_value(kv), 2.0f, 0.0f);
+  onyx_session_destroy(s);
+  g_table->device_free(NULL, kv);
+  assert_nothing_booked(rt);
+  onyx_runtime_destroy(rt);
+}
+
+/* A caller built against the header before capture_graph runs plainly. */
+static void older_options_struct_never_captures(void **state) {
+  (void)state;
+  onyx_runtime *rt = runtime();
+  onyx_session *s = session(rt, "fake_split.onnx");
+  float x[6] = {1, -2, 3, -4, 5, -6};
+  onyx_run_options ro = {.struct_size = offsetof(onyx_run_options, capture_graph),
+                         .capture_graph = true};
+  onyx_tensor in = {.dtype = ONYX_DTYPE_FLOAT32, .rank = 2, .dims = {2, 3}, .data = x};
+  onyx_tensor out;
+  for (int k = 0; k < 3; ++k) {
+    assert_int_equal(run(s, &ro, &in, 1, &out), ONYX_STATUS_OK);
+    onyx_tensor_data_free(out.data);
+  }
+  onyx_graph_stats g = graph_stats(s);
+  assert_int_equal(g.captures + g.refusals + g.replays, 0);
+  onyx_session_destroy(s);
+  onyx_runtime_destroy(rt);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(replays_with_new_inputs_and_writes_in_place),
+      cmocka_unit_test(a_moved_device_input_invalidates),
+      cmocka_unit_test(host_reading_device_data_is_refused),
+      cmocka_unit_test(uncapturable_kernel_is_refused),
+      cmocka_unit_test(cancelled_recording_keeps_the_key),
+      cmocka_unit_test(older_options_struct_never_captures),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
