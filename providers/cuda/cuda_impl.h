@@ -13,6 +13,7 @@
  *   cuda_memory.c       device_alloc/free (stream-ordered), copy, sync, stream,
  *                       memory_capacity, the pool set-up (onyx__cuda_pool_init)
  *   cuda_vmm.c          the onyx_vmm_table over the driver's cuMem* calls
+ *   cuda_graph.c        the onyx_graph_table: stream capture into CUDA graphs, replay
  *   cuda_util.c         attributes, messages, kernel state, input checks, reading
  *                       small integer tensors handed over on the host (host_inputs)
  *   cuda_broadcast.c    numpy broadcasting and strided-copy plans (host side)
@@ -22,6 +23,7 @@
  *   cuda_norm.*         LayerNormalization, SimplifiedLayerNormalization,
  *                       RMSNormalization, com.microsoft SkipSimplifiedLayerNormalization
  *   cuda_rotary.*       RotaryEmbedding (ONNX 23 and com.microsoft)
+ *   cuda_reduce.*       ReduceSum (axes as attribute to opset 12, as input from 13)
  *   cuda_shape_ops.c    Reshape Squeeze Unsqueeze Identity Transpose Concat Slice Expand
  *                       Gather Cast CastLike (host side)
  *   cuda_layout.cu      strided copy, gather and cast kernels
@@ -29,9 +31,11 @@
  *                       provider.c for how its tables are listed)
  *
  * Which dtypes the provider claims: float32, float16 and bfloat16 data. Integer
- * tensors in a decoder are shape arithmetic (Shape -> Gather -> Concat -> Reshape,
- * attention-mask sums), which is cheapest where it already is, on the host: claiming
- * it would bounce every value to the device and back. Integer *index* inputs (Gather
+ * tensors in a decoder are shape arithmetic (Shape -> Gather -> Concat -> Reshape),
+ * which is cheapest where it already is, on the host: claiming it would bounce every
+ * value to the device and back. ReduceSum is the exception: it also sums int32 and
+ * int64 (a decoder's attention-mask sum, whose result GroupQueryAttention reads on
+ * the device as seqlens_k). Integer *index* inputs (Gather
  * indices, position ids) are accepted on the device. Inputs whose values size the
  * output (Reshape's and Expand's shape, Slice's starts/ends/axes/steps, axes of
  * Squeeze/Unsqueeze 13, GroupQueryAttention's total_sequence_length) are listed in
@@ -90,6 +94,10 @@ typedef struct onyx__cuda_provider {
  * is); the core may call from any thread. */
 cudaError_t onyx__cuda_use_device(const onyx__cuda_provider *p);
 
+/* Logs "cuda: WHAT failed: <CUDA error text>" at ONYX_LOG_ERROR through the host's
+ * log (nothing when the host has none). Leaves the thread's last CUDA error as it is. */
+void onyx__cuda_log_error(const onyx__cuda_provider *p, const char *what, cudaError_t e);
+
 /* Memory and stream callbacks of the provider table (cuda_memory.c). */
 /* Sets p->pool up when the device supports stream-ordered allocation (called once the
  * stream exists); leaves it NULL otherwise. Never fails the bring-up. */
@@ -104,6 +112,10 @@ void *onyx__cuda_stream(void *state);
 /* The VMM table (cuda_vmm.c); its functions fail cleanly when the driver lacks the
  * entry points. Entry points are resolved on first use and kept for the process. */
 extern const onyx_vmm_table onyx__cuda_vmm_table;
+
+/* Stream capture and replay through CUDA graphs (cuda_graph.c). The graphs it hands
+ * out are cudaGraphExec_t; begin and end must run on the same thread. */
+extern const onyx_graph_table onyx__cuda_graph_table;
 
 /* Every dtype the provider computes on. */
 #define ONYX__CUDA_FLOAT_TYPES                                                                     \
@@ -337,6 +349,25 @@ typedef struct onyx__cuda_rotary_args {
 } onyx__cuda_rotary_args;
 cudaError_t onyx__cuda_launch_rotary(const onyx__cuda_rotary_args *a, cudaStream_t stream);
 
+/*
+ * One ReduceSum over a dense row-major input, collapsed on the host: output element o,
+ * decomposed row-major over kept_dims, starts at input offset sum(i_d * kept_strides[d]);
+ * its `count` reduced elements, r decomposed over red_dims, sit at that offset plus
+ * sum(j_d * red_strides[d]) (elements). Floats accumulate in float32, integers in 64
+ * bits (wrapping); count 0 gives zeros.
+ */
+typedef struct onyx__cuda_reduce_args {
+  uint32_t dtype; /* float32, float16, bfloat16, int32 or int64; y has the same */
+  const void *x;
+  void *y;
+  int64_t out_numel; /* output elements */
+  int64_t count;     /* reduced elements per output element */
+  uint32_t kept_rank, red_rank;
+  int64_t kept_dims[ONYX_MAX_RANK], kept_strides[ONYX_MAX_RANK];
+  int64_t red_dims[ONYX_MAX_RANK], red_strides[ONYX_MAX_RANK];
+} onyx__cuda_reduce_args;
+cudaError_t onyx__cuda_launch_reduce_sum(const onyx__cuda_reduce_args *a, cudaStream_t stream);
+
 /* ------------------------------------------------------------------ kernel tables */
 
 extern const onyx_kernel_table onyx__cuda_k_add, onyx__cuda_k_sub, onyx__cuda_k_mul,
@@ -348,6 +379,7 @@ extern const onyx_kernel_table onyx__cuda_k_softmax_1, onyx__cuda_k_softmax_13;
 extern const onyx_kernel_table onyx__cuda_k_layernorm, onyx__cuda_k_simplified_layernorm,
     onyx__cuda_k_rmsnorm, onyx__cuda_k_skip_simplified_layernorm;
 extern const onyx_kernel_table onyx__cuda_k_rotary, onyx__cuda_k_ms_rotary;
+extern const onyx_kernel_table onyx__cuda_k_reduce_sum_1, onyx__cuda_k_reduce_sum_13;
 extern const onyx_kernel_table onyx__cuda_k_reshape, onyx__cuda_k_squeeze_1,
     onyx__cuda_k_squeeze_13, onyx__cuda_k_unsqueeze_1, onyx__cuda_k_unsqueeze_13,
     onyx__cuda_k_identity, onyx__cuda_k_transpose, onyx__cuda_k_concat, onyx__cuda_k_slice_1,

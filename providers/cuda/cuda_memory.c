@@ -18,13 +18,19 @@
  * A device without memory pools (cudaDevAttrMemoryPoolsSupported = 0) keeps the
  * synchronous path: cudaMalloc, and a stream sync before each cudaFree so memory is
  * never returned while queued work may still read it.
+ *
+ * While the stream is being captured into a CUDA graph (cuda_graph.c) the core calls
+ * none of these: a stream-ordered allocation or free would be recorded as a graph node
+ * and a synchronisation would invalidate the capture. Replays leave the pool alone: a
+ * graph reads and writes buffers allocated before the capture, which the core keeps,
+ * and the trim in sync releases only memory nothing holds.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "cuda_impl.h"
 
-static void log_cuda_error(const onyx__cuda_provider *p, const char *what, cudaError_t e) {
+void onyx__cuda_log_error(const onyx__cuda_provider *p, const char *what, cudaError_t e) {
   if (p->host == NULL || p->host->log == NULL) return;
   char line[256];
   snprintf(line, sizeof line, "cuda: %s failed: %s", what, cudaGetErrorString(e));
@@ -92,7 +98,7 @@ onyx_status onyx__cuda_device_alloc(void *state, uint64_t bytes, void **out_ptr)
     (void)cudaGetLastError(); /* an allocation failure is not sticky; clear it */
     char what[96];
     snprintf(what, sizeof what, "%s of %llu bytes", call, (unsigned long long)bytes);
-    log_cuda_error(p, what, e);
+    onyx__cuda_log_error(p, what, e);
     return e == cudaErrorMemoryAllocation ? ONYX_STATUS_OUT_OF_MEMORY : ONYX_STATUS_PROVIDER_ERROR;
   }
   *out_ptr = ptr;
@@ -106,13 +112,13 @@ void onyx__cuda_device_free(void *state, void *ptr) {
   if (p->pool != NULL) {
     /* Queued behind every kernel and copy already on the stream: no wait here. */
     cudaError_t e = cudaFreeAsync(ptr, p->stream);
-    if (e != cudaSuccess) log_cuda_error(p, "cudaFreeAsync", e);
+    if (e != cudaSuccess) onyx__cuda_log_error(p, "cudaFreeAsync", e);
     return;
   }
   cudaError_t e = p->stream ? cudaStreamSynchronize(p->stream) : cudaSuccess;
-  if (e != cudaSuccess) log_cuda_error(p, "cudaStreamSynchronize before cudaFree", e);
+  if (e != cudaSuccess) onyx__cuda_log_error(p, "cudaStreamSynchronize before cudaFree", e);
   e = cudaFree(ptr);
-  if (e != cudaSuccess) log_cuda_error(p, "cudaFree", e);
+  if (e != cudaSuccess) onyx__cuda_log_error(p, "cudaFree", e);
 }
 
 /* Whether cudaMemcpyAsync has consumed a host source by the time it returns. For
@@ -156,7 +162,7 @@ onyx_status onyx__cuda_copy(void *state, onyx_tensor *dst, const onyx_tensor *sr
   if (e == cudaSuccess && kind == cudaMemcpyHostToDevice && !host_source_staged(src->data))
     e = cudaStreamSynchronize(p->stream);
   if (e != cudaSuccess) {
-    log_cuda_error(p, "cudaMemcpyAsync", e);
+    onyx__cuda_log_error(p, "cudaMemcpyAsync", e);
     return ONYX_STATUS_PROVIDER_ERROR;
   }
   return ONYX_STATUS_OK;
@@ -170,7 +176,7 @@ onyx_status onyx__cuda_sync(void *state) {
   if (e == cudaSuccess) e = cudaStreamSynchronize(p->stream);
   if (e != cudaSuccess) {
     /* An error from an earlier kernel surfaces here; say so in the log. */
-    log_cuda_error(p, "cudaStreamSynchronize", e);
+    onyx__cuda_log_error(p, "cudaStreamSynchronize", e);
     return ONYX_STATUS_PROVIDER_ERROR;
   }
   /* The release threshold of 0 already returns freed pool memory at a synchronisation;

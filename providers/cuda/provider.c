@@ -48,6 +48,8 @@ static const onyx_kernel_table *const cuda_kernels[] = {
     &onyx__cuda_k_skip_simplified_layernorm,
     &onyx__cuda_k_rotary,
     &onyx__cuda_k_ms_rotary,
+    &onyx__cuda_k_reduce_sum_1,
+    &onyx__cuda_k_reduce_sum_13,
     &onyx__cuda_k_reshape,
     &onyx__cuda_k_squeeze_1,
     &onyx__cuda_k_squeeze_13,
@@ -243,6 +245,7 @@ static const onyx_provider_table cuda_provider_table = {
     .vmm = &onyx__cuda_vmm_table,
     .memory_capacity = onyx__cuda_memory_capacity,
     .stream = onyx__cuda_stream,
+    .graphs = &onyx__cuda_graph_table,
 };
 
 /* Negotiation: this provider speaks ABI v1 only (see providers/cpu/provider.c). */

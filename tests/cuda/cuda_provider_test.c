@@ -1,8 +1,9 @@
 /*
  * The CUDA provider through its table alone, loaded with dlopen as the core loads it:
  * negotiation and table shape, options, probe (declining cleanly without a device),
- * device memory and copies, and the VMM table round trip (reserve, create + map +
- * access per granule, write and read, unmap, regrow in place, release).
+ * device memory and copies, the VMM table round trip (reserve, create + map +
+ * access per granule, write and read, unmap, regrow in place, release), and the graph
+ * table (capture, replay against fresh inputs, an invalidated capture, a discard).
  *
  * The table and option tests run everywhere; the device tests print
  * "skipped: no CUDA device" and skip when cudaGetDeviceCount finds none.
@@ -104,6 +105,10 @@ static void negotiation_and_table(void **state) {
   const onyx_vmm_table *v = t->vmm;
   assert_true(v->granularity && v->reserve && v->unreserve && v->create && v->release && v->map &&
               v->set_access && v->unmap);
+  const onyx_graph_table *gt = t->graphs;
+  assert_non_null(gt);
+  assert_int_equal(gt->struct_size, sizeof(onyx_graph_table));
+  assert_true(gt->begin && gt->end && gt->launch && gt->destroy);
   for (size_t i = 0; i < t->kernel_count; ++i) {
     const onyx_kernel_table *a = t->kernels[i];
     assert_non_null(a->domain);
@@ -319,6 +324,146 @@ static void vmm_round_trip(void **state) {
   g_table->close(p);
 }
 
+/* Fills n floats from the seed, copies them to `dev` through the provider, and keeps
+ * them in `host` for the comparison. */
+static void fill_device(void *p, uint64_t *seed, float *host, onyx_tensor *dev, size_t n) {
+  for (size_t i = 0; i < n; ++i) host[i] = tu_uniform(seed, -4.0f, 4.0f);
+  onyx_tensor src = *dev;
+  src.device = ONYX_DEVICE_HOST;
+  src.data = host;
+  assert_int_equal(g_table->copy(p, dev, &src), ONYX_STATUS_OK);
+}
+
+/* Reads `dev` back into `back` and waits for it. `back` is poisoned first with a
+ * pattern (0x3c) other than the device buffers' poison (0xff), so a copy that did not
+ * happen cannot pass for a buffer that kept its poison. */
+static void read_device(void *p, const onyx_tensor *dev, float *back, size_t n) {
+  memset(back, 0x3c, n * sizeof(float));
+  onyx_tensor dst = *dev;
+  dst.device = ONYX_DEVICE_HOST;
+  dst.data = back;
+  assert_int_equal(g_table->copy(p, &dst, dev), ONYX_STATUS_OK);
+  assert_int_equal(g_table->sync(p), ONYX_STATUS_OK);
+}
+
+static void graph_capture_and_replay(void **state) {
+  (void)state;
+  if (!cuda_device_present("graph_capture_and_replay")) {
+    skip();
+    return;
+  }
+  void *p = open_with(NULL, NULL, ONYX_STATUS_OK);
+  const onyx_graph_table *gt = g_table->graphs;
+  cudaStream_t stream = (cudaStream_t)g_table->stream(p);
+  assert_non_null(stream);
+
+  enum { N = 1 << 16 };
+  const size_t bytes = N * sizeof(float);
+  uint64_t seed = 4242;
+  float *host = malloc(bytes), *back = malloc(bytes), *poison = malloc(bytes);
+  assert_true(host && back && poison);
+  memset(poison, 0xff, bytes);
+  void *d_src = NULL, *d_dst = NULL, *d_set = NULL;
+  assert_int_equal(g_table->device_alloc(p, bytes, &d_src), ONYX_STATUS_OK);
+  assert_int_equal(g_table->device_alloc(p, bytes, &d_dst), ONYX_STATUS_OK);
+  assert_int_equal(g_table->device_alloc(p, bytes, &d_set), ONYX_STATUS_OK);
+  onyx_tensor src = {.dtype = ONYX_DTYPE_FLOAT32,
+                     .device = ONYX_DEVICE_CUDA,
+                     .rank = 1,
+                     .dims = {N},
+                     .data = d_src};
+  onyx_tensor dst = src, set = src;
+  dst.data = d_dst;
+  set.data = d_set;
+  fill_device(p, &seed, host, &src, N);
+  assert_int_equal(cudaMemsetAsync(d_dst, 0xff, bytes, stream), cudaSuccess);
+  assert_int_equal(cudaMemsetAsync(d_set, 0xff, bytes, stream), cudaSuccess);
+  assert_int_equal(g_table->sync(p), ONYX_STATUS_OK);
+
+  /* Record a device-to-device copy (through the provider) and a memset (on its
+   * stream). Recorded work does not run: dst keeps its poison until a launch. */
+  assert_int_equal(gt->begin(p), ONYX_STATUS_OK);
+  assert_int_equal(g_table->copy(p, &dst, &src), ONYX_STATUS_OK);
+  assert_int_equal(cudaMemsetAsync(d_set, 0x5a, bytes, stream), cudaSuccess);
+  void *graph = NULL;
+  assert_int_equal(gt->end(p, true, &graph), ONYX_STATUS_OK);
+  assert_non_null(graph);
+  assert_int_equal(cudaGetLastError(), cudaSuccess);
+  read_device(p, &dst, back, N);
+  assert_memory_equal(back, poison, bytes);
+
+  /* Two replays, each against fresh source contents. */
+  for (int round = 0; round < 2; ++round) {
+    if (round > 0) {
+      fill_device(p, &seed, host, &src, N);
+      assert_int_equal(cudaMemsetAsync(d_dst, 0xff, bytes, stream), cudaSuccess);
+      assert_int_equal(cudaMemsetAsync(d_set, 0xff, bytes, stream), cudaSuccess);
+    }
+    assert_int_equal(gt->launch(p, graph), ONYX_STATUS_OK);
+    read_device(p, &dst, back, N);
+    assert_memory_equal(back, host, bytes);
+    read_device(p, &set, back, N);
+    for (size_t i = 0; i < bytes; ++i)
+      if (((const unsigned char *)back)[i] != 0x5a)
+        fail_msg("round %d: byte %zu of the memset destination is 0x%02x, expected 0x5a", round, i,
+                 ((const unsigned char *)back)[i]);
+  }
+  assert_int_equal(gt->launch(p, NULL), ONYX_STATUS_INVALID_ARGUMENT);
+  gt->destroy(p, graph);
+  gt->destroy(p, NULL);
+
+  /* A synchronisation while capturing is not capturable: the capture is invalidated,
+   * end says so (and writes no graph), the thread's last error is cleared, and the
+   * stream works again afterwards. */
+  g_log[0] = '\0';
+  assert_int_equal(gt->begin(p), ONYX_STATUS_OK);
+  assert_int_equal(g_table->copy(p, &dst, &src), ONYX_STATUS_OK);
+  cudaError_t se = cudaStreamSynchronize(stream);
+  print_message("cudaStreamSynchronize while capturing: %s\n", cudaGetErrorName(se));
+  assert_int_not_equal(se, cudaSuccess);
+  void *sentinel = (void *)&sentinel;
+  graph = sentinel;
+  onyx_status st = gt->end(p, true, &graph);
+  print_message("end after an invalidated capture: %s; log: %s", onyx_status_str(st), g_log);
+  assert_int_equal(st, ONYX_STATUS_PROVIDER_ERROR);
+  assert_ptr_equal(graph, sentinel);
+  assert_non_null(strstr(g_log, "cuda: "));
+  assert_int_equal(cudaGetLastError(), cudaSuccess);
+  fill_device(p, &seed, host, &src, N);
+  assert_int_equal(g_table->copy(p, &dst, &src), ONYX_STATUS_OK);
+  read_device(p, &dst, back, N);
+  assert_memory_equal(back, host, bytes);
+
+  /* end(keep = false) discards: the recorded copy never runs. */
+  assert_int_equal(cudaMemsetAsync(d_dst, 0xff, bytes, stream), cudaSuccess);
+  fill_device(p, &seed, host, &src, N);
+  assert_int_equal(gt->begin(p), ONYX_STATUS_OK);
+  assert_int_equal(g_table->copy(p, &dst, &src), ONYX_STATUS_OK);
+  graph = sentinel;
+  assert_int_equal(gt->end(p, false, &graph), ONYX_STATUS_OK);
+  assert_null(graph);
+  read_device(p, &dst, back, N);
+  assert_memory_equal(back, poison, bytes);
+
+  /* end without begin fails cleanly, and leaves nothing behind. */
+  g_log[0] = '\0';
+  graph = sentinel;
+  assert_int_not_equal(gt->end(p, true, &graph), ONYX_STATUS_OK);
+  assert_ptr_equal(graph, sentinel);
+  print_message("end without begin: %s", g_log);
+  assert_int_equal(cudaGetLastError(), cudaSuccess);
+  assert_int_equal(g_table->sync(p), ONYX_STATUS_OK);
+
+  g_table->device_free(p, d_src);
+  g_table->device_free(p, d_dst);
+  g_table->device_free(p, d_set);
+  assert_int_equal(g_table->sync(p), ONYX_STATUS_OK);
+  free(host);
+  free(back);
+  free(poison);
+  g_table->close(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(negotiation_and_table),
@@ -326,6 +471,7 @@ int main(void) {
       cmocka_unit_test(probe_declines_or_accepts),
       cmocka_unit_test(memory_and_copies),
       cmocka_unit_test(vmm_round_trip),
+      cmocka_unit_test(graph_capture_and_replay),
   };
   return cmocka_run_group_tests(tests, load_provider, unload_provider);
 }

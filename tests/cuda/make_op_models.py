@@ -8,7 +8,8 @@
       so that every node must run on the provider under test). Expected outputs come
       from ONNX Runtime (CPU), or from the ONNX reference evaluator when ONNX Runtime
       lacks the op; float16/bfloat16 cases are computed in float32 from the rounded
-      inputs and rounded once at the end. Every case must be claimed and pass.
+      inputs and rounded once at the end, int32/int64 cases (those that list them)
+      exactly in their own type. Every case must be claimed and pass.
 
   make_op_models.py conformance --onyx-run BIN --config INI --dir NODE_TESTS [--skip F]
       Runs the ONNX backend node tests under INI; tests whose nodes the strict config
@@ -53,20 +54,26 @@ def run_onyx(onyx_run, config, args):
 
 # ---------------------------------------------------------------- parity cases
 
+FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+INT_DTYPES = ("int32", "int64")
+
 
 def build_cases(np):
-    """(name, opset, nodes, inputs, initializers, outputs, float_outputs).
+    """(name, opset, nodes, inputs, initializers, outputs, dtypes).
 
     nodes: list of (op, domain, inputs, outputs, attrs)
-    inputs: list of (name, shape, lo, hi) — float inputs of the case dtype
+    inputs: list of (name, shape, lo, hi) — inputs of the case dtype; an integer
+            dtype takes the uniform draw rounded to the nearest integer
     initializers: list of (name, numpy array) — int arrays stay as they are,
                   float32 arrays are converted to the case dtype
     outputs: list of (name, kind) — kind 'T' (case dtype), 'f32' or 'bool'
+    dtypes: the case dtypes it runs in (keys of write_cases' table), by default
+            the float ones
     """
     cases = []
 
-    def add(name, opset, nodes, inputs, outputs, inits=()):
-        cases.append((name, opset, nodes, inputs, list(inits), outputs))
+    def add(name, opset, nodes, inputs, outputs, inits=(), dtypes=FLOAT_DTYPES):
+        cases.append((name, opset, nodes, inputs, list(inits), outputs, tuple(dtypes)))
 
     def n(op, ins, outs, domain="", **attrs):
         return (op, domain, ins, outs, attrs)
@@ -201,6 +208,45 @@ def build_cases(np):
         [("x", [1, 7, 64], -1, 1), ("r", [1, 7, 64], -1, 1)], [("y", "T")],
         [("g", w64(0.5, 1.5)), ("w1", rng.uniform(-0.2, 0.2, (64, 64)).astype(np.float32)),
          ("w2", rng.uniform(-0.2, 0.2, (64, 64)).astype(np.float32))])
+
+    # ReduceSum in every dtype it claims. Inputs lean positive so that no float sum
+    # lands near zero, where float32 accumulation order would dominate the tolerance.
+    # Sums of up to 32 elements run one thread per output, longer ones one block per
+    # output: the cases cover both, with one and several reduced axes.
+    all_t = FLOAT_DTYPES + INT_DTYPES
+
+    def rsum(name, opset, shape, axes=None, lo=-4, hi=16, **attrs):
+        ins, inits = ["x"], []
+        if axes is not None and opset >= 13:
+            ins.append("ax")
+            inits.append(("ax", np.array(axes, dtype=np.int64)))
+        elif axes is not None:
+            attrs["axes"] = list(axes)
+        add(f"reduce_sum_{name}", opset, [n("ReduceSum", ins, ["y"], **attrs)],
+            [("x", shape, lo, hi)], [("y", "T")], inits, all_t)
+
+    rsum("axis1_keepdims", 13, [3, 40, 5], [1])
+    rsum("last_axis_long", 13, [4, 6, 300], [-1], keepdims=0)
+    rsum("last_axis_short", 13, [512, 3], [1], keepdims=0)
+    rsum("axis0_strided", 13, [64, 48], [0])
+    rsum("two_axes_block", 13, [6, 20, 3, 30], [1, 3], keepdims=0)
+    rsum("two_axes_thread", 13, [2, 3, 4, 5], [0, 2])
+    rsum("negative_axes", 13, [3, 4, 5, 6], [-3, -1])
+    rsum("adjacent_axes", 13, [2, 5, 7, 3], [1, 2], keepdims=0)
+    rsum("size1_axes", 13, [4, 1, 9, 1], [1, 3])
+    rsum("all_default", 13, [5, 7, 9])
+    rsum("all_default_no_keepdims", 13, [4, 33], keepdims=0)
+    rsum("empty_axes_all", 13, [3, 50], [])
+    rsum("empty_axes_noop", 13, [3, 5, 2], [], noop_with_empty_axes=1)
+    rsum("opset11_axes_attr", 11, [3, 4, 50], [0, 2], keepdims=0)
+    rsum("opset11_all", 11, [6, 70])
+    rsum("rank1", 13, [1000], [0], keepdims=0)
+    # The decoder's attention-mask sum: an int64 (batch, T) mask of 0s and 1s summed
+    # over T without keepdims (the total length of each row).
+    for b, t in [(1, 77), (2, 300)]:
+        add(f"reduce_sum_attention_mask_{b}x{t}", 13,
+            [n("ReduceSum", ["mask", "ax"], ["y"], keepdims=0)], [("mask", [b, t], 0, 1)],
+            [("y", "T")], [("ax", i64(1))], ("int64",))
     return cases
 
 
@@ -221,19 +267,24 @@ def write_cases(out, seed):
     rng = np.random.default_rng(seed)
     dtypes = {"float32": (TensorProto.FLOAT, np.float32),
               "float16": (TensorProto.FLOAT16, np.float16),
-              "bfloat16": (TensorProto.BFLOAT16, ml_dtypes.bfloat16)}
+              "bfloat16": (TensorProto.BFLOAT16, ml_dtypes.bfloat16),
+              "int32": (TensorProto.INT32, np.int32),
+              "int64": (TensorProto.INT64, np.int64)}
     if os.path.isdir(out):
         shutil.rmtree(out)
     os.makedirs(out)
     written = 0
-    for name, opset, nodes, inputs, inits, outputs in build_cases(np):
+    for name, opset, nodes, inputs, inits, outputs, case_dtypes in build_cases(np):
         # The float32 model gives the reference; the dtype's model is what is tested.
         feeds32 = {}
         for iname, shape, lo, hi in inputs:
             v = rng.uniform(lo, hi, shape).astype(np.float32)
             v[np.abs(v) < 1e-2] = 1e-2 if lo >= 0 else 0.5  # fresh, non-zero
             feeds32[iname] = v
-        for tag, (onnx_t, np_t) in dtypes.items():
+        for tag in case_dtypes:
+            onnx_t, np_t = dtypes[tag]
+            integer = tag in INT_DTYPES
+
             def model_for(elem, cast):
                 g_inputs = [helper.make_tensor_value_info(i, elem, list(s)) for i, s, _, _ in inputs]
                 g_inits = []
@@ -249,9 +300,18 @@ def write_cases(out, seed):
                 m = helper.make_model(graph, opset_imports=imports)
                 m.ir_version = 10
                 return m
-            rounded = {k: v.astype(np_t).astype(np.float32) for k, v in feeds32.items()}
-            ref_model = model_for(TensorProto.FLOAT,
-                                  lambda a: a.astype(np_t).astype(np.float32))
+            if integer:
+                # Integers are exact: the reference runs the case's own model.
+                to_t = lambda a, np_t=np_t: np.rint(a).astype(np_t)
+                feeds = {k: to_t(v) for k, v in feeds32.items()}
+                rounded = feeds
+                ref_model = model_for(onnx_t, to_t)
+            else:
+                to_t = lambda a, np_t=np_t: a.astype(np_t)
+                feeds = {k: to_t(v) for k, v in feeds32.items()}
+                rounded = {k: v.astype(np.float32) for k, v in feeds.items()}
+                ref_model = model_for(TensorProto.FLOAT,
+                                      lambda a, np_t=np_t: a.astype(np_t).astype(np.float32))
             expected = None
             if ort is not None:
                 try:
@@ -272,16 +332,16 @@ def write_cases(out, seed):
             case_dir = os.path.join(out, f"test_{name}_{tag}")
             data_dir = os.path.join(case_dir, "test_data_set_0")
             os.makedirs(data_dir)
-            model = model_for(onnx_t, lambda a: a.astype(np_t))
+            model = model_for(onnx_t, to_t)
             onnx.save(model, os.path.join(case_dir, "model.onnx"))
             for i, (iname, _, _, _) in enumerate(inputs):
-                t = numpy_helper.from_array(feeds32[iname].astype(np_t), iname)
+                t = numpy_helper.from_array(feeds[iname], iname)
                 with open(os.path.join(data_dir, f"input_{i}.pb"), "wb") as f:
                     f.write(t.SerializeToString())
             for i, ((oname, kind), val) in enumerate(zip(outputs, expected)):
                 val = np.asarray(val)
                 if kind == "T":
-                    val = val.astype(np.float32).astype(np_t)
+                    val = val.astype(np_t) if integer else val.astype(np.float32).astype(np_t)
                 t = numpy_helper.from_array(val, oname)
                 with open(os.path.join(data_dir, f"output_{i}.pb"), "wb") as f:
                     f.write(t.SerializeToString())
