@@ -1,6 +1,7 @@
 /*
  * Elementwise ops on the device: Add Sub Mul Div Pow Equal (numpy broadcasting),
- * Neg Sqrt Sigmoid Tanh Relu Erf, and Where (three-way broadcasting).
+ * Neg Sqrt Sigmoid Tanh Relu Erf, and Where (three-way broadcasting). Add Sub Mul Div
+ * and Equal also take int32/int64 (Equal bool too); the rest take float types.
  *
  * Host side: validation, the broadcast plan and infer; the kernels are in
  * cuda_elementwise.cu.
@@ -25,12 +26,27 @@ static onyx_status ew_create(void *provider_state, const onyx_node_info *node, i
 
 /* ------------------------------------------------------------------ binary */
 
+/* Operand types by op. Add Sub Mul Div take a float type, computed in float32 for the
+ * 16-bit ones, or int32/int64, computed exactly in their own type: a decoder's
+ * attention-mask arithmetic (seqlens_k = ReduceSum(mask) - 1) stays on the device.
+ * Equal also compares bools. Pow takes a float base only. */
+#define ARITH_TYPES (ONYX__CUDA_FLOAT_TYPES | ONYX__CUDA_INDEX_TYPES)
+#define EQUAL_TYPES (ARITH_TYPES | ONYX_DTYPE_BIT(ONYX_DTYPE_BOOL))
+
 /* Checks the operand types of a binary op; the message goes through err. */
 static onyx_status binary_types(int op, uint32_t a, uint32_t b, char *err, size_t err_cap) {
-  if (!onyx__cuda_dtype_in(a, ONYX__CUDA_FLOAT_TYPES))
+  uint64_t mask = ARITH_TYPES;
+  const char *expected = "float32, float16, bfloat16, int32 or int64";
+  if (op == ONYX__CUDA_POW) {
+    mask = ONYX__CUDA_FLOAT_TYPES;
+    expected = "float32, float16 or bfloat16";
+  } else if (op == ONYX__CUDA_EQUAL) {
+    mask = EQUAL_TYPES;
+    expected = "float32, float16, bfloat16, int32, int64 or bool";
+  }
+  if (!onyx__cuda_dtype_in(a, mask))
     return onyx__cuda_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
-                           "input 0 has type %s; float32, float16 or bfloat16 expected",
-                           onyx__cuda_dtype_name(a));
+                           "input 0 has type %s; %s expected", onyx__cuda_dtype_name(a), expected);
   if (op == ONYX__CUDA_POW) {
     if (!onyx__cuda_dtype_in(b, ONYX__CUDA_FLOAT_TYPES | ONYX__CUDA_INDEX_TYPES))
       return onyx__cuda_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
@@ -48,7 +64,11 @@ static bool binary_supports(const onyx_node_info *node, char *reason, size_t cap
   if (node->input_count < 2 || node->input_dtypes == NULL) return true;
   uint32_t a = node->input_dtypes[0], b = node->input_dtypes[1];
   if (a == ONYX_DTYPE_UNDEFINED || b == ONYX_DTYPE_UNDEFINED) return true;
-  int op = !strcmp(node->op_type, "Pow") ? ONYX__CUDA_POW : ONYX__CUDA_ADD;
+  int op = ONYX__CUDA_ADD; /* stands for Add Sub Mul Div, which take the same types */
+  if (!strcmp(node->op_type, "Pow"))
+    op = ONYX__CUDA_POW;
+  else if (!strcmp(node->op_type, "Equal"))
+    op = ONYX__CUDA_EQUAL;
   return binary_types(op, a, b, reason, cap) == ONYX_STATUS_OK;
 }
 
@@ -89,7 +109,7 @@ static onyx_status binary_infer(void *state, const onyx_tensor *inputs, size_t i
   return ONYX_STATUS_OK;
 }
 
-#define CUDA_BINARY_KERNEL(sym, OP, NAME, SINCE)                                                   \
+#define CUDA_BINARY_KERNEL(sym, OP, NAME, SINCE, TYPES)                                            \
   static onyx_status sym##_create(void *provider_state, const onyx_node_info *node,                \
                                   void **out_state, char *err, size_t err_cap) {                   \
     return ew_create(provider_state, node, OP, out_state, err, err_cap);                           \
@@ -102,7 +122,7 @@ static onyx_status binary_infer(void *state, const onyx_tensor *inputs, size_t i
       .since_opset = SINCE,                                                                        \
       .until_opset = 0,                                                                            \
       .type_input = 0,                                                                             \
-      .type_mask = ONYX__CUDA_FLOAT_TYPES,                                                         \
+      .type_mask = TYPES,                                                                          \
       .supports = binary_supports,                                                                 \
       .create = sym##_create,                                                                      \
       .destroy = onyx__cuda_destroy,                                                               \
@@ -112,12 +132,12 @@ static onyx_status binary_infer(void *state, const onyx_tensor *inputs, size_t i
   };
 
 /* Opsets 1-6 carried the legacy `broadcast` attribute; these take numpy rules. */
-CUDA_BINARY_KERNEL(add, ONYX__CUDA_ADD, "Add", 7)
-CUDA_BINARY_KERNEL(sub, ONYX__CUDA_SUB, "Sub", 7)
-CUDA_BINARY_KERNEL(mul, ONYX__CUDA_MUL, "Mul", 7)
-CUDA_BINARY_KERNEL(div, ONYX__CUDA_DIV, "Div", 7)
-CUDA_BINARY_KERNEL(pow, ONYX__CUDA_POW, "Pow", 7)
-CUDA_BINARY_KERNEL(equal, ONYX__CUDA_EQUAL, "Equal", 7)
+CUDA_BINARY_KERNEL(add, ONYX__CUDA_ADD, "Add", 7, ARITH_TYPES)
+CUDA_BINARY_KERNEL(sub, ONYX__CUDA_SUB, "Sub", 7, ARITH_TYPES)
+CUDA_BINARY_KERNEL(mul, ONYX__CUDA_MUL, "Mul", 7, ARITH_TYPES)
+CUDA_BINARY_KERNEL(div, ONYX__CUDA_DIV, "Div", 7, ARITH_TYPES)
+CUDA_BINARY_KERNEL(pow, ONYX__CUDA_POW, "Pow", 7, ONYX__CUDA_FLOAT_TYPES)
+CUDA_BINARY_KERNEL(equal, ONYX__CUDA_EQUAL, "Equal", 7, EQUAL_TYPES)
 
 /* ------------------------------------------------------------------ unary */
 

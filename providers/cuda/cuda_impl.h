@@ -33,9 +33,11 @@
  * Which dtypes the provider claims: float32, float16 and bfloat16 data. Integer
  * tensors in a decoder are shape arithmetic (Shape -> Gather -> Concat -> Reshape),
  * which is cheapest where it already is, on the host: claiming it would bounce every
- * value to the device and back. ReduceSum is the exception: it also sums int32 and
- * int64 (a decoder's attention-mask sum, whose result GroupQueryAttention reads on
- * the device as seqlens_k). Integer *index* inputs (Gather
+ * value to the device and back (the core keeps shape arithmetic on the host anyway).
+ * The exception is the attention-mask chain whose result GroupQueryAttention reads on
+ * the device as seqlens_k, Cast(ReduceSum(mask) - 1, int32): ReduceSum sums int32 and
+ * int64, Add Sub Mul Div and Equal take int32/int64 (Equal bool too), and Cast and
+ * CastLike convert from int32, int64 and bool. Integer *index* inputs (Gather
  * indices, position ids) are accepted on the device. Inputs whose values size the
  * output (Reshape's and Expand's shape, Slice's starts/ends/axes/steps, axes of
  * Squeeze/Unsqueeze 13, GroupQueryAttention's total_sequence_length) are listed in
@@ -279,8 +281,10 @@ typedef enum onyx__cuda_unary_op {
   ONYX__CUDA_ERF
 } onyx__cuda_unary_op;
 
-/* y = a OP b over a two-input walk. a and y share the float dtype `dtype` (y is
- * bool for EQUAL); b has `b_dtype` (Pow's exponent may differ). */
+/* y = a OP b over a two-input walk. a and y share `dtype` (y is bool for EQUAL): a
+ * float type, or int32/int64 for ADD SUB MUL DIV EQUAL (exact: wrapping add/sub/mul,
+ * division truncating toward zero, x / 0 = 0), or bool for EQUAL. b has `b_dtype`,
+ * which must equal `dtype` except for Pow's exponent (a float or integer type). */
 cudaError_t onyx__cuda_launch_binary(onyx__cuda_binary_op op, uint32_t dtype, uint32_t b_dtype,
                                      const void *a, const void *b, void *y,
                                      const onyx__cuda_walk *w, cudaStream_t stream);

@@ -793,6 +793,13 @@ static onyx_status gather_infer(void *state, const onyx_tensor *inputs, size_t i
    ONYX_DTYPE_BIT(ONYX_DTYPE_UINT16) | ONYX_DTYPE_BIT(ONYX_DTYPE_UINT32) |                         \
    ONYX_DTYPE_BIT(ONYX_DTYPE_UINT64))
 
+/* Cast's inputs: the float types, and int32/int64/bool, so that a decoder's
+ * attention-mask arithmetic (int64 sums cast to int32 seqlens_k) stays on the device.
+ * The kernel converts like a C cast: integers to narrower integers keep the low bits,
+ * to bool compare with zero, floats to integers truncate toward zero. */
+#define CAST_SOURCES                                                                               \
+  (ONYX__CUDA_FLOAT_TYPES | ONYX__CUDA_INDEX_TYPES | ONYX_DTYPE_BIT(ONYX_DTYPE_BOOL))
+
 static bool cast_supports(const onyx_node_info *node, char *reason, size_t cap) {
   const onyx_attr *a = onyx__cuda_attr_find(node, "to");
   if (a == NULL || a->type != ONYX_ATTR_INT || a->i < 0 || a->i > 63 ||
@@ -837,7 +844,12 @@ static onyx_status castlike_create(void *provider_state, const onyx_node_info *n
 
 static onyx_status cast_run(const shape_state *s, onyx_compute_ctx *ctx, const onyx_tensor *x,
                             uint32_t to) {
-  if (!onyx__cuda_dtype_in(x->dtype, CAST_TARGETS) || !onyx__cuda_dtype_in(to, CAST_TARGETS))
+  if (!onyx__cuda_dtype_in(x->dtype, CAST_SOURCES))
+    return onyx__cuda_error(ctx, ONYX_STATUS_UNSUPPORTED,
+                            "input 0 has type %s; float32, float16, bfloat16, int32, int64 or "
+                            "bool expected",
+                            onyx__cuda_dtype_name(x->dtype));
+  if (!onyx__cuda_dtype_in(to, CAST_TARGETS))
     return onyx__cuda_error(ctx, ONYX_STATUS_UNSUPPORTED, "cast from %s to %s",
                             onyx__cuda_dtype_name(x->dtype), onyx__cuda_dtype_name(to));
   onyx_tensor *y = NULL;
@@ -884,7 +896,7 @@ static onyx_status castlike_infer(void *state, const onyx_tensor *inputs, size_t
 
 /* ------------------------------------------------------------------ tables */
 
-#define CUDA_SHAPE_KERNEL(sym, NAME, SINCE, UNTIL, SUPPORTS, CREATE, COMPUTE, INFER, HOST)         \
+#define CUDA_TYPED_KERNEL(sym, NAME, SINCE, UNTIL, SUPPORTS, CREATE, COMPUTE, INFER, HOST, TYPES)  \
   const onyx_kernel_table sym = {                                                                  \
       .struct_size = sizeof(onyx_kernel_table),                                                    \
       .version = ONYX_ABI_VERSION,                                                                 \
@@ -893,7 +905,7 @@ static onyx_status castlike_infer(void *state, const onyx_tensor *inputs, size_t
       .since_opset = SINCE,                                                                        \
       .until_opset = UNTIL,                                                                        \
       .type_input = 0,                                                                             \
-      .type_mask = ONYX__CUDA_FLOAT_TYPES,                                                         \
+      .type_mask = TYPES,                                                                          \
       .supports = SUPPORTS,                                                                        \
       .create = CREATE,                                                                            \
       .destroy = onyx__cuda_destroy,                                                               \
@@ -902,6 +914,11 @@ static onyx_status castlike_infer(void *state, const onyx_tensor *inputs, size_t
       .infer = INFER,                                                                              \
       .host_inputs = HOST,                                                                         \
   };
+
+/* The layout ops move float data; Cast and CastLike also take integers and bools. */
+#define CUDA_SHAPE_KERNEL(sym, NAME, SINCE, UNTIL, SUPPORTS, CREATE, COMPUTE, INFER, HOST)         \
+  CUDA_TYPED_KERNEL(sym, NAME, SINCE, UNTIL, SUPPORTS, CREATE, COMPUTE, INFER, HOST,               \
+                    ONYX__CUDA_FLOAT_TYPES)
 
 /* Reshape 1-4 took the shape as an attribute; not claimed. */
 CUDA_SHAPE_KERNEL(onyx__cuda_k_reshape, "Reshape", 5, 0, NULL, reshape_create, reshape_compute,
@@ -930,7 +947,7 @@ CUDA_SHAPE_KERNEL(onyx__cuda_k_expand, "Expand", 8, 0, NULL, onyx__cuda_create_p
 CUDA_SHAPE_KERNEL(onyx__cuda_k_gather, "Gather", 1, 0, gather_supports, gather_create,
                   gather_compute, gather_infer, 0)
 /* Cast 1-5 named the target type with a string; not claimed. */
-CUDA_SHAPE_KERNEL(onyx__cuda_k_cast, "Cast", 6, 0, cast_supports, cast_create, cast_compute,
-                  cast_infer, 0)
-CUDA_SHAPE_KERNEL(onyx__cuda_k_castlike, "CastLike", 15, 0, castlike_supports, castlike_create,
-                  castlike_compute, castlike_infer, 0)
+CUDA_TYPED_KERNEL(onyx__cuda_k_cast, "Cast", 6, 0, cast_supports, cast_create, cast_compute,
+                  cast_infer, 0, CAST_SOURCES)
+CUDA_TYPED_KERNEL(onyx__cuda_k_castlike, "CastLike", 15, 0, castlike_supports, castlike_create,
+                  castlike_compute, castlike_infer, 0, CAST_SOURCES)

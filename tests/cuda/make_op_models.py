@@ -8,8 +8,8 @@
       so that every node must run on the provider under test). Expected outputs come
       from ONNX Runtime (CPU), or from the ONNX reference evaluator when ONNX Runtime
       lacks the op; float16/bfloat16 cases are computed in float32 from the rounded
-      inputs and rounded once at the end, int32/int64 cases (those that list them)
-      exactly in their own type. Every case must be claimed and pass.
+      inputs and rounded once at the end, int32/int64/bool cases (those that list
+      them) exactly in their own type. Every case must be claimed and pass.
 
   make_op_models.py conformance --onyx-run BIN --config INI --dir NODE_TESTS [--skip F]
       Runs the ONNX backend node tests under INI; tests whose nodes the strict config
@@ -56,17 +56,24 @@ def run_onyx(onyx_run, config, args):
 
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 INT_DTYPES = ("int32", "int64")
+EXACT_DTYPES = INT_DTYPES + ("bool",)  # computed and compared exactly
+# TensorProto.DataType values for Cast's `to` (build_cases runs without onnx imported).
+TO_FLOAT, TO_INT32, TO_INT64, TO_BOOL, TO_FLOAT16 = 1, 6, 7, 9, 10
 
 
 def build_cases(np):
     """(name, opset, nodes, inputs, initializers, outputs, dtypes).
 
     nodes: list of (op, domain, inputs, outputs, attrs)
-    inputs: list of (name, shape, lo, hi) — inputs of the case dtype; an integer
-            dtype takes the uniform draw rounded to the nearest integer
-    initializers: list of (name, numpy array) — int arrays stay as they are,
-                  float32 arrays are converted to the case dtype
-    outputs: list of (name, kind) — kind 'T' (case dtype), 'f32' or 'bool'
+    inputs: list of (name, shape, lo, hi) or (name, shape, lo, hi, "nonzero") —
+            inputs of the case dtype; an integer dtype takes the uniform draw
+            rounded to the nearest integer (bool: to 0 or 1, then non-zero is
+            true); "nonzero" moves draws in (-0.5, 0.5) to +-1 so that even the
+            rounded value is never 0 (divisors)
+    initializers: list of (name, numpy array) — int, bool and float16 arrays stay
+                  as they are, float32 arrays are converted to the case dtype
+    outputs: list of (name, kind) — kind 'T' (case dtype), 'f32', 'f16', 'i32',
+             'i64' or 'bool'
     dtypes: the case dtypes it runs in (keys of write_cases' table), by default
             the float ones
     """
@@ -247,6 +254,92 @@ def build_cases(np):
         add(f"reduce_sum_attention_mask_{b}x{t}", 13,
             [n("ReduceSum", ["mask", "ax"], ["y"], keepdims=0)], [("mask", [b, t], 0, 1)],
             [("y", "T")], [("ax", i64(1))], ("int64",))
+
+    # Integer Add Sub Mul Div, exact in the case dtype, on the float path's broadcast
+    # walk; Div truncates toward zero (negative operands on both sides). Divisors are
+    # drawn non-zero: division by zero is undefined in ONNX Runtime.
+    for op in ["Add", "Sub", "Mul", "Div"]:
+        o = op.lower()
+        add(f"{o}_int_bcast_3d", 14, [n(op, ["a", "b"], ["y"])],
+            [("a", [3, 1, 4], -60, 60), ("b", [1, 5, 4], -9, 9, "nonzero")], [("y", "T")],
+            dtypes=INT_DTYPES)
+        add(f"{o}_int_bcast_left", 14, [n(op, ["b", "a"], ["y"])],
+            [("a", [4, 1], -9, 9, "nonzero"), ("b", [2, 3, 4, 5], -60, 60)], [("y", "T")],
+            dtypes=INT_DTYPES)
+        add(f"{o}_int_scalar_init", 14, [n(op, ["a", "k"], ["y"])],
+            [("a", [1, 7], -60, 60)], [("y", "T")], [("k", np.array(-3, dtype=np.float32))],
+            INT_DTYPES)
+        add(f"{o}_int_scalar_input", 14, [n(op, ["a", "k"], ["y"])],
+            [("a", [1, 7], -60, 60), ("k", [], -9, 9, "nonzero")], [("y", "T")],
+            dtypes=INT_DTYPES)
+        add(f"{o}_int_long", 14, [n(op, ["a", "b"], ["y"])],
+            [("a", [3, 700], -1000, 1000), ("b", [700], -40, 40, "nonzero")], [("y", "T")],
+            dtypes=INT_DTYPES)
+    # int64 beyond int32's range: exact where a float would round, then Cast to int32
+    # keeps the low 32 bits (a C cast, as ONNX Runtime does).
+    big = np.array([2**33 + 5, -(2**40) - 7, 2**53 + 1, 3, -(2**31) - 1, 2**31, 77],
+                   dtype=np.int64)
+    add("add_int64_big_cast_int32", 14,
+        [n("Add", ["a", "k"], ["s"]), n("Mul", ["s", "m"], ["p"]),
+         n("Cast", ["p"], ["y"], to=TO_INT32)],
+        [("a", [2, 7], -60, 60)], [("y", "i32")],
+        [("k", big), ("m", np.array([3], dtype=np.int64))], ("int64",))
+
+    # The decoder's seqlens_k: Cast(Sub(ReduceSum(mask int64, axis 1), 1), int32), the
+    # 1 as a scalar initializer or as an input.
+    for b, t in [(1, 7), (3, 40)]:
+        add(f"seqlens_k_chain_{b}x{t}", 13,
+            [n("ReduceSum", ["mask", "ax"], ["s"], keepdims=0), n("Sub", ["s", "one"], ["d"]),
+             n("Cast", ["d"], ["y"], to=TO_INT32)],
+            [("mask", [b, t], 0, 1)], [("y", "i32"), ("d", "T")],
+            [("ax", i64(1)), ("one", np.array(1, dtype=np.int64))], ("int64",))
+    add("seqlens_k_chain_one_input", 13,
+        [n("ReduceSum", ["mask", "ax"], ["s"], keepdims=1), n("Sub", ["s", "one"], ["d"]),
+         n("Cast", ["d"], ["y"], to=TO_INT32)],
+        [("mask", [2, 9], 0, 1), ("one", [], 0.6, 1.4)], [("y", "i32")], [("ax", i64(1))],
+        ("int64",))
+    add("sub_int64_row_minus_scalar_init", 14, [n("Sub", ["a", "one"], ["y"])],
+        [("a", [1, 7], -30, 30)], [("y", "T")], [("one", np.array(1, dtype=np.int64))],
+        ("int64",))
+
+    # Equal on integers and bools, with enough repeats in a small range to see both.
+    add("equal_int_bcast", 13, [n("Equal", ["a", "b"], ["y"])],
+        [("a", [3, 1, 4], -2, 2), ("b", [1, 5, 4], -2, 2)], [("y", "bool")],
+        dtypes=INT_DTYPES)
+    add("equal_bool_bcast", 13, [n("Equal", ["a", "b"], ["y"])],
+        [("a", [3, 1, 4], 0, 1), ("b", [5, 4], 0, 1)], [("y", "T")], dtypes=("bool",))
+    add("equal_int_cast_float", 13,
+        [n("Equal", ["a", "b"], ["c"]), n("Cast", ["c"], ["y"], to=TO_FLOAT)],
+        [("a", [4, 6], -2, 2), ("b", [6], -2, 2)], [("c", "bool"), ("y", "f32")],
+        dtypes=INT_DTYPES)
+
+    # Cast from integers and bools to every kind of target, from floats to integers.
+    targets = [("float32", TO_FLOAT, "f32"), ("float16", TO_FLOAT16, "f16"),
+               ("int32", TO_INT32, "i32"), ("int64", TO_INT64, "i64"),
+               ("bool", TO_BOOL, "bool")]
+    for tname, to, kind in targets:
+        lim = 2 if tname == "bool" else 1000  # to bool: zeros among the draws
+        add(f"cast_int_to_{tname}", 13, [n("Cast", ["x"], ["y"], to=to)],
+            [("x", [3, 5, 7], -lim, lim)], [("y", kind)], dtypes=INT_DTYPES)
+        if tname != "bool":
+            add(f"cast_bool_to_{tname}", 13, [n("Cast", ["x"], ["y"], to=to)],
+                [("x", [4, 33], 0, 1)], [("y", kind)], dtypes=("bool",))
+    for tname, to, kind in targets[2:]:
+        add(f"cast_float_to_{tname}", 13,
+            [n("Relu", ["x"], ["r"]), n("Cast", ["r"], ["y"], to=to)],
+            [("x", [3, 5, 7], -300, 300)], [("y", kind)])
+    add("castlike_int64_to_int32", 15, [n("CastLike", ["x", "like"], ["y"])],
+        [("x", [2, 9], -1000, 1000)], [("y", "i32")],
+        [("like", np.array([5], dtype=np.int32))], ("int64",))
+    add("castlike_int_to_float16", 15, [n("CastLike", ["x", "like"], ["y"])],
+        [("x", [2, 9], -1000, 1000)], [("y", "f16")],
+        [("like", np.array([5], dtype=np.float16))], INT_DTYPES)
+    add("castlike_int32_to_int64", 15, [n("CastLike", ["x", "like"], ["y"])],
+        [("x", [2, 9], -1000, 1000)], [("y", "i64")],
+        [("like", np.array([5], dtype=np.int64))], ("int32",))
+    add("castlike_bool_to_int64", 15, [n("CastLike", ["x", "like"], ["y"])],
+        [("x", [2, 9], 0, 1)], [("y", "i64")], [("like", np.array([5], dtype=np.int64))],
+        ("bool",))
     return cases
 
 
@@ -269,7 +362,8 @@ def write_cases(out, seed):
               "float16": (TensorProto.FLOAT16, np.float16),
               "bfloat16": (TensorProto.BFLOAT16, ml_dtypes.bfloat16),
               "int32": (TensorProto.INT32, np.int32),
-              "int64": (TensorProto.INT64, np.int64)}
+              "int64": (TensorProto.INT64, np.int64),
+              "bool": (TensorProto.BOOL, np.bool_)}
     if os.path.isdir(out):
         shutil.rmtree(out)
     os.makedirs(out)
@@ -277,21 +371,25 @@ def write_cases(out, seed):
     for name, opset, nodes, inputs, inits, outputs, case_dtypes in build_cases(np):
         # The float32 model gives the reference; the dtype's model is what is tested.
         feeds32 = {}
-        for iname, shape, lo, hi in inputs:
+        for iname, shape, lo, hi, *flags in inputs:
             v = rng.uniform(lo, hi, shape).astype(np.float32)
             v[np.abs(v) < 1e-2] = 1e-2 if lo >= 0 else 0.5  # fresh, non-zero
+            if "nonzero" in flags:  # rounds to a non-zero integer too
+                v[np.abs(v) < 0.5] = np.where(v[np.abs(v) < 0.5] < 0, -1.0, 1.0)
             feeds32[iname] = v
         for tag in case_dtypes:
             onnx_t, np_t = dtypes[tag]
-            integer = tag in INT_DTYPES
+            integer = tag in EXACT_DTYPES
 
             def model_for(elem, cast):
-                g_inputs = [helper.make_tensor_value_info(i, elem, list(s)) for i, s, _, _ in inputs]
+                g_inputs = [helper.make_tensor_value_info(i[0], elem, list(i[1])) for i in inputs]
                 g_inits = []
                 for iname, arr in inits:
                     a = cast(arr) if arr.dtype == np.float32 else arr
                     g_inits.append(numpy_helper.from_array(a, iname))
-                kinds = {"T": elem, "f32": TensorProto.FLOAT, "bool": TensorProto.BOOL}
+                kinds = {"T": elem, "f32": TensorProto.FLOAT, "f16": TensorProto.FLOAT16,
+                         "i32": TensorProto.INT32, "i64": TensorProto.INT64,
+                         "bool": TensorProto.BOOL}
                 g_outputs = [helper.make_tensor_value_info(o, kinds[k], None) for o, k in outputs]
                 g_nodes = [helper.make_node(op, ins, outs, domain=dom, **attrs)
                            for op, dom, ins, outs, attrs in nodes]
@@ -302,7 +400,7 @@ def write_cases(out, seed):
                 return m
             if integer:
                 # Integers are exact: the reference runs the case's own model.
-                to_t = lambda a, np_t=np_t: np.rint(a).astype(np_t)
+                to_t = lambda a, np_t=np_t: np.asarray(np.rint(a)).astype(np_t)
                 feeds = {k: to_t(v) for k, v in feeds32.items()}
                 rounded = feeds
                 ref_model = model_for(onnx_t, to_t)
@@ -334,7 +432,7 @@ def write_cases(out, seed):
             os.makedirs(data_dir)
             model = model_for(onnx_t, to_t)
             onnx.save(model, os.path.join(case_dir, "model.onnx"))
-            for i, (iname, _, _, _) in enumerate(inputs):
+            for i, (iname, *_) in enumerate(inputs):
                 t = numpy_helper.from_array(feeds[iname], iname)
                 with open(os.path.join(data_dir, f"input_{i}.pb"), "wb") as f:
                     f.write(t.SerializeToString())
