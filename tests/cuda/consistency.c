@@ -41,6 +41,7 @@ typedef struct ocase {
   onyx_tensor inputs[MAX_IO];
   size_t input_count;
   double tol_scale; /* widens the dtype's tolerance (long reductions) */
+  bool all_nodes;   /* every node, not only those of `op`, must be on the provider */
 } ocase;
 
 static runner g;
@@ -60,6 +61,65 @@ static void case_input(ocase *c, const char *name, uint32_t dtype, uint32_t rank
                        const int64_t *dims, float lo, float hi) {
   mb_input(c->m, name, dtype, rank, dims);
   c->inputs[c->input_count++] = tu_random_tensor(&g.seed, dtype, rank, dims, lo, hi);
+}
+
+static bool is_float_type(uint32_t dtype) {
+  return dtype == ONYX_DTYPE_FLOAT32 || dtype == ONYX_DTYPE_FLOAT16 || dtype == ONYX_DTYPE_BFLOAT16;
+}
+
+/*
+ * A host tensor of int32, int64 or bool with fresh random integers in [lo, hi] (bool
+ * stores v != 0). `nonzero` redraws zeros, for divisors. tu_random_tensor only writes
+ * floats, and an integer input must hold integers: a float's bits would be nonsense.
+ * Never all zeros: a tensor that came out so gets one element set to a nonzero bound.
+ */
+static onyx_tensor random_int_tensor(uint32_t dtype, uint32_t rank, const int64_t *dims, int64_t lo,
+                                     int64_t hi, bool nonzero) {
+  onyx_tensor t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dtype;
+  t.rank = rank;
+  t.device = ONYX_DEVICE_HOST;
+  for (uint32_t i = 0; i < rank; ++i) t.dims[i] = dims[i];
+  const int64_t n = onyx_tensor_numel(&t);
+  t.data = malloc((size_t)(n ? n : 1) * onyx_dtype_size(dtype));
+  const uint64_t span = (uint64_t)hi - (uint64_t)lo + 1; /* callers keep hi - lo < 2^63 */
+  const int64_t fallback = hi != 0 ? hi : lo;
+  bool any = false;
+  for (int64_t i = 0; t.data && i < n; ++i) {
+    int64_t v = 0;
+    for (int tries = 0; tries < 8; ++tries) {
+      uint64_t r = (uint64_t)tu_rand(&g.seed) << 32 | tu_rand(&g.seed);
+      v = (int64_t)((uint64_t)lo + r % span);
+      if (!nonzero || v != 0) break;
+    }
+    if (nonzero && v == 0) v = fallback;
+    if (!any && i == n - 1 && v == 0) v = fallback;
+    any |= v != 0;
+    if (dtype == ONYX_DTYPE_INT64)
+      ((int64_t *)t.data)[i] = v;
+    else if (dtype == ONYX_DTYPE_INT32)
+      ((int32_t *)t.data)[i] = (int32_t)v;
+    else
+      ((uint8_t *)t.data)[i] = v != 0;
+  }
+  return t;
+}
+
+/* A graph input of int32, int64 or bool with random integers in [lo, hi]. */
+static void case_int_input(ocase *c, const char *name, uint32_t dtype, uint32_t rank,
+                           const int64_t *dims, int64_t lo, int64_t hi, bool nonzero) {
+  mb_input(c->m, name, dtype, rank, dims);
+  c->inputs[c->input_count++] = random_int_tensor(dtype, rank, dims, lo, hi, nonzero);
+}
+
+/* A graph input of any dtype the cases use: floats in [-2, 2], integers in [-3, 3]. */
+static void case_any_input(ocase *c, const char *name, uint32_t dtype, uint32_t rank,
+                           const int64_t *dims) {
+  if (is_float_type(dtype))
+    case_input(c, name, dtype, rank, dims, -2.0f, 2.0f);
+  else
+    case_int_input(c, name, dtype, rank, dims, -3, 3, false);
 }
 
 /* A float initializer of random values (weights, caches). */
@@ -94,14 +154,23 @@ static void case_run(ocase *c) {
   }
   onyx_error_free(e);
   e = NULL;
-  /* The op must really run on the provider under test. */
+  /* The op must really run on the provider under test (and be there at all: a node
+   * the core dropped would leave nothing to compare). */
+  bool found = false;
   for (size_t i = 0; ok && i < onyx_session_node_count(test); ++i) {
-    if (strcmp(onyx_session_node_op(test, i), c->op) != 0) continue;
+    const char *op = onyx_session_node_op(test, i);
+    bool is_op = strcmp(op, c->op) == 0;
+    found |= is_op;
+    if (!is_op && !c->all_nodes) continue;
     if (strcmp(onyx_session_node_provider(test, i), g.provider) != 0) {
-      snprintf(why, sizeof why, "%s was placed on '%s', not '%s'", c->op,
+      snprintf(why, sizeof why, "%s (node %zu) was placed on '%s', not '%s'", op, i,
                onyx_session_node_provider(test, i), g.provider);
       ok = false;
     }
+  }
+  if (ok && !found) {
+    snprintf(why, sizeof why, "the session under test has no %s node", c->op);
+    ok = false;
   }
   if (ok && (ref = make_session(g.ref, bytes, size, &e)) == NULL) {
     if (onyx_error_status(e) == ONYX_STATUS_UNSUPPORTED) {
@@ -461,6 +530,201 @@ static void layout_cases(void) {
   }
 }
 
+/* "[2,3,4]" ("[]" for a scalar) into buf, for case labels. */
+static const char *shape_str(char *buf, size_t cap, uint32_t rank, const int64_t *dims) {
+  size_t n = (size_t)snprintf(buf, cap, "[");
+  for (uint32_t i = 0; i < rank && n < cap; ++i)
+    n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? "," : "", (long long)dims[i]);
+  if (n < cap) snprintf(buf + n, cap - n, "]");
+  return buf;
+}
+
+/* A binary op on int32/int64/bool operands drawn from [-ra, ra] and [-rb, rb] (bool:
+ * [0, 1]); Div's divisor is never zero. Outputs compare exactly. */
+static void int_binary_case(const char *op, uint32_t d, uint32_t rank_a, const int64_t *da,
+                            uint32_t rank_b, const int64_t *db, int64_t ra, int64_t rb) {
+  ocase c;
+  char sa[48], sb[48];
+  case_begin(&c, 13, op, "%s %s %s x %s", op, dname(d), shape_str(sa, sizeof sa, rank_a, da),
+             shape_str(sb, sizeof sb, rank_b, db));
+  bool is_bool = d == ONYX_DTYPE_BOOL;
+  case_int_input(&c, "a", d, rank_a, da, is_bool ? 0 : -ra, is_bool ? 1 : ra, false);
+  case_int_input(&c, "b", d, rank_b, db, is_bool ? 0 : -rb, is_bool ? 1 : rb,
+                 strcmp(op, "Div") == 0);
+  const char *in[] = {"a", "b"}, *out[] = {"y"};
+  mb_add_node(c.m, op, "", in, 2, out, 1);
+  mb_output(c.m, "y", strcmp(op, "Equal") == 0 ? ONYX_DTYPE_BOOL : d);
+  case_run(&c);
+}
+
+/* Integer Add/Sub/Mul/Div (exact; Div truncates toward zero) and Equal on ints and
+ * bool, over shapes that broadcast either way, both ways, not at all, and a scalar. */
+static void int_elementwise_cases(void) {
+  static const int64_t a4[] = {2, 3, 4, 5}, b2[] = {4, 1}, m3[] = {3, 1, 5}, s0[] = {1};
+  static const struct {
+    uint32_t ra, rb;
+    const int64_t *da, *db;
+  } shapes[] = {{4, 2, a4, b2}, {2, 4, b2, a4}, {3, 2, m3, b2}, {4, 4, a4, a4}, {4, 0, a4, s0}};
+  /* Operand ranges keep every result inside the type: no overflow to compare. Div's
+   * int32 range is small so that many quotients truncate (and some are 0, -3 / 7). */
+  static const struct {
+    const char *op;
+    int64_t a32, b32, a64, b64;
+  } ops[] = {
+      {"Add", INT64_C(1) << 29, INT64_C(1) << 29, INT64_C(1) << 40, INT64_C(1) << 40},
+      {"Sub", INT64_C(1) << 29, INT64_C(1) << 29, INT64_C(1) << 40, INT64_C(1) << 40},
+      {"Mul", 30000, 30000, INT64_C(1) << 30, INT64_C(1) << 30},
+      {"Div", 1000, 50, INT64_C(1) << 40, 50},
+  };
+  for (size_t o = 0; o < sizeof ops / sizeof ops[0]; ++o)
+    for (int w = 0; w < 2; ++w)
+      for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
+        int_binary_case(ops[o].op, w ? ONYX_DTYPE_INT64 : ONYX_DTYPE_INT32, shapes[i].ra,
+                        shapes[i].da, shapes[i].rb, shapes[i].db, w ? ops[o].a64 : ops[o].a32,
+                        w ? ops[o].b64 : ops[o].b32);
+  /* Equal on [-3, 3] (and bools), so that both answers are common. */
+  static const uint32_t eq_types[] = {ONYX_DTYPE_INT32, ONYX_DTYPE_INT64, ONYX_DTYPE_BOOL};
+  for (size_t t = 0; t < 3; ++t)
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
+      int_binary_case("Equal", eq_types[t], shapes[i].ra, shapes[i].da, shapes[i].rb, shapes[i].db,
+                      3, 3);
+}
+
+/* How one ReduceSum case names its axes and options. */
+typedef struct reduce_variant {
+  int64_t opset;       /* < 13: axes attribute; 13+: axes initializer (input 1) */
+  uint32_t rank;       /* of the data */
+  int64_t dims[4];     /* of the data */
+  const int64_t *axes; /* NULL: no axes at all (reduce every axis) */
+  size_t axes_count;   /* 0 with axes != NULL: an empty list (13+) */
+  int keepdims;        /* -1: left at its default (1) */
+  int noop;            /* noop_with_empty_axes (13+), -1: default (0) */
+  bool positive;       /* float data in [0, 1], so a long sum does not cancel */
+  const char *what;
+} reduce_variant;
+
+static void reduce_case(uint32_t d, const reduce_variant *v) {
+  ocase c;
+  char sx[48];
+  case_begin(&c, v->opset, "ReduceSum", "ReduceSum-%lld %s %s %s", (long long)v->opset, dname(d),
+             shape_str(sx, sizeof sx, v->rank, v->dims), v->what);
+  if (is_float_type(d))
+    case_input(&c, "x", d, v->rank, v->dims, v->positive ? 0.0f : -1.0f, 1.0f);
+  else
+    case_int_input(&c, "x", d, v->rank, v->dims,
+                   d == ONYX_DTYPE_INT64 ? -(INT64_C(1) << 40) : -1000,
+                   d == ONYX_DTYPE_INT64 ? INT64_C(1) << 40 : 1000, false);
+  bool axes_input = v->opset >= 13 && v->axes != NULL;
+  if (axes_input) mb_init_ints(c.m, "axes", v->axes, v->axes_count);
+  const char *in[] = {"x", "axes"}, *out[] = {"y"};
+  mb_node *n = mb_add_node(c.m, "ReduceSum", "", in, axes_input ? 2 : 1, out, 1);
+  if (v->opset < 13 && v->axes != NULL) mb_attr_ints(n, "axes", v->axes, v->axes_count);
+  if (v->keepdims >= 0) mb_attr_int(n, "keepdims", v->keepdims);
+  if (v->noop >= 0) mb_attr_int(n, "noop_with_empty_axes", v->noop);
+  mb_output(c.m, "y", d);
+  /* Sums of many terms differ in their last bits with the order of accumulation. */
+  int64_t count = 1;
+  for (uint32_t i = 0; i < v->rank; ++i) count *= v->dims[i];
+  c.tol_scale = count >= 1000 ? 4.0 : count > 64 ? 2.0 : 1.0;
+  case_run(&c);
+}
+
+static void reduce_cases(void) {
+  static const int64_t ax1[] = {1}, axm1[] = {-1}, ax02[] = {0, 2}, axm3m1[] = {-3, -1},
+                       ax0[] = {0}, none[] = {0};
+  static const reduce_variant v[] = {
+      {11, 3, {3, 5, 7}, ax1, 1, -1, -1, false, "axes=[1] (attr), keepdims default"},
+      {11, 3, {3, 5, 7}, axm1, 1, 0, -1, false, "axes=[-1] (attr), keepdims 0"},
+      {11, 4, {2, 3, 4, 5}, ax02, 2, 1, -1, false, "axes=[0,2] (attr), keepdims 1"},
+      {11, 4, {2, 3, 4, 5}, NULL, 0, 0, -1, false, "no axes (all), keepdims 0"},
+      {13, 3, {3, 5, 7}, ax1, 1, 0, -1, false, "axes=[1], keepdims 0"},
+      {13, 3, {3, 5, 7}, axm1, 1, 1, -1, false, "axes=[-1], keepdims 1"},
+      {13, 4, {2, 3, 4, 5}, ax02, 2, 0, -1, false, "axes=[0,2], keepdims 0"},
+      {13, 4, {2, 3, 4, 5}, axm3m1, 2, 1, -1, false, "axes=[-3,-1], keepdims 1"},
+      {13, 4, {2, 3, 4, 5}, NULL, 0, -1, -1, false, "no axes input (all), keepdims default"},
+      {13, 4, {2, 3, 4, 5}, none, 0, 0, 0, false, "axes=[] (all), keepdims 0"},
+      {13, 3, {3, 5, 7}, none, 0, 1, 1, false, "axes=[], noop_with_empty_axes 1"},
+      {13, 2, {4, 3000}, ax1, 1, 0, -1, true, "axes=[1], rows of 3000"},
+      {13, 2, {512, 6}, ax0, 1, 1, -1, true, "axes=[0], strided columns of 512"},
+  };
+  static const uint32_t types[] = {ONYX_DTYPE_FLOAT32, ONYX_DTYPE_FLOAT16, ONYX_DTYPE_BFLOAT16,
+                                   ONYX_DTYPE_INT32, ONYX_DTYPE_INT64};
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; ++t)
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; ++i) reduce_case(types[t], &v[i]);
+}
+
+/* A decoder's attention-mask arithmetic: seqlens_k = Cast<int32>(ReduceSum(mask, 1) - 1)
+ * on an int64 (1, T) mask of 0s and 1s. All three nodes must be on the provider under
+ * test, so that the chain needs no transfer between them. */
+static void decoder_mask_cases(void) {
+  static const struct {
+    int64_t t;
+    int keepdims;
+  } v[] = {{1, 0}, {37, 0}, {300, 1}};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; ++i) {
+    ocase c;
+    int64_t dims[] = {1, v[i].t}, ax1[] = {1}, one = 1;
+    case_begin(&c, 14, "ReduceSum",
+               "mask int64 [1,%lld]: ReduceSum(axis 1, keepdims %d) - 1 -> int32",
+               (long long)v[i].t, v[i].keepdims);
+    c.all_nodes = true;
+    case_int_input(&c, "mask", ONYX_DTYPE_INT64, 2, dims, 0, 1, false);
+    mb_init_ints(c.m, "axes", ax1, 1);
+    mb_initializer(c.m, "one", ONYX_DTYPE_INT64, 0, NULL, &one, sizeof one);
+    const char *r_in[] = {"mask", "axes"}, *r_out[] = {"len"};
+    mb_attr_int(mb_add_node(c.m, "ReduceSum", "", r_in, 2, r_out, 1), "keepdims", v[i].keepdims);
+    const char *s_in[] = {"len", "one"}, *s_out[] = {"last"};
+    mb_add_node(c.m, "Sub", "", s_in, 2, s_out, 1);
+    const char *c_in[] = {"last"}, *c_out[] = {"seqlens_k"};
+    mb_attr_int(mb_add_node(c.m, "Cast", "", c_in, 1, c_out, 1), "to", ONYX_DTYPE_INT32);
+    mb_output(c.m, "seqlens_k", ONYX_DTYPE_INT32);
+    case_run(&c);
+  }
+}
+
+/* Cast and CastLike from int32, int64 and bool to the float types, the int types and
+ * bool. Values in [-3000, 3000] (past float16's exact integers, so rounding is seen),
+ * or [-2, 2] when the target is bool (zeros common). */
+static void int_cast_cases(void) {
+  static const uint32_t from[] = {ONYX_DTYPE_INT32, ONYX_DTYPE_INT64, ONYX_DTYPE_BOOL};
+  static const uint32_t to[] = {ONYX_DTYPE_FLOAT32, ONYX_DTYPE_FLOAT16, ONYX_DTYPE_BFLOAT16,
+                                ONYX_DTYPE_INT32,   ONYX_DTYPE_INT64,   ONYX_DTYPE_BOOL};
+  int64_t dims[] = {2, 3, 17}, like[] = {2};
+  for (int castlike = 0; castlike < 2; ++castlike) {
+    const char *op = castlike ? "CastLike" : "Cast";
+    for (size_t f = 0; f < sizeof from / sizeof from[0]; ++f) {
+      for (size_t t = 0; t < sizeof to / sizeof to[0]; ++t) {
+        ocase c;
+        case_begin(&c, castlike ? 15 : 13, op, "%s %s -> %s", op, dname(from[f]), dname(to[t]));
+        int64_t r = to[t] == ONYX_DTYPE_BOOL ? 2 : 3000;
+        bool is_bool = from[f] == ONYX_DTYPE_BOOL;
+        case_int_input(&c, "x", from[f], 3, dims, is_bool ? 0 : -r, is_bool ? 1 : r, false);
+        const char *in[] = {"x", "like"}, *out[] = {"y"};
+        if (castlike) {
+          case_any_input(&c, "like", to[t], 1, like);
+          mb_add_node(c.m, "CastLike", "", in, 2, out, 1);
+        } else {
+          mb_attr_int(mb_add_node(c.m, "Cast", "", in, 1, out, 1), "to", to[t]);
+        }
+        mb_output(c.m, "y", to[t]);
+        case_run(&c);
+      }
+    }
+  }
+  /* int64 past int32's range: narrowing keeps the low bits; float32 rounds. */
+  static const uint32_t wide_to[] = {ONYX_DTYPE_INT32, ONYX_DTYPE_FLOAT32};
+  for (size_t t = 0; t < 2; ++t) {
+    ocase c;
+    case_begin(&c, 13, "Cast", "Cast int64 -> %s, values to 2^40", dname(wide_to[t]));
+    case_int_input(&c, "x", ONYX_DTYPE_INT64, 3, dims, -(INT64_C(1) << 40), INT64_C(1) << 40,
+                   false);
+    const char *in[] = {"x"}, *out[] = {"y"};
+    mb_attr_int(mb_add_node(c.m, "Cast", "", in, 1, out, 1), "to", wide_to[t]);
+    mb_output(c.m, "y", wide_to[t]);
+    case_run(&c);
+  }
+}
+
 static void norm_cases(void) {
   uint32_t d;
   FOR_FLOATS(d) {
@@ -623,6 +887,10 @@ int main(int argc, char **argv) {
   norm_cases();
   rotary_cases();
   chain_cases();
+  int_elementwise_cases();
+  reduce_cases();
+  decoder_mask_cases();
+  int_cast_cases();
   printf("consistency: %d passed, %d failed, %d without a reference (seed %llu)\n", g.passed,
          g.failed, g.no_reference, (unsigned long long)g.first_seed);
   /* Everything the runs allocated must be back with the governor. */
