@@ -2,9 +2,12 @@
  * onyx-run: run a model, an ONNX backend test directory, or a folder of them.
  *
  *   onyx-run [--config plugins.ini] [--placement] [--plan] [--memory] [--rtol R]
- *            [--atol A] [--bench N] [--conformance] [--skip FILE] [-q] PATH...
+ *            [--atol A] [--bench N] [--graphs] [--conformance] [--skip FILE] [-q] PATH...
  *
- * --bench N times N runs of each data set after checking it (median and best).
+ * --bench N times N runs of each data set after checking it, or of a model file's
+ * random inputs (median and best).
+ * --graphs asks those runs to be recorded once as a device graph and replayed
+ * (docs/graphs.md) and says what happened.
  * --writable a,b lets kernels update those inputs in place and return them as outputs
  * (a shared past/present KV buffer), as a decoder loop does.
  *
@@ -32,6 +35,7 @@ typedef struct options {
   bool placement, memory, conformance, quiet, plan;
   double rtol, atol;    /* < 0: the dtype's default */
   int bench;            /* > 0: time this many runs of each data set after checking it */
+  bool graphs;          /* the timed runs ask for device graphs */
   const char *writable; /* comma-separated input names kernels may update in place */
   const char *skip_file;
 } options;
@@ -162,7 +166,9 @@ static int cmp_double(const void *a, const void *b) {
 
 /* Times `runs` runs (after two warm-up runs) and prints the median and the best. */
 static void bench_runs(onyx_session *s, const run_setup *rs, const onyx_tensor *inputs, size_t nin,
-                       size_t nout, int runs) {
+                       size_t nout, int runs, bool graphs) {
+  onyx_run_options ro = rs->ro;
+  ro.capture_graph = graphs;
   double *ms = calloc((size_t)runs, sizeof *ms);
   onyx_tensor *outs = calloc(nout + 1, sizeof *outs);
   if (ms == NULL || outs == NULL) {
@@ -174,7 +180,7 @@ static void bench_runs(onyx_session *s, const run_setup *rs, const onyx_tensor *
   for (int r = -2; r < runs; ++r) {
     onyx_error *e = NULL;
     double t0 = now_s();
-    if (onyx_session_run(s, &rs->ro, inputs, nin, outs, &e) != ONYX_STATUS_OK) {
+    if (onyx_session_run(s, &ro, inputs, nin, outs, &e) != ONYX_STATUS_OK) {
       fprintf(stderr, "bench: %s\n", onyx_error_message(e));
       onyx_error_free(e);
       break;
@@ -186,6 +192,14 @@ static void bench_runs(onyx_session *s, const run_setup *rs, const onyx_tensor *
   if (done > 0) {
     qsort(ms, (size_t)done, sizeof *ms, cmp_double);
     printf("bench: median %.4f ms, best %.4f ms over %d runs\n", ms[done / 2], ms[0], done);
+  }
+  if (graphs) {
+    onyx_graph_stats g = {.struct_size = sizeof g};
+    onyx_session_graph_stats(s, &g);
+    printf("bench: device graphs %s: %llu captures, %llu replays, %llu refusals%s%s\n",
+           g.available ? "available" : "not available", (unsigned long long)g.captures,
+           (unsigned long long)g.replays, (unsigned long long)g.refusals,
+           g.last_refusal[0] ? ": " : "", g.last_refusal);
   }
   free(ms);
   free(outs);
@@ -249,7 +263,7 @@ static bool run_data_set(onyx_session *s, const char *set_dir, const options *o)
       }
     }
   }
-  if (ran && o->bench > 0) bench_runs(s, &rs, inputs, nin, nout, o->bench);
+  if (ran && o->bench > 0) bench_runs(s, &rs, inputs, nin, nout, o->bench, o->graphs);
   if (ran) free_outputs(&rs, gots, nout);
   for (size_t i = 0; i < nin; ++i) free(inputs[i].data);
   for (size_t i = 0; i < nout; ++i) free(wants[i].data);
@@ -365,6 +379,11 @@ static int run_model(onyx_runtime *rt, const char *path, const options *o) {
       printf("%s: ran in %.3f ms\n", path, ms);
     }
   }
+  run_setup rs;
+  if (ok && o->bench > 0 && run_setup_init(&rs, s, o)) {
+    bench_runs(s, &rs, inputs, nin, nout, o->bench, o->graphs);
+    run_setup_free(&rs);
+  }
   for (size_t i = 0; inputs && i < nin; ++i) free(inputs[i].data);
   free(inputs);
   free(outs);
@@ -423,11 +442,10 @@ static const char *default_config(void) {
 }
 
 static void usage(void) {
-  fprintf(
-      stderr,
-      "usage: onyx-run [--config plugins.ini] [--placement] [--plan] [--memory] [--rtol R]\n"
-      "                [--atol A] [--bench N] [--writable NAMES] [--conformance] [--skip FILE]\n"
-      "                [-q] PATH...\n");
+  fprintf(stderr,
+          "usage: onyx-run [--config plugins.ini] [--placement] [--plan] [--memory] [--rtol R]\n"
+          "                [--atol A] [--bench N] [--graphs] [--writable NAMES] [--conformance]\n"
+          "                [--skip FILE] [-q] PATH...\n");
 }
 
 int main(int argc, char **argv) {
@@ -444,6 +462,8 @@ int main(int argc, char **argv) {
       o.memory = true;
     else if (!strcmp(a, "--plan"))
       o.plan = true;
+    else if (!strcmp(a, "--graphs"))
+      o.graphs = true;
     else if (!strcmp(a, "--bench") && has_val)
       o.bench = atoi(argv[++i]);
     else if (!strcmp(a, "--writable") && has_val)
