@@ -12,6 +12,10 @@
  * onyx_session_release_graphs. Growth in place keeps the address and the shape, so
  * the graph stays valid. A key that cannot be recorded (a host node reads data the
  * device computes, a kernel syncs) is remembered as refused and runs plainly.
+ *
+ * A graph's memory is a cache: the session registers as a governor holder of its
+ * device tier, lowest priority, so a request that would otherwise be refused first
+ * takes back the memory of the least recently used graphs.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +46,8 @@ typedef struct graph_entry {
 } graph_entry;
 
 typedef struct onyx__graph_cache {
-  onyx__provider *provider; /* the device provider that records, NULL: none */
+  onyx__provider *provider;  /* the device provider that records, NULL: none */
+  onyx_gov_holder_id holder; /* reclaims graphs' memory (id 0: not registered yet) */
   graph_entry *entries[GRAPH_CACHE_MAX];
   uint64_t clock;
   onyx_graph_stats stats;
@@ -92,6 +97,46 @@ static void entry_drop(onyx_session *s, onyx__graph_cache *c, size_t i) {
   if (c->entries[i]->state == ENTRY_RECORDED) c->stats.invalidations++;
   entry_free(s, c, c->entries[i]);
   c->entries[i] = NULL;
+}
+
+/* The governor asks for memory back: recorded graphs go, least recently used first
+ * (a dropped key is measured and recorded again when it comes back). */
+static uint64_t reclaim(void *user, onyx_gov *gov, onyx_gov_tier tier, uint64_t wanted) {
+  (void)gov;
+  (void)tier;
+  onyx_session *s = user;
+  onyx__graph_cache *c = s->graphs;
+  uint64_t freed = 0;
+  while (freed < wanted) {
+    size_t pick = GRAPH_CACHE_MAX;
+    for (size_t k = 0; k < GRAPH_CACHE_MAX; ++k) {
+      const graph_entry *e = c->entries[k];
+      if (e && e->state == ENTRY_RECORDED && e->held &&
+          (pick == GRAPH_CACHE_MAX || e->last_used < c->entries[pick]->last_used))
+        pick = k;
+    }
+    if (pick == GRAPH_CACHE_MAX) break;
+    freed += c->entries[pick]->held;
+    entry_free(s, c, c->entries[pick]);
+    c->entries[pick] = NULL;
+    c->stats.reclaims++;
+  }
+  return freed;
+}
+
+/* Offers a recorded graph's memory to the governor for reclaim. Failing that, the
+ * graph simply keeps its memory until it is dropped. */
+static void offer_for_reclaim(onyx_session *s, onyx__graph_cache *c, const graph_entry *e) {
+  onyx__memory *mem = s->runtime->memory;
+  if (c->holder.id == 0 &&
+      onyx_gov_holder_register(
+          onyx__memory_governor(mem), (onyx_gov_tier)onyx__memory_tier_of(mem, c->provider), 0,
+          "device graphs (a cache: dropped first)", reclaim, s, &c->holder) != ONYX_STATUS_OK) {
+    c->holder.id = 0;
+    return;
+  }
+  if (e->act_block) (void)onyx__memory_adopt(mem, e->act_block, c->holder);
+  if (e->ws_block) (void)onyx__memory_adopt(mem, e->ws_block, c->holder);
 }
 
 static bool same_geometry(const onyx_tensor *a, const onyx_tensor *b) {
@@ -355,6 +400,7 @@ static onyx_status record(onyx_session *s, onyx__graph_cache *c, graph_entry *e,
     e->graph = h.graph;
     e->state = ENTRY_RECORDED;
     c->stats.captures++;
+    offer_for_reclaim(s, c, e);
     /* A SESSION block that moved leaves the other graphs pointing at freed memory. */
     for (size_t k = 0; h.session_grew && k < GRAPH_CACHE_MAX; ++k)
       if (c->entries[k] && c->entries[k] != e && c->entries[k]->state == ENTRY_RECORDED)
@@ -408,6 +454,8 @@ onyx_status onyx__graphs_run(onyx_session *s, const onyx_run_options *o, const o
 void onyx__graphs_free(onyx_session *s) {
   onyx__graph_cache *c = s->graphs;
   if (c == NULL) return;
+  if (c->holder.id)
+    (void)onyx_gov_holder_unregister(onyx__memory_governor(s->runtime->memory), c->holder);
   for (size_t k = 0; k < GRAPH_CACHE_MAX; ++k) entry_free(s, c, c->entries[k]);
   free(c);
   s->graphs = NULL;

@@ -336,6 +336,28 @@ void onyx__memory_free(onyx__memory *m, void *ptr) {
   onyx__log(ONYX_LOG_ERROR, "memory: free of %p, which the core did not allocate", ptr);
 }
 
+onyx_status onyx__memory_adopt(onyx__memory *m, void *ptr, onyx_gov_holder_id holder) {
+  if (m == NULL || ptr == NULL) return ONYX_STATUS_INVALID_ARGUMENT;
+  pthread_mutex_lock(&m->lock);
+  allocation found = {0};
+  size_t h = hash_ptr(ptr, m->capacity);
+  for (size_t probes = 0; m->capacity && probes < m->capacity;
+       ++probes, h = (h + 1) & (m->capacity - 1)) {
+    if (m->slots[h].ptr == NULL) break;
+    if (m->slots[h].ptr == ptr) {
+      found = m->slots[h];
+      break;
+    }
+  }
+  pthread_mutex_unlock(&m->lock);
+  if (found.ptr == NULL) return ONYX_STATUS_NOT_FOUND;
+  onyx_status st = ONYX_STATUS_OK;
+  if (found.parts == NULL) st = onyx_gov_holder_adopt(m->gov, holder, found.grant);
+  for (uint32_t k = 0; k < found.part_count && st == ONYX_STATUS_OK; ++k)
+    st = onyx_gov_holder_adopt(m->gov, holder, found.parts[k]);
+  return st;
+}
+
 void onyx__memory_usage(const onyx__memory *m, uint64_t used[ONYX_REQUESTER_COUNT_],
                         uint64_t peak[ONYX_REQUESTER_COUNT_]) {
   for (int r = 0; r < ONYX_REQUESTER_COUNT_; ++r) {

@@ -12,6 +12,7 @@
 
 #include "config_impl.h"
 #include "onyx_abi.h"
+#include "onyx_governor.h"
 
 struct onyx__provider;
 typedef struct onyx__memory onyx__memory;
@@ -49,6 +50,11 @@ onyx_status onyx__memory_alloc_parts(onyx__memory *memory, struct onyx__provider
                                      uint32_t requester, uint32_t alignment,
                                      const onyx__memory_part *parts, size_t part_count,
                                      void **out_ptr, char *err, size_t err_cap);
+
+/* Lets `holder` reclaim the block at `ptr` (every grant booking it): the governor
+ * may then ask the holder to free it under pressure. NOT_FOUND for a pointer the core
+ * did not allocate. */
+onyx_status onyx__memory_adopt(onyx__memory *memory, void *ptr, onyx_gov_holder_id holder);
 
 /* Bytes in use and the peak, per requester, summed over tiers. */
 void onyx__memory_usage(const onyx__memory *memory, uint64_t used[ONYX_REQUESTER_COUNT_],

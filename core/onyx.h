@@ -142,6 +142,8 @@ typedef struct onyx_graph_stats {
   uint64_t invalidations;   /* graphs dropped because a device input they baked in moved
                              * or changed shape (a KV cache grown by copy), or released */
   uint64_t refusals;        /* geometries that could not be recorded (they run as usual) */
+  uint64_t reclaims;        /* graphs dropped to give their memory back to the governor (their
+                             * memory is a cache, reclaimed before any other) */
   uint64_t held_bytes;      /* device memory the live graphs hold: their activations,
                              * step workspace and staged inputs */
   const char *last_refusal; /* why the last refusal happened, "" when none; owned by

@@ -6,8 +6,8 @@
  * compute being called. A device input that moves invalidates the graph. A step
  * whose host side reads device data, or a kernel a capture cannot record, is
  * refused with the reason and runs node by node with the right results. Nothing
- * stays booked after the session, and a cancelled recording leaves the key for the
- * next run.
+ * stays booked after the session, a cancelled recording leaves the key for the next
+ * run, and a graph's memory is the first the governor takes back under pressure.
  */
 #include <dlfcn.h>
 #include <setjmp.h>
@@ -53,10 +53,13 @@ static int teardown(void **state) {
   return 0;
 }
 
-static onyx_runtime *runtime(void) {
-  char ini[2048];
-  snprintf(ini, sizeof ini, "[provider.fake]\npath = %s\n[provider.cpu]\npath = %s\n", FAKE_DEVICE,
-           CPU_PROVIDER);
+/* `fake_limit`: the fake device tier's byte limit, 0 for its default. */
+static onyx_runtime *runtime_limited(uint64_t fake_limit) {
+  char ini[2048], limit[64] = "";
+  if (fake_limit)
+    snprintf(limit, sizeof limit, "memory_limit = %llu\n", (unsigned long long)fake_limit);
+  snprintf(ini, sizeof ini, "[provider.fake]\npath = %s\n%s[provider.cpu]\npath = %s\n",
+           FAKE_DEVICE, limit, CPU_PROVIDER);
   char *path = write_temp_file(".ini", ini);
   assert_non_null(path);
   onyx_error *e = NULL;
@@ -68,6 +71,8 @@ static onyx_runtime *runtime(void) {
   assert_int_equal(st, ONYX_STATUS_OK);
   return rt;
 }
+
+static onyx_runtime *runtime(void) { return runtime_limited(0); }
 
 static onyx_session *session(onyx_runtime *rt, const char *model) {
   char path[1024];
@@ -332,6 +337,51 @@ static void cancelled_recording_keeps_the_key(void **state) {
   onyx_runtime_destroy(rt);
 }
 
+/* A request that would not fit beside a graph takes the graph's memory first. */
+static void graph_memory_is_reclaimed_first(void **state) {
+  (void)state;
+  /* 1 MiB for the KV cache below plus 1 KiB: less than the graph holds. */
+  onyx_runtime *rt = runtime_limited((1u << 20) + 1024);
+  onyx_session *s = session(rt, "fake_graph.onnx");
+  void *kv = device_buffer(0.0f);
+  for (int k = 0; k < 3; ++k) step(s, kv, (float)k, true);
+  onyx_graph_stats g = graph_stats(s);
+  assert_int_equal(g.captures, 1);
+  assert_true(g.held_bytes > 1024);
+
+  onyx_kv_cache_options ko = {.struct_size = sizeof ko,
+                              .layers = 1,
+                              .batch = 1,
+                              .kv_heads = 1,
+                              .head_size = 64,
+                              .dtype = ONYX_DTYPE_FLOAT32,
+                              .max_length = 2048,
+                              .growth = ONYX_KV_GROWTH_REALLOC,
+                              .provider = "fake"};
+  onyx_kv_cache *cache = NULL;
+  onyx_error *e = NULL;
+  assert_int_equal(onyx_kv_cache_create(rt, &ko, &cache, &e), ONYX_STATUS_OK);
+  onyx_status st = onyx_kv_cache_reserve(cache, 2048, &e); /* 2 × 512 KiB */
+  if (st != ONYX_STATUS_OK) print_message("reserve: %s\n", onyx_error_message(e));
+  onyx_error_free(e);
+  assert_int_equal(st, ONYX_STATUS_OK);
+  g = graph_stats(s);
+  assert_int_equal(g.reclaims, 1);
+  assert_int_equal(g.held_bytes, 0);
+  assert_int_equal(g.invalidations, 0);
+  assert_int_equal(stats().live_graphs, 0);
+  onyx_kv_cache_destroy(cache);
+
+  step(s, kv, 5.0f, true); /* measured again */
+  step(s, kv, 6.0f, true); /* and recorded */
+  assert_int_equal(graph_stats(s).captures, 2);
+  assert_float_equal(device_value(kv), 5.0f, 0.0f);
+  onyx_session_destroy(s);
+  g_table->device_free(NULL, kv);
+  assert_nothing_booked(rt);
+  onyx_runtime_destroy(rt);
+}
+
 /* A caller built against the header before capture_graph runs plainly. */
 static void older_options_struct_never_captures(void **state) {
   (void)state;
@@ -359,6 +409,7 @@ int main(void) {
       cmocka_unit_test(host_reading_device_data_is_refused),
       cmocka_unit_test(uncapturable_kernel_is_refused),
       cmocka_unit_test(cancelled_recording_keeps_the_key),
+      cmocka_unit_test(graph_memory_is_reclaimed_first),
       cmocka_unit_test(older_options_struct_never_captures),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
