@@ -462,11 +462,12 @@ int main(int argc, char **argv) {
       printf("device graphs: off (%s)\n",
              o.graphs ? "no device provider here records graphs" : "--graphs off");
     else
-      printf("device graphs: %llu captures, %llu replays, %llu invalidations, %llu refusals%s%s, "
-             "%llu bytes held\n",
+      printf("device graphs: %llu captures, %llu replays, %llu invalidations, %llu reclaims, "
+             "%llu refusals%s%s, %llu bytes held\n",
              (unsigned long long)gs.captures, (unsigned long long)gs.replays,
-             (unsigned long long)gs.invalidations, (unsigned long long)gs.refusals,
-             gs.last_refusal[0] ? ": " : "", gs.last_refusal, (unsigned long long)gs.held_bytes);
+             (unsigned long long)gs.invalidations, (unsigned long long)gs.reclaims,
+             (unsigned long long)gs.refusals, gs.last_refusal[0] ? ": " : "", gs.last_refusal,
+             (unsigned long long)gs.held_bytes);
   }
   if (sampler_ready) sampler_free(&smp);
   free(generated);
