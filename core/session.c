@@ -110,6 +110,7 @@ static onyx_status finish_create(onyx_runtime *rt, onyx__graph *g,
   onyx__infer_dtypes(g, s->dtypes);
   compute_last_use(s);
   onyx_status st = onyx__place_nodes(s, err, sizeof err);
+  if (st == ONYX_STATUS_OK) st = onyx__upload_device_weights(s, err, sizeof err);
   if (st != ONYX_STATUS_OK) {
     onyx_session_destroy(s);
     return onyx__error_set(out_error, st, err);

@@ -43,6 +43,10 @@ const char *onyx__dtype_str(uint32_t dtype);
 onyx_status onyx__check_inputs(const onyx_session *session, const onyx_tensor *inputs, size_t count,
                                char *err, size_t err_cap);
 
+/* Copies every initializer a device kernel reads as data to that device, once, booked
+ * as weights there (device_inits). On failure `err` names the node and initializer. */
+onyx_status onyx__upload_device_weights(onyx_session *session, char *err, size_t err_cap);
+
 /* Frees what placement created (NULL-safe arrays). */
 void onyx__unplace_nodes(onyx_session *session);
 

@@ -4,7 +4,8 @@
  * keep an input on the host (or bring a device value back), never to the device; a
  * table that predates the field moves it like any other input; a graph split across
  * cpu and the device gives the right outputs and leaves no byte booked; a kernel may
- * not alias an output to a copy made for its call.
+ * not alias an output to a copy made for its call; weights a device kernel reads are
+ * on the device once the session exists, and refused then when they do not fit.
  */
 #include <dlfcn.h>
 #include <setjmp.h>
@@ -45,6 +46,8 @@ static int teardown(void **state) {
   return 0;
 }
 
+static onyx_runtime *runtime_ini(const char *ini);
+
 static onyx_runtime *runtime(bool with_cpu) {
   char ini[2048];
   if (with_cpu)
@@ -52,6 +55,10 @@ static onyx_runtime *runtime(bool with_cpu) {
              FAKE_DEVICE, CPU_PROVIDER);
   else
     snprintf(ini, sizeof ini, "[provider.fake]\npath = %s\n", FAKE_DEVICE);
+  return runtime_ini(ini);
+}
+
+static onyx_runtime *runtime_ini(const char *ini) {
   char *path = write_temp_file(".ini", ini);
   assert_non_null(path);
   onyx_error *e = NULL;
@@ -246,6 +253,49 @@ static void alias_to_a_moved_input_is_refused(void **state) {
   onyx_runtime_destroy(rt);
 }
 
+/* 64 × 64 float32 weights: 16 KiB on the host (the loaded model) and on the device. */
+static void weights_reach_the_device_at_creation(void **state) {
+  (void)state;
+  onyx_runtime *rt = runtime(false);
+  onyx_fake_device_stats before = stats();
+  onyx_session *s = session(rt, "fake_weights.onnx");
+  onyx_fake_device_stats after = stats();
+  assert_int_equal(after.copies_h2d - before.copies_h2d, 1);
+  uint64_t used[ONYX_REQUESTER_COUNT_];
+  onyx_runtime_memory_usage(rt, used, NULL);
+  assert_int_equal(used[ONYX_REQUESTER_WEIGHTS], 2 * 16384);
+  onyx_tensor out;
+  before = stats();
+  assert_int_equal(run(s, NULL, NULL, 0, &out), ONYX_STATUS_OK);
+  after = stats();
+  assert_int_equal(after.copies_h2d, before.copies_h2d); /* not copied again */
+  assert_float_equal(((float *)out.data)[1], 2.0f * 0.25f * -2.0f, 0.0f);
+  onyx_tensor_data_free(out.data);
+  onyx_session_destroy(s);
+  assert_nothing_booked(rt);
+  onyx_runtime_destroy(rt);
+}
+
+static void weights_that_do_not_fit_refuse_the_session(void **state) {
+  (void)state;
+  char ini[2048];
+  snprintf(ini, sizeof ini, "[provider.fake]\npath = %s\nmemory_limit = 8KiB\n", FAKE_DEVICE);
+  onyx_runtime *rt = runtime_ini(ini);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/fake_weights.onnx", MODELS_DIR);
+  onyx_session *s = NULL;
+  onyx_error *e = NULL;
+  assert_int_equal(onyx_session_create(rt, path, NULL, &s, &e), ONYX_STATUS_TIER_EXHAUSTED);
+  const char *msg = onyx_error_message(e);
+  print_message("refused: %s\n", msg);
+  assert_non_null(strstr(msg, "initializer 'w'"));
+  assert_non_null(strstr(msg, "16384"));
+  assert_null(s);
+  onyx_error_free(e);
+  assert_nothing_booked(rt);
+  onyx_runtime_destroy(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(host_input_stays_in_the_callers_buffer),
@@ -253,6 +303,8 @@ int main(void) {
       cmocka_unit_test(old_table_moves_the_input),
       cmocka_unit_test(split_across_cpu_and_device),
       cmocka_unit_test(alias_to_a_moved_input_is_refused),
+      cmocka_unit_test(weights_reach_the_device_at_creation),
+      cmocka_unit_test(weights_that_do_not_fit_refuse_the_session),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

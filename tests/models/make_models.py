@@ -116,3 +116,8 @@ save(helper.make_graph([helper.make_node("Twice", ["x"], ["t"], domain="onyx.fak
                         helper.make_node("Legacy", ["t"], ["y"], domain="onyx.fake",
                                          name="legacy")],
                        "fake_legacy", [xf], [yf]), "fake_legacy.onnx", FAKE)
+# Weights read by a device kernel: copied to the device when the session is created.
+wf = helper.make_tensor("w", TensorProto.FLOAT, [64, 64], [0.25 * ((i % 7) - 3) for i in range(4096)])
+save(helper.make_graph([helper.make_node("Twice", ["w"], ["y"], domain="onyx.fake")],
+                       "fake_weights", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64])],
+                       initializer=[wf]), "fake_weights.onnx", FAKE)
