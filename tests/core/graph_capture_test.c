@@ -9,7 +9,6 @@
  * stays booked after the session, a cancelled recording leaves the key for the next
  * run, and a graph's memory is the first the governor takes back under pressure.
  */
-#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,41 +16,7 @@
 
 #include <cmocka.h>
 
-#include "fake_device.h"
-#include "onyx.h"
-#include "test_support.h"
-
-static onyx_fake_device_stats_fn g_stats_get;
-static const onyx_provider_table *g_table;
-static void *g_lib;
-
-static onyx_fake_device_stats stats(void) {
-  onyx_fake_device_stats s;
-  g_stats_get(&s);
-  return s;
-}
-
-static int setup(void **state) {
-  (void)state;
-  /* The same instance the runtime will dlopen (one library, one set of counters). */
-  g_lib = dlopen(FAKE_DEVICE, RTLD_NOW | RTLD_LOCAL);
-  if (g_lib == NULL) {
-    fprintf(stderr, "dlopen %s: %s\n", FAKE_DEVICE, dlerror());
-    return -1;
-  }
-  *(void **)&g_stats_get = dlsym(g_lib, ONYX_FAKE_DEVICE_STATS_SYMBOL);
-  onyx_provider_entry_fn entry;
-  *(void **)&entry = dlsym(g_lib, ONYX_PROVIDER_ENTRY_SYMBOL);
-  uint32_t abi = 0;
-  if (entry == NULL || entry(ONYX_ABI_VERSION, &abi, &g_table) != ONYX_STATUS_OK) return -1;
-  return g_stats_get ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  if (g_lib) dlclose(g_lib);
-  return 0;
-}
+#include "fake_session.h"
 
 /* `fake_limit`: the fake device tier's byte limit, 0 for its default. */
 static onyx_runtime *runtime_limited(uint64_t fake_limit) {
@@ -60,56 +25,15 @@ static onyx_runtime *runtime_limited(uint64_t fake_limit) {
     snprintf(limit, sizeof limit, "memory_limit = %llu\n", (unsigned long long)fake_limit);
   snprintf(ini, sizeof ini, "[provider.fake]\npath = %s\n%s[provider.cpu]\npath = %s\n",
            FAKE_DEVICE, limit, CPU_PROVIDER);
-  char *path = write_temp_file(".ini", ini);
-  assert_non_null(path);
-  onyx_error *e = NULL;
-  onyx_runtime *rt = NULL;
-  onyx_status st = onyx_runtime_create(path, &rt, &e);
-  if (st != ONYX_STATUS_OK) print_message("runtime: %s\n", onyx_error_message(e));
-  onyx_error_free(e);
-  remove_temp_file(path);
-  assert_int_equal(st, ONYX_STATUS_OK);
-  return rt;
+  return runtime_ini(ini);
 }
 
 static onyx_runtime *runtime(void) { return runtime_limited(0); }
-
-static onyx_session *session(onyx_runtime *rt, const char *model) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", MODELS_DIR, model);
-  onyx_session *s = NULL;
-  onyx_error *e = NULL;
-  onyx_status st = onyx_session_create(rt, path, NULL, &s, &e);
-  if (st != ONYX_STATUS_OK) print_message("session: %s\n", onyx_error_message(e));
-  onyx_error_free(e);
-  assert_int_equal(st, ONYX_STATUS_OK);
-  return s;
-}
-
-static onyx_status run(onyx_session *s, const onyx_run_options *ro, const onyx_tensor *in, size_t n,
-                       onyx_tensor *out) {
-  onyx_error *e = NULL;
-  onyx_status st = onyx_session_run(s, ro, in, n, out, &e);
-  if (st != ONYX_STATUS_OK) print_message("run: %s\n", onyx_error_message(e));
-  onyx_error_free(e);
-  return st;
-}
 
 static onyx_graph_stats graph_stats(const onyx_session *s) {
   onyx_graph_stats g = {.struct_size = sizeof g};
   onyx_session_graph_stats(s, &g);
   return g;
-}
-
-static void assert_nothing_booked(const onyx_runtime *rt) {
-  uint64_t used[ONYX_REQUESTER_COUNT_];
-  onyx_runtime_memory_usage(rt, used, NULL);
-  for (int r = 0; r < ONYX_REQUESTER_COUNT_; ++r) {
-    if (used[r])
-      print_message("%s still holds %llu bytes\n", onyx_requester_name((uint32_t)r),
-                    (unsigned long long)used[r]);
-    assert_int_equal(used[r], 0);
-  }
 }
 
 /* A [2, 3] float buffer in fake device memory, filled with `v`. */
@@ -132,24 +56,28 @@ static void *device_buffer(float v) {
 
 static float device_value(void *p) { return ((const float *)p)[0]; } /* host memory in truth */
 
+/* The inputs of fake_graph.onnx: x on the host, kv (writable) on the device. */
+static const bool STEP_WRITABLE[2] = {false, true};
+
+static void step_inputs(onyx_tensor in[2], float *x, void *kv) {
+  in[0] = (onyx_tensor){.dtype = ONYX_DTYPE_FLOAT32, .rank = 2, .dims = {2, 3}, .data = x};
+  in[1] = in[0];
+  in[1].device = ONYX_DEVICE_CUDA;
+  in[1].data = kv;
+}
+
 /* One step of fake_graph.onnx: y = 4·x (Twice, then Scale by Shape(x)[0] = 2), and
  * the device buffer kv grows by one in place. Checks y for this step's x. */
 static void step(onyx_session *s, void *kv, float seed, bool capture) {
   float x[6];
   for (int i = 0; i < 6; ++i) x[i] = seed + 0.5f * (float)i;
-  bool writable[2] = {false, true}, borrowed[2] = {false, false};
+  bool borrowed[2] = {false, false};
   onyx_run_options ro = {.struct_size = sizeof ro,
-                         .writable_inputs = writable,
+                         .writable_inputs = STEP_WRITABLE,
                          .out_borrowed = borrowed,
                          .capture_graph = capture};
-  onyx_tensor in[2] = {
-      {.dtype = ONYX_DTYPE_FLOAT32, .rank = 2, .dims = {2, 3}, .data = x},
-      {.dtype = ONYX_DTYPE_FLOAT32,
-       .device = ONYX_DEVICE_CUDA,
-       .rank = 2,
-       .dims = {2, 3},
-       .data = kv},
-  };
+  onyx_tensor in[2];
+  step_inputs(in, x, kv);
   onyx_tensor out[2];
   memset(out, 0, sizeof out);
   assert_int_equal(run(s, &ro, in, 2, out), ONYX_STATUS_OK);
@@ -306,19 +234,12 @@ static void cancelled_recording_keeps_the_key(void **state) {
   void *kv = device_buffer(0.0f);
   step(s, kv, 1.0f, true);
   float x[6] = {1, 2, 3, 4, 5, 6};
-  bool writable[2] = {false, true};
   onyx_run_options ro = {.struct_size = sizeof ro,
                          .should_cancel = cancel_at_node_1,
-                         .writable_inputs = writable,
+                         .writable_inputs = STEP_WRITABLE,
                          .capture_graph = true};
-  onyx_tensor in[2] = {
-      {.dtype = ONYX_DTYPE_FLOAT32, .rank = 2, .dims = {2, 3}, .data = x},
-      {.dtype = ONYX_DTYPE_FLOAT32,
-       .device = ONYX_DEVICE_CUDA,
-       .rank = 2,
-       .dims = {2, 3},
-       .data = kv},
-  };
+  onyx_tensor in[2];
+  step_inputs(in, x, kv);
   onyx_tensor out[2];
   onyx_error *e = NULL;
   assert_int_equal(onyx_session_run(s, &ro, in, 2, out, &e), ONYX_STATUS_CANCELLED);
@@ -412,5 +333,5 @@ int main(void) {
       cmocka_unit_test(graph_memory_is_reclaimed_first),
       cmocka_unit_test(older_options_struct_never_captures),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, fake_setup, fake_teardown);
 }

@@ -7,7 +7,6 @@
  * not alias an output to a copy made for its call; weights a device kernel reads are
  * on the device once the session exists, and refused then when they do not fit.
  */
-#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,38 +14,7 @@
 
 #include <cmocka.h>
 
-#include "fake_device.h"
-#include "onyx.h"
-#include "test_support.h"
-
-static onyx_fake_device_stats_fn g_stats_get;
-static void *g_lib;
-
-static onyx_fake_device_stats stats(void) {
-  onyx_fake_device_stats s;
-  g_stats_get(&s);
-  return s;
-}
-
-static int setup(void **state) {
-  (void)state;
-  /* The same instance the runtime will dlopen (one library, one set of counters). */
-  g_lib = dlopen(FAKE_DEVICE, RTLD_NOW | RTLD_LOCAL);
-  if (g_lib == NULL) {
-    fprintf(stderr, "dlopen %s: %s\n", FAKE_DEVICE, dlerror());
-    return -1;
-  }
-  *(void **)&g_stats_get = dlsym(g_lib, ONYX_FAKE_DEVICE_STATS_SYMBOL);
-  return g_stats_get ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  if (g_lib) dlclose(g_lib);
-  return 0;
-}
-
-static onyx_runtime *runtime_ini(const char *ini);
+#include "fake_session.h"
 
 static onyx_runtime *runtime(bool with_cpu) {
   char ini[2048];
@@ -56,51 +24,6 @@ static onyx_runtime *runtime(bool with_cpu) {
   else
     snprintf(ini, sizeof ini, "[provider.fake]\npath = %s\n", FAKE_DEVICE);
   return runtime_ini(ini);
-}
-
-static onyx_runtime *runtime_ini(const char *ini) {
-  char *path = write_temp_file(".ini", ini);
-  assert_non_null(path);
-  onyx_error *e = NULL;
-  onyx_runtime *rt = NULL;
-  onyx_status st = onyx_runtime_create(path, &rt, &e);
-  if (st != ONYX_STATUS_OK) print_message("runtime: %s\n", onyx_error_message(e));
-  onyx_error_free(e);
-  remove_temp_file(path);
-  assert_int_equal(st, ONYX_STATUS_OK);
-  return rt;
-}
-
-static onyx_session *session(onyx_runtime *rt, const char *model) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", MODELS_DIR, model);
-  onyx_session *s = NULL;
-  onyx_error *e = NULL;
-  onyx_status st = onyx_session_create(rt, path, NULL, &s, &e);
-  if (st != ONYX_STATUS_OK) print_message("session: %s\n", onyx_error_message(e));
-  onyx_error_free(e);
-  assert_int_equal(st, ONYX_STATUS_OK);
-  return s;
-}
-
-static onyx_status run(onyx_session *s, const onyx_run_options *ro, const onyx_tensor *in, size_t n,
-                       onyx_tensor *out) {
-  onyx_error *e = NULL;
-  onyx_status st = onyx_session_run(s, ro, in, n, out, &e);
-  if (st != ONYX_STATUS_OK) print_message("run: %s\n", onyx_error_message(e));
-  onyx_error_free(e);
-  return st;
-}
-
-static void assert_nothing_booked(const onyx_runtime *rt) {
-  uint64_t used[ONYX_REQUESTER_COUNT_];
-  onyx_runtime_memory_usage(rt, used, NULL);
-  for (int r = 0; r < ONYX_REQUESTER_COUNT_; ++r) {
-    if (used[r])
-      print_message("%s still holds %llu bytes\n", onyx_requester_name((uint32_t)r),
-                    (unsigned long long)used[r]);
-    assert_int_equal(used[r], 0);
-  }
 }
 
 static const float X[6] = {1.5f, -2.0f, 3.25f, 0.5f, -0.75f, 8.0f};
@@ -306,5 +229,5 @@ int main(void) {
       cmocka_unit_test(weights_reach_the_device_at_creation),
       cmocka_unit_test(weights_that_do_not_fit_refuse_the_session),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, fake_setup, fake_teardown);
 }
