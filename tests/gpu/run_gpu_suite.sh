@@ -7,7 +7,8 @@
 #    error, so every test counted ran on the GPU), and the attention parity cases;
 # 3. generates from the tiny decoder on the CPU and with CUDA (decode steps replayed as
 #    CUDA graphs, and node by node): the tokens must agree, the KV cache must grow in
-#    place on device virtual memory, graphs must be captured and replayed;
+#    place on device virtual memory, graphs must be captured and replayed, and stay
+#    valid across in-place KV growth;
 # 4. times the CUDA attention against PyTorch SDPA (tools/torch_sdpa_gqa.py).
 # Logs go to OUT_DIR; a summary to stdout.
 set -u
@@ -62,6 +63,21 @@ done
 $b/tools/onyx-run --config "$out/cuda.ini" --placement models/tiny-decoder/model.onnx \
   >"$out/placement.log" 2>&1
 grep -E "^  (cuda|cpu): " "$out/placement.log"
+
+echo "== a decode graph across in-place KV growth (1 KiB rows: a 2 MiB granule every 2048 tokens)"
+python3 tools/decoder/make_random_decoder.py --out "$out/grow" --layers 1 --hidden 512 --heads 2 \
+  --kv-heads 1 --head-dim 256 --mlp 512 --vocab 128 >/dev/null 2>&1
+for run in "graphs --graphs on" "plain --graphs off --fixed-mask"; do
+  set -- $run
+  n=$1; shift
+  $b/tools/onyx-generate "$out/grow" --config "$out/cuda.ini" --prompt-ids 1,2,3,4 \
+    --max-new-tokens 4200 --quiet "$@" >"$out/grow_$n.log" 2>&1
+  grep -E "^(kv cache|device graphs)|onyx-generate:" "$out/grow_$n.log" | sed "s/^/grow $n: /"
+done
+[ "$(grep '^ids:' "$out/grow_graphs.log")" = "$(grep '^ids:' "$out/grow_plain.log")" ] &&
+  echo "grow: replayed tokens identical to node-by-node across the growth" ||
+  echo "grow: replayed tokens DIFFER from node-by-node"
+rm -rf "$out/grow"
 
 echo "== Qwen2.5-0.5B-shaped decoder (random float32 weights): CPU vs CUDA"
 python3 tools/decoder/make_random_decoder.py --out "$out/qwen" >/dev/null 2>&1
