@@ -31,7 +31,9 @@ static onyx_status upload(onyx_session *s, size_t v, onyx__provider *p, char *er
   onyx_tensor dst = val->init;
   dst.device = p->table->device;
   dst.data = ptr;
+  onyx__stream_enter(p);
   st = bytes ? p->table->copy(p->state, &dst, &val->init) : ONYX_STATUS_OK;
+  onyx__stream_leave(p);
   if (st != ONYX_STATUS_OK) {
     onyx__memory_free(s->runtime->memory, ptr);
     onyx__errf(err, cap, "copying initializer '%s' (%llu bytes) to provider '%s' failed: %s",

@@ -719,6 +719,8 @@ onyx_status onyx__execute(onyx_session *s, const onyx_run_options *options,
   const bool record = hooks && hooks->record;
   const onyx_graph_table *gt = record ? hooks->provider->table->graphs : NULL;
   bool capture_open = false;
+  /* Nothing of this run may land in another thread's capture (stream_lock.c). */
+  onyx__stream_enter_all(s->runtime);
 
   /* The caller's struct may predate the buffer-sharing fields. */
   bool v2 = options && options->struct_size >=
@@ -792,6 +794,7 @@ onyx_status onyx__execute(onyx_session *s, const onyx_run_options *options,
       onyx__memory_free(s->runtime->memory, r.step_blocks[k]);
   free(r.step_blocks);
   onyx_plan_destroy(r.plan);
+  onyx__stream_leave_all(s->runtime);
   if (st != ONYX_STATUS_OK) return onyx__error_set(out_error, st, msg);
   return ONYX_STATUS_OK;
 }

@@ -16,7 +16,13 @@
  * A graph's memory is a cache: the session registers as a governor holder of its
  * device tier, lowest priority, so a request that would otherwise be refused first
  * takes back the memory of the least recently used graphs.
+ *
+ * Threads: a session runs on one thread at a time, but the governor may ask for
+ * memory back from any thread (another session's request), so the cache has a mutex;
+ * reclaim only tries it and gives nothing back while the session is busy. Recording
+ * holds the provider's stream exclusively (stream_lock.c).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +52,7 @@ typedef struct graph_entry {
 } graph_entry;
 
 typedef struct onyx__graph_cache {
+  pthread_mutex_t lock;      /* the session's use of the cache vs reclaim from elsewhere */
   onyx__provider *provider;  /* the device provider that records, NULL: none */
   onyx_gov_holder_id holder; /* reclaims graphs' memory (id 0: not registered yet) */
   graph_entry *entries[GRAPH_CACHE_MAX];
@@ -107,6 +114,7 @@ static uint64_t reclaim(void *user, onyx_gov *gov, onyx_gov_tier tier, uint64_t 
   onyx_session *s = user;
   onyx__graph_cache *c = s->graphs;
   uint64_t freed = 0;
+  if (pthread_mutex_trylock(&c->lock) != 0) return 0; /* busy (perhaps asking itself) */
   while (freed < wanted) {
     size_t pick = GRAPH_CACHE_MAX;
     for (size_t k = 0; k < GRAPH_CACHE_MAX; ++k) {
@@ -121,6 +129,7 @@ static uint64_t reclaim(void *user, onyx_gov *gov, onyx_gov_tier tier, uint64_t 
     c->entries[pick] = NULL;
     c->stats.reclaims++;
   }
+  pthread_mutex_unlock(&c->lock);
   return freed;
 }
 
@@ -296,6 +305,7 @@ static onyx_status replay(onyx_session *s, onyx__graph_cache *c, graph_entry *e,
   if (o->struct_size >= offsetof(onyx_run_options, writable_inputs) && o->should_cancel &&
       o->should_cancel(o->user, 0))
     return onyx__error_set(out_error, ONYX_STATUS_CANCELLED, "run cancelled before node #0");
+  onyx__stream_enter(p);
   onyx_status st = stage_inputs(p, e, in, n, err, sizeof err);
   if (st == ONYX_STATUS_OK) {
     st = p->table->graphs->launch(p->state, e->graph);
@@ -304,6 +314,7 @@ static onyx_status replay(onyx_session *s, onyx__graph_cache *c, graph_entry *e,
                  onyx_status_str(st));
   }
   if (st == ONYX_STATUS_OK) st = collect(s, p, e, o, outs, err, sizeof err);
+  onyx__stream_leave(p);
   if (st != ONYX_STATUS_OK) return onyx__error_set(out_error, st, err);
   e->last_used = ++c->clock;
   c->stats.replays++;
@@ -376,12 +387,14 @@ static onyx_status record(onyx_session *s, onyx__graph_cache *c, graph_entry *e,
     }
   }
   uint64_t staged = 0;
+  onyx__record_enter(p); /* the stream is this recording's alone until the end */
   onyx_status st = arenas(s, p, e, in, n, &staged, err, sizeof err);
   if (st == ONYX_STATUS_OK) st = stage_inputs(p, e, in, n, err, sizeof err);
   if (st != ONYX_STATUS_OK) {
     char why[ONYX_ERR_CAP + 64];
     snprintf(why, sizeof why, "its memory was not granted: %s", err);
     arenas_free(s, e);
+    onyx__record_leave(p);
     refuse(c, e, why);
     return st;
   }
@@ -396,6 +409,7 @@ static onyx_status record(onyx_session *s, onyx__graph_cache *c, graph_entry *e,
                        .out_from_input = e->out_from_input};
   onyx_error *run_err = NULL;
   st = onyx__execute(s, o, in, n, NULL, &h, &run_err);
+  onyx__record_leave(p);
   if (st == ONYX_STATUS_OK) {
     e->graph = h.graph;
     e->state = ENTRY_RECORDED;
@@ -417,15 +431,32 @@ static onyx_status record(onyx_session *s, onyx__graph_cache *c, graph_entry *e,
 
 /* ------------------------------------------------------------ runs */
 
+static onyx_status graphs_run_locked(onyx_session *s, onyx__graph_cache *c,
+                                     const onyx_run_options *o, const onyx_tensor *in, size_t n,
+                                     onyx_tensor *outs, onyx_error **out_error);
+
 onyx_status onyx__graphs_run(onyx_session *s, const onyx_run_options *o, const onyx_tensor *in,
                              size_t n, onyx_tensor *outs, onyx_error **out_error) {
   if (s->graphs == NULL) {
-    s->graphs = calloc(1, sizeof *s->graphs);
-    if (s->graphs == NULL) return onyx__error_set(out_error, ONYX_STATUS_OUT_OF_MEMORY, NULL);
-    s->graphs->provider = graph_provider(s);
-    s->graphs->stats.available = s->graphs->provider != NULL;
+    onyx__graph_cache *c = calloc(1, sizeof *c);
+    if (c == NULL || pthread_mutex_init(&c->lock, NULL) != 0) {
+      free(c);
+      return onyx__error_set(out_error, ONYX_STATUS_OUT_OF_MEMORY, NULL);
+    }
+    c->provider = graph_provider(s);
+    c->stats.available = c->provider != NULL;
+    s->graphs = c;
   }
   onyx__graph_cache *c = s->graphs;
+  pthread_mutex_lock(&c->lock);
+  onyx_status st = graphs_run_locked(s, c, o, in, n, outs, out_error);
+  pthread_mutex_unlock(&c->lock);
+  return st;
+}
+
+static onyx_status graphs_run_locked(onyx_session *s, onyx__graph_cache *c,
+                                     const onyx_run_options *o, const onyx_tensor *in, size_t n,
+                                     onyx_tensor *outs, onyx_error **out_error) {
   if (c->provider == NULL || n != s->graph->input_count)
     return onyx__execute(s, o, in, n, outs, NULL, out_error);
   char err[ONYX_ERR_CAP];
@@ -454,17 +485,21 @@ onyx_status onyx__graphs_run(onyx_session *s, const onyx_run_options *o, const o
 void onyx__graphs_free(onyx_session *s) {
   onyx__graph_cache *c = s->graphs;
   if (c == NULL) return;
+  /* Unregistering waits for a reclaim running on another thread; none starts after. */
   if (c->holder.id)
     (void)onyx_gov_holder_unregister(onyx__memory_governor(s->runtime->memory), c->holder);
   for (size_t k = 0; k < GRAPH_CACHE_MAX; ++k) entry_free(s, c, c->entries[k]);
+  pthread_mutex_destroy(&c->lock);
   free(c);
   s->graphs = NULL;
 }
 
 void onyx_session_release_graphs(onyx_session *s) {
   if (s == NULL || s->graphs == NULL) return;
+  pthread_mutex_lock(&s->graphs->lock);
   for (size_t k = 0; k < GRAPH_CACHE_MAX; ++k)
     if (s->graphs->entries[k]) entry_drop(s, s->graphs, k);
+  pthread_mutex_unlock(&s->graphs->lock);
 }
 
 void onyx_session_graph_stats(const onyx_session *s, onyx_graph_stats *out) {
@@ -472,7 +507,11 @@ void onyx_session_graph_stats(const onyx_session *s, onyx_graph_stats *out) {
   uint32_t size = out->struct_size ? out->struct_size : sizeof *out;
   onyx_graph_stats st;
   memset(&st, 0, sizeof st);
-  if (s && s->graphs) st = s->graphs->stats;
+  if (s && s->graphs) {
+    pthread_mutex_lock(&s->graphs->lock);
+    st = s->graphs->stats;
+    pthread_mutex_unlock(&s->graphs->lock);
+  }
   if (s && s->graphs == NULL) st.available = graph_provider(s) != NULL;
   st.struct_size = size < sizeof st ? size : (uint32_t)sizeof st;
   st.last_refusal = s && s->graphs ? s->graphs->refusal : "";

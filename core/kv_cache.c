@@ -134,8 +134,11 @@ void onyx_kv_cache_destroy(onyx_kv_cache *kv) {
   for (uint32_t t = 0; kv->buffers && t < kv->tensors; ++t)
     onyx__memory_free(kv->runtime->memory, kv->buffers[t]);
   /* Device frees are stream-ordered: sync so the memory is back when this returns. */
-  if (kv->buffers && kv->provider && kv->provider->table->sync)
+  if (kv->buffers && kv->provider && kv->provider->table->sync) {
+    onyx__stream_enter(kv->provider);
     kv->provider->table->sync(kv->provider->state);
+    onyx__stream_leave(kv->provider);
+  }
   free(kv->buffers);
   free(kv);
 }
@@ -258,7 +261,10 @@ static onyx_status copy_bytes(onyx_kv_cache *kv, void *dst, const void *src, uin
                    .data = dst};
   onyx_tensor s = d;
   s.data = (void *)(uintptr_t)src;
-  return kv->provider->table->copy(kv->provider->state, &d, &s);
+  onyx__stream_enter(kv->provider);
+  onyx_status st = kv->provider->table->copy(kv->provider->state, &d, &s);
+  onyx__stream_leave(kv->provider);
+  return st;
 }
 
 static onyx_status grow_by_copy(onyx_kv_cache *kv, int64_t length, char *err, size_t cap) {
@@ -286,8 +292,11 @@ static onyx_status grow_by_copy(onyx_kv_cache *kv, int64_t length, char *err, si
       moved += unit_old;
     }
   }
-  if (st == ONYX_STATUS_OK && kv->provider && kv->provider->table->sync)
+  if (st == ONYX_STATUS_OK && kv->provider && kv->provider->table->sync) {
+    onyx__stream_enter(kv->provider);
     st = kv->provider->table->sync(kv->provider->state);
+    onyx__stream_leave(kv->provider);
+  }
   for (uint32_t t = 0; t < kv->tensors; ++t) {
     void *drop = st == ONYX_STATUS_OK ? kv->buffers[t] : fresh[t];
     onyx__memory_free(kv->runtime->memory, drop);

@@ -39,6 +39,21 @@ struct onyx__memory {
 
 const char *onyx__requester_name(uint32_t r) { return onyx_gov_requester_name(r); }
 
+/* Device memory is allocated and freed in the order of the provider's stream: both
+ * hold the stream lock shared, so that neither lands in another thread's capture. */
+static onyx_status dev_alloc(onyx__provider *p, uint64_t bytes, void **out) {
+  onyx__stream_enter(p);
+  onyx_status st = p->table->device_alloc(p->state, bytes, out);
+  onyx__stream_leave(p);
+  return st;
+}
+
+static void dev_free(onyx__provider *p, void *ptr) {
+  onyx__stream_enter(p);
+  p->table->device_free(p->state, ptr);
+  onyx__stream_leave(p);
+}
+
 static size_t hash_ptr(const void *p, size_t cap) {
   uint64_t x = (uint64_t)(uintptr_t)p;
   x ^= x >> 33;
@@ -185,7 +200,7 @@ onyx_status onyx__memory_alloc(onyx__memory *m, onyx__provider *provider, uint32
   }
   void *ptr = NULL;
   if (device) {
-    if (provider->table->device_alloc(provider->state, rounded, &ptr) != ONYX_STATUS_OK) ptr = NULL;
+    if (dev_alloc(provider, rounded, &ptr) != ONYX_STATUS_OK) ptr = NULL;
   } else {
     ptr = aligned_alloc(alignment, (size_t)rounded);
   }
@@ -195,7 +210,7 @@ onyx_status onyx__memory_alloc(onyx__memory *m, onyx__provider *provider, uint32
                    (allocation){.ptr = ptr, .grant = grant, .provider = device ? provider : NULL});
   if (!stored) {
     if (ptr && device)
-      provider->table->device_free(provider->state, ptr);
+      dev_free(provider, ptr);
     else
       free(ptr);
     onyx_gov_release(m->gov, grant);
@@ -269,9 +284,9 @@ onyx_status onyx__memory_alloc_parts(onyx__memory *m, onyx__provider *provider, 
   void *ptr = NULL;
   if (st == ONYX_STATUS_OK) {
     if (device) {
-      if (provider->table->device_alloc(provider->state, total, &ptr) != ONYX_STATUS_OK) ptr = NULL;
+      if (dev_alloc(provider, total, &ptr) != ONYX_STATUS_OK) ptr = NULL;
       if (ptr && ((uintptr_t)ptr & (alignment - 1)) != 0) {
-        provider->table->device_free(provider->state, ptr);
+        dev_free(provider, ptr);
         ptr = NULL;
         onyx__errf(err, err_cap, "provider '%s' returned device memory aligned below %u bytes",
                    provider->name, alignment);
@@ -294,7 +309,7 @@ onyx_status onyx__memory_alloc_parts(onyx__memory *m, onyx__provider *provider, 
                                                             .parts = ids,
                                                             .part_count = granted})) {
     if (device)
-      provider->table->device_free(provider->state, ptr);
+      dev_free(provider, ptr);
     else
       free(ptr);
     onyx__errf(err, err_cap, "out of memory: cannot record a %llu-byte block",
@@ -324,7 +339,7 @@ void onyx__memory_free(onyx__memory *m, void *ptr) {
     m->deleted++;
     pthread_mutex_unlock(&m->lock);
     if (found.provider)
-      found.provider->table->device_free(found.provider->state, ptr);
+      dev_free(found.provider, ptr);
     else
       free(ptr);
     if (found.parts == NULL) onyx_gov_release(m->gov, found.grant);

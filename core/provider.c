@@ -64,6 +64,7 @@ static char *dup_str(const char *s) {
 void onyx__provider_unload(onyx__provider *p) {
   if (p == NULL) return;
   if (p->table && p->table->close && p->state) p->table->close(p->state);
+  onyx__stream_lock_free(p);
   /* Kernel states and tables live in the library: the runtime unloads providers
    * only after every session (and so every kernel state) is gone. */
   if (p->library) dlclose(p->library);
@@ -225,6 +226,11 @@ onyx_status onyx__provider_load(onyx_runtime *runtime, const onyx__config *confi
       onyx__provider_unload(out);
       return ONYX_STATUS_DEVICE_UNAVAILABLE;
     }
+  }
+  if (!onyx__stream_lock_init(out)) {
+    onyx__errf(err, err_cap, "provider '%s': out of memory for its stream lock", out->name);
+    onyx__provider_unload(out);
+    return ONYX_STATUS_OUT_OF_MEMORY;
   }
   return ONYX_STATUS_OK;
 }

@@ -24,6 +24,7 @@ typedef struct onyx__provider {
   uint32_t gov_tier;    /* that tier's governor handle */
   onyx_host_table host; /* what it was opened with; host_data points here */
   struct onyx_runtime *runtime;
+  void *stream_lock; /* pthread_rwlock_t of a device provider (stream_lock.c), else NULL */
 } onyx__provider;
 
 struct onyx_runtime {
@@ -45,6 +46,20 @@ onyx_status onyx__provider_load(onyx_runtime *runtime, const onyx__config *confi
                                 const onyx__provider_config *pc, onyx__provider *out, char *err,
                                 size_t err_cap);
 void onyx__provider_unload(onyx__provider *provider);
+
+/* The device stream lock (stream_lock.c): work queued on a device provider's stream
+ * holds it shared — an executor run, a replay, a device allocation or free, a copy, a
+ * sync — and recording a graph holds it exclusive, so that nothing of another thread
+ * lands in the capture. The recording thread passes its own shared entries. No-ops for
+ * host providers. */
+bool onyx__stream_lock_init(onyx__provider *provider);
+void onyx__stream_lock_free(onyx__provider *provider);
+void onyx__stream_enter(const onyx__provider *provider);
+void onyx__stream_leave(const onyx__provider *provider);
+void onyx__stream_enter_all(const onyx_runtime *runtime);
+void onyx__stream_leave_all(const onyx_runtime *runtime);
+void onyx__record_enter(const onyx__provider *provider);
+void onyx__record_leave(const onyx__provider *provider);
 
 /* True when a provider table is large enough to hold `field` (appended later). */
 #define onyx__provider_has(table, field)                                                           \

@@ -26,8 +26,11 @@ void onyx_session_destroy(onyx_session *s) {
   if (s->runtime) {
     for (size_t p = 0; p < s->runtime->provider_count; ++p) {
       onyx__provider *dp = &s->runtime->providers[p];
-      if (dp->table->device != ONYX_DEVICE_HOST && dp->table->sync)
+      if (dp->table->device != ONYX_DEVICE_HOST && dp->table->sync) {
+        onyx__stream_enter(dp);
         (void)dp->table->sync(dp->state);
+        onyx__stream_leave(dp);
+      }
     }
   }
   onyx__unplace_nodes(s);

@@ -135,7 +135,10 @@ static void vmm_unmap(void *s, void *base, uint64_t off, uint64_t bytes) {
 }
 static onyx_status vmm_sync(void *s) {
   const onyx__provider *p = ((vmm_backend *)s)->provider;
-  return p->table->sync ? p->table->sync(p->state) : ONYX_STATUS_OK;
+  onyx__stream_enter(p);
+  onyx_status st = p->table->sync ? p->table->sync(p->state) : ONYX_STATUS_OK;
+  onyx__stream_leave(p);
+  return st;
 }
 
 onyx_gov_backend *onyx__vmm_backend_create(onyx__provider *p) {

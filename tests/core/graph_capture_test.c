@@ -9,6 +9,7 @@
  * stays booked after the session, a cancelled recording leaves the key for the next
  * run, and a graph's memory is the first the governor takes back under pressure.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -67,8 +68,9 @@ static void step_inputs(onyx_tensor in[2], float *x, void *kv) {
 }
 
 /* One step of fake_graph.onnx: y = 4·x (Twice, then Scale by Shape(x)[0] = 2), and
- * the device buffer kv grows by one in place. Checks y for this step's x. */
-static void step(onyx_session *s, void *kv, float seed, bool capture) {
+ * the device buffer kv grows by one in place. Returns how many checks of y (for this
+ * step's x) and of the outputs' ownership failed; no cmocka asserts (threads). */
+static int step_errors(onyx_session *s, void *kv, float seed, bool capture) {
   float x[6];
   for (int i = 0; i < 6; ++i) x[i] = seed + 0.5f * (float)i;
   bool borrowed[2] = {false, false};
@@ -80,13 +82,21 @@ static void step(onyx_session *s, void *kv, float seed, bool capture) {
   step_inputs(in, x, kv);
   onyx_tensor out[2];
   memset(out, 0, sizeof out);
-  assert_int_equal(run(s, &ro, in, 2, out), ONYX_STATUS_OK);
+  onyx_error *e = NULL;
+  if (onyx_session_run(s, &ro, in, 2, out, &e) != ONYX_STATUS_OK) {
+    fprintf(stderr, "run: %s\n", onyx_error_message(e));
+    onyx_error_free(e);
+    return 1;
+  }
   const float *y = out[0].data;
-  for (int i = 0; i < 6; ++i) assert_float_equal(y[i], 4.0f * x[i], 0.0f);
-  assert_true(borrowed[1]);
-  assert_ptr_equal(out[1].data, kv);
-  assert_false(borrowed[0]);
+  int errors = !borrowed[1] || out[1].data != kv || borrowed[0];
+  for (int i = 0; i < 6; ++i) errors += y[i] != 4.0f * x[i];
   onyx_tensor_data_free(out[0].data);
+  return errors;
+}
+
+static void step(onyx_session *s, void *kv, float seed, bool capture) {
+  assert_int_equal(step_errors(s, kv, seed, capture), 0);
 }
 
 static void replays_with_new_inputs_and_writes_in_place(void **state) {
@@ -303,6 +313,60 @@ static void graph_memory_is_reclaimed_first(void **state) {
   onyx_runtime_destroy(rt);
 }
 
+/* Two sessions on one device from two threads: one records again and again (its
+ * graphs released every few steps), the other runs node by node. Nothing of one may
+ * land in the other's capture: every output is right and every in-place update
+ * happens exactly once. */
+typedef struct worker {
+  onyx_session *s;
+  void *kv;
+  bool capture;
+  int steps, release_every, errors;
+} worker;
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  for (int k = 0; k < w->steps; ++k) {
+    w->errors += step_errors(w->s, w->kv, 0.125f * (float)k - 3.0f, w->capture);
+    if (w->release_every && k % w->release_every == w->release_every - 1)
+      onyx_session_release_graphs(w->s);
+  }
+  return NULL;
+}
+
+static void recording_excludes_other_threads(void **state) {
+  (void)state;
+  onyx_runtime *rt = runtime();
+  worker w[2] = {
+      {.s = session(rt, "fake_graph.onnx"),
+       .kv = device_buffer(0.0f),
+       .capture = true,
+       .steps = 300,
+       .release_every = 5},
+      {.s = session(rt, "fake_graph.onnx"), .kv = device_buffer(0.0f), .steps = 600},
+  };
+  uint64_t misuse = stats().capture_misuse;
+  pthread_t t[2];
+  for (int i = 0; i < 2; ++i) assert_int_equal(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
+  for (int i = 0; i < 2; ++i) pthread_join(t[i], NULL);
+  onyx_graph_stats g = graph_stats(w[0].s);
+  print_message("recorder: %llu captures, %llu replays; errors %d / %d\n",
+                (unsigned long long)g.captures, (unsigned long long)g.replays, w[0].errors,
+                w[1].errors);
+  assert_int_equal(w[0].errors, 0);
+  assert_int_equal(w[1].errors, 0);
+  assert_true(g.captures >= 50);
+  assert_float_equal(device_value(w[0].kv), 300.0f, 0.0f);
+  assert_float_equal(device_value(w[1].kv), 600.0f, 0.0f);
+  assert_int_equal(stats().capture_misuse, misuse);
+  for (int i = 0; i < 2; ++i) {
+    onyx_session_destroy(w[i].s);
+    g_table->device_free(NULL, w[i].kv);
+  }
+  assert_nothing_booked(rt);
+  onyx_runtime_destroy(rt);
+}
+
 /* A caller built against the header before capture_graph runs plainly. */
 static void older_options_struct_never_captures(void **state) {
   (void)state;
@@ -331,6 +395,7 @@ int main(void) {
       cmocka_unit_test(uncapturable_kernel_is_refused),
       cmocka_unit_test(cancelled_recording_keeps_the_key),
       cmocka_unit_test(graph_memory_is_reclaimed_first),
+      cmocka_unit_test(recording_excludes_other_threads),
       cmocka_unit_test(older_options_struct_never_captures),
   };
   return cmocka_run_group_tests(tests, fake_setup, fake_teardown);

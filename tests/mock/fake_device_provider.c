@@ -23,7 +23,14 @@
  * host values read at compute time baked in) run at once, or appended to the open
  * capture and run again at each launch. Copies, syncs and allocations during a
  * capture invalidate it, as they would on a GPU (pageable copies, syncs).
+ *
+ * Threads: one "device" — every entry point holds one recursive mutex — with one
+ * "stream": work submitted from any thread while a capture is open lands in that
+ * capture, as on a CUDA stream. Keeping other threads' work out of a capture is the
+ * core's job (stream_lock.c).
  */
+#define _GNU_SOURCE
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +51,16 @@ typedef struct block {
 
 static block g_blocks[MAX_BLOCKS];
 static onyx_fake_device_stats g_stats;
+static pthread_mutex_t g_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+
+/* Entry points run under g_mu: `return LOCKED(call)`. */
+#define LOCKED(type, call)                                                                         \
+  do {                                                                                             \
+    pthread_mutex_lock(&g_mu);                                                                     \
+    type r_ = call;                                                                                \
+    pthread_mutex_unlock(&g_mu);                                                                   \
+    return r_;                                                                                     \
+  } while (0)
 
 /* ------------------------------------------------------------------ device work */
 
@@ -102,7 +119,7 @@ static block *find_block(const void *p, uint64_t bytes) {
 
 static bool on_device(const void *p, uint64_t bytes) { return find_block(p, bytes) != NULL; }
 
-static onyx_status fake_device_alloc(void *state, uint64_t bytes, void **out_ptr) {
+static onyx_status fake_device_alloc_unlocked(void *state, uint64_t bytes, void **out_ptr) {
   (void)state;
   capture_misuse("device_alloc");
   for (size_t i = 0; i < MAX_BLOCKS; ++i) {
@@ -119,7 +136,11 @@ static onyx_status fake_device_alloc(void *state, uint64_t bytes, void **out_ptr
   return ONYX_STATUS_OUT_OF_MEMORY;
 }
 
-static void fake_device_free(void *state, void *ptr) {
+static onyx_status fake_device_alloc(void *state, uint64_t bytes, void **out_ptr) {
+  LOCKED(onyx_status, fake_device_alloc_unlocked(state, bytes, out_ptr));
+}
+
+static void fake_device_free_unlocked(void *state, void *ptr) {
   (void)state;
   if (ptr == NULL) return;
   capture_misuse("device_free");
@@ -136,6 +157,12 @@ static void fake_device_free(void *state, void *ptr) {
   abort();
 }
 
+static void fake_device_free(void *state, void *ptr) {
+  pthread_mutex_lock(&g_mu);
+  fake_device_free_unlocked(state, ptr);
+  pthread_mutex_unlock(&g_mu);
+}
+
 static uint64_t tensor_bytes(const onyx_tensor *t) {
   int64_t n = onyx_tensor_numel(t);
   return n < 0 ? 0 : (uint64_t)n * onyx_dtype_size(t->dtype);
@@ -149,7 +176,7 @@ static bool side_ok(const onyx_tensor *t, uint64_t bytes) {
   return t->device == ONYX_DEVICE_HOST && t->data != NULL && !on_device(t->data, 1);
 }
 
-static onyx_status fake_copy(void *state, onyx_tensor *dst, const onyx_tensor *src) {
+static onyx_status fake_copy_unlocked(void *state, onyx_tensor *dst, const onyx_tensor *src) {
   (void)state;
   capture_misuse("copy");
   uint64_t bytes = tensor_bytes(src);
@@ -170,12 +197,18 @@ static onyx_status fake_copy(void *state, onyx_tensor *dst, const onyx_tensor *s
   return ONYX_STATUS_OK;
 }
 
-static onyx_status fake_sync(void *state) {
+static onyx_status fake_copy(void *state, onyx_tensor *dst, const onyx_tensor *src) {
+  LOCKED(onyx_status, fake_copy_unlocked(state, dst, src));
+}
+
+static onyx_status fake_sync_unlocked(void *state) {
   (void)state;
   capture_misuse("sync");
   g_stats.syncs++;
   return ONYX_STATUS_OK;
 }
+
+static onyx_status fake_sync(void *state) { LOCKED(onyx_status, fake_sync_unlocked(state)); }
 
 static onyx_status fake_capacity(void *state, uint64_t *out_bytes) {
   (void)state;
@@ -184,7 +217,11 @@ static onyx_status fake_capacity(void *state, uint64_t *out_bytes) {
 }
 
 EXPORT void onyx_fake_device_stats_get(onyx_fake_device_stats *out);
-EXPORT void onyx_fake_device_stats_get(onyx_fake_device_stats *out) { *out = g_stats; }
+EXPORT void onyx_fake_device_stats_get(onyx_fake_device_stats *out) {
+  pthread_mutex_lock(&g_mu);
+  *out = g_stats;
+  pthread_mutex_unlock(&g_mu);
+}
 
 /* ------------------------------------------------------------------ kernels */
 
@@ -351,6 +388,10 @@ static onyx_status legacy_compute(void *state, onyx_compute_ctx *ctx,
 }
 
 #define FAKE_KERNEL(sym, NAME, SIZE, COMPUTE, INFER, WORKSPACE, HOST)                              \
+  static onyx_status sym##_compute(void *state, onyx_compute_ctx *ctx,                             \
+                                   const onyx_tensor *const *inputs, size_t input_count) {         \
+    LOCKED(onyx_status, COMPUTE(state, ctx, inputs, input_count));                                 \
+  }                                                                                                \
   static const onyx_kernel_table sym = {                                                           \
       .struct_size = SIZE,                                                                         \
       .version = ONYX_ABI_VERSION,                                                                 \
@@ -359,7 +400,7 @@ static onyx_status legacy_compute(void *state, onyx_compute_ctx *ctx,
       .since_opset = 1,                                                                            \
       .type_mask = ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT32),                                             \
       .workspace = WORKSPACE,                                                                      \
-      .compute = COMPUTE,                                                                          \
+      .compute = sym##_compute,                                                                    \
       .infer = INFER,                                                                              \
       .host_inputs = HOST,                                                                         \
   };
@@ -379,7 +420,7 @@ static const onyx_kernel_table *const kernels[] = {&k_twice, &k_scale,   &k_scal
 
 /* ------------------------------------------------------------------ graphs */
 
-static onyx_status fake_graph_begin(void *state) {
+static onyx_status fake_graph_begin_unlocked(void *state) {
   (void)state;
   if (g_capture != NULL) return ONYX_STATUS_INVALID_ARGUMENT;
   g_capture = calloc(1, sizeof *g_capture);
@@ -389,13 +430,17 @@ static onyx_status fake_graph_begin(void *state) {
   return ONYX_STATUS_OK;
 }
 
+static onyx_status fake_graph_begin(void *state) {
+  LOCKED(onyx_status, fake_graph_begin_unlocked(state));
+}
+
 static void graph_free(graph *gr) {
   if (gr == NULL) return;
   free(gr->ops);
   free(gr);
 }
 
-static onyx_status fake_graph_end(void *state, bool keep, void **out_graph) {
+static onyx_status fake_graph_end_unlocked(void *state, bool keep, void **out_graph) {
   (void)state;
   graph *gr = g_capture;
   if (gr == NULL) return ONYX_STATUS_INVALID_ARGUMENT;
@@ -409,7 +454,11 @@ static onyx_status fake_graph_end(void *state, bool keep, void **out_graph) {
   return ONYX_STATUS_OK;
 }
 
-static onyx_status fake_graph_launch(void *state, void *g) {
+static onyx_status fake_graph_end(void *state, bool keep, void **out_graph) {
+  LOCKED(onyx_status, fake_graph_end_unlocked(state, keep, out_graph));
+}
+
+static onyx_status fake_graph_launch_unlocked(void *state, void *g) {
   (void)state;
   const graph *gr = g;
   if (gr == NULL || g_capture != NULL) return ONYX_STATUS_INVALID_ARGUMENT;
@@ -418,11 +467,21 @@ static onyx_status fake_graph_launch(void *state, void *g) {
   return ONYX_STATUS_OK;
 }
 
-static void fake_graph_destroy(void *state, void *g) {
+static onyx_status fake_graph_launch(void *state, void *g) {
+  LOCKED(onyx_status, fake_graph_launch_unlocked(state, g));
+}
+
+static void fake_graph_destroy_unlocked(void *state, void *g) {
   (void)state;
   if (g == NULL) return;
   g_stats.live_graphs--;
   graph_free(g);
+}
+
+static void fake_graph_destroy(void *state, void *g) {
+  pthread_mutex_lock(&g_mu);
+  fake_graph_destroy_unlocked(state, g);
+  pthread_mutex_unlock(&g_mu);
 }
 
 static const onyx_graph_table graphs = {
