@@ -18,6 +18,7 @@
 #include "graphs_impl.h"
 #include "memory_impl.h"
 #include "plan_impl.h"
+#include "profile_impl.h"
 #include "session_impl.h"
 
 typedef struct buffer {
@@ -729,6 +730,9 @@ onyx_status onyx__execute(onyx_session *s, const onyx_run_options *options,
   char msg[ONYX_ERR_CAP + 256] = "";
   if (st != ONYX_STATUS_OK) snprintf(msg, sizeof msg, "%s", r.err);
   if (st == ONYX_STATUS_OK && record) bind_staged(&r, input_count);
+  /* A recording queues work that does not run: there is nothing to time. */
+  onyx__profile *prof = record ? NULL : s->profile;
+  double t_plan = prof ? onyx__now_ms() : 0;
   if (st == ONYX_STATUS_OK) {
     /* Plan and admit before the first kernel. A graph whose kernels cannot say
      * their output shapes runs unplanned, granting workspace node by node. */
@@ -747,6 +751,7 @@ onyx_status onyx__execute(onyx_session *s, const onyx_run_options *options,
       snprintf(msg, sizeof msg, "%s", r.err);
     }
   }
+  if (prof && st == ONYX_STATUS_OK) onyx__profile_plan(prof, onyx__now_ms() - t_plan);
   if (st == ONYX_STATUS_OK && record) {
     /* From here until the end, work queued on the device is recorded, not run. */
     st = gt->begin(hooks->provider->state);
@@ -763,7 +768,16 @@ onyx_status onyx__execute(onyx_session *s, const onyx_run_options *options,
       st = ONYX_STATUS_CANCELLED;
       break;
     }
+    double t_node = prof ? onyx__now_ms() : 0;
     st = run_node(&r, i);
+    if (prof && st == ONYX_STATUS_OK) {
+      /* Wait for a device node so that its time is its own. */
+      const onyx__provider *np = s->nodes[i].provider;
+      if (np->table->device != ONYX_DEVICE_HOST && np->table->sync) st = np->table->sync(np->state);
+      onyx__profile_node(prof, i, onyx__now_ms() - t_node);
+      if (st != ONYX_STATUS_OK)
+        snprintf(r.err, sizeof r.err, "the device failed: %s", onyx_status_str(st));
+    }
     if (st != ONYX_STATUS_OK) {
       const onyx__node *n = &g->nodes[i];
       snprintf(msg, sizeof msg, "node '%s' (#%zu, %s%s%s on %s): %s", n->name, i,

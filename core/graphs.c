@@ -30,6 +30,7 @@
 #include "error_impl.h"
 #include "graphs_impl.h"
 #include "memory_impl.h"
+#include "profile_impl.h"
 
 /* Geometries a session keeps graphs for; the least recently used goes first. */
 #define GRAPH_CACHE_MAX 4
@@ -305,6 +306,7 @@ static onyx_status replay(onyx_session *s, onyx__graph_cache *c, graph_entry *e,
   if (o->struct_size >= offsetof(onyx_run_options, writable_inputs) && o->should_cancel &&
       o->should_cancel(o->user, 0))
     return onyx__error_set(out_error, ONYX_STATUS_CANCELLED, "run cancelled before node #0");
+  double t0 = s->profile ? onyx__now_ms() : 0;
   onyx__stream_enter(p);
   onyx_status st = stage_inputs(p, e, in, n, err, sizeof err);
   if (st == ONYX_STATUS_OK) {
@@ -318,6 +320,7 @@ static onyx_status replay(onyx_session *s, onyx__graph_cache *c, graph_entry *e,
   if (st != ONYX_STATUS_OK) return onyx__error_set(out_error, st, err);
   e->last_used = ++c->clock;
   c->stats.replays++;
+  if (s->profile) onyx__profile_replay(s->profile, onyx__now_ms() - t0);
   return ONYX_STATUS_OK;
 }
 

@@ -74,6 +74,10 @@ typedef struct onyx_session onyx_session;
 typedef struct onyx_session_options {
   uint32_t struct_size; /* sizeof(onyx_session_options) */
   bool print_placement; /* print which provider runs each node to stderr at creation */
+  /* Time every node of every run, and planning and graph replays; a device node is
+   * waited for so that its time is its own (this serialises the device: profile to
+   * find where time goes, not to measure speed). onyx_session_write_profile prints it. */
+  bool profile;
 } onyx_session_options;
 
 /* Creates a session for the model at `path`; external data resolves in its folder.
@@ -88,6 +92,9 @@ ONYX_API onyx_status onyx_session_create_from_bytes(onyx_runtime *runtime, const
                                                     onyx_session **out_session,
                                                     onyx_error **out_error);
 ONYX_API void onyx_session_destroy(onyx_session *session);
+/* Writes the profile of a session created with `profile` to `stream` (a FILE *; NULL
+ * for stdout): per node its calls, total, first and mean milliseconds, slowest first. */
+ONYX_API void onyx_session_write_profile(const onyx_session *session, void *stream);
 
 /* Geometry of a graph input or output; dims are -1 where symbolic. */
 typedef struct onyx_value_info {

@@ -1,4 +1,5 @@
 /* onyx_session: creation from a file or bytes, geometry queries, destruction. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,11 +8,13 @@
 #include "graphs_impl.h"
 #include "memory_impl.h"
 #include "onyx_governor.h"
+#include "profile_impl.h"
 #include "session_impl.h"
 
 void onyx_session_destroy(onyx_session *s) {
   if (s == NULL) return;
   onyx__graphs_free(s);
+  onyx__profile_free(s->profile);
   if (s->nodes) {
     for (size_t i = 0; i < s->graph->node_count; ++i)
       onyx__memory_free(s->runtime->memory, s->nodes[i].session_ws);
@@ -119,6 +122,12 @@ static onyx_status finish_create(onyx_runtime *rt, onyx__graph *g,
     return onyx__error_set(out_error, st, err);
   }
   if (options && options->print_placement) print_placement(s);
+  if (options &&
+      options->struct_size >= offsetof(onyx_session_options, profile) + sizeof options->profile &&
+      options->profile && (s->profile = onyx__profile_new(g->node_count)) == NULL) {
+    onyx_session_destroy(s);
+    return onyx__error_set(out_error, ONYX_STATUS_OUT_OF_MEMORY, NULL);
+  }
   *out = s;
   return ONYX_STATUS_OK;
 }

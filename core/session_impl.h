@@ -27,6 +27,7 @@ struct onyx_session {
   void **device_inits;              /* per value: device copy of an initializer, or NULL */
   uint64_t weights_grant;           /* governor grant booking the host initializers (0: none) */
   struct onyx__graph_cache *graphs; /* recorded device graphs (graphs.c), NULL: none yet */
+  struct onyx__profile *profile;    /* per-node timing (profile.c), NULL: not profiled */
 };
 
 /* Infers the dtype of every value the model leaves untyped (for placement). */

@@ -4,7 +4,7 @@
  *   onyx-generate MODEL [--config plugins.ini] (--prompt TEXT | --prompt-ids 3,14,15)
  *                 [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]
  *                 [--seed S] [--eos ID] [--kv-growth in-place|copy] [--graphs on|off]
- *                 [--fixed-mask] [--quiet]
+ *                 [--fixed-mask] [--profile] [--quiet]
  *
  * MODEL is a model file or a folder holding model.onnx. The KV cache is owned by
  * this loop and governed (requester kv_cache): past and present share its buffers,
@@ -36,7 +36,7 @@ typedef struct options {
   float temperature, top_p;
   uint64_t seed;
   uint32_t kv_layout, kv_growth;
-  bool quiet, graphs, fixed_mask;
+  bool quiet, graphs, fixed_mask, profile;
 } options;
 
 /* Where each graph input and output of the decoder is. */
@@ -69,7 +69,7 @@ static void usage(void) {
           "1,2,3)\n"
           "       [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
           "       [--eos ID] [--kv-growth in-place|copy] [--graphs on|off] [--fixed-mask]\n"
-          "       [--quiet]\n");
+          "       [--profile] [--quiet]\n");
 }
 
 /* Parses "k.v" style indices out of names like "past_key_values.3.key". */
@@ -194,8 +194,8 @@ static int parse_args(int argc, char **argv, options *o) {
       o->model = a;
       continue;
     }
-    if (!strcmp(a, "--quiet") || !strcmp(a, "--fixed-mask")) {
-      *(a[2] == 'q' ? &o->quiet : &o->fixed_mask) = true;
+    if (!strcmp(a, "--quiet") || !strcmp(a, "--fixed-mask") || !strcmp(a, "--profile")) {
+      *(a[2] == 'q' ? &o->quiet : a[2] == 'f' ? &o->fixed_mask : &o->profile) = true;
       continue;
     }
     if (v == NULL) {
@@ -301,7 +301,8 @@ int main(int argc, char **argv) {
   char path[4096];
   model_path(o.model, path, sizeof path);
   if (onyx_runtime_create(o.config, &rt, &e) != ONYX_STATUS_OK) return fail(o.config, e);
-  if (onyx_session_create(rt, path, NULL, &s, &e) != ONYX_STATUS_OK) return fail(path, e);
+  onyx_session_options so = {.struct_size = sizeof so, .profile = o.profile};
+  if (onyx_session_create(rt, path, &so, &s, &e) != ONYX_STATUS_OK) return fail(path, e);
   decoder_io io;
   if (find_io(s, &io) != 0) return 1;
 
@@ -469,6 +470,7 @@ int main(int argc, char **argv) {
              (unsigned long long)gs.refusals, gs.last_refusal[0] ? ": " : "", gs.last_refusal,
              (unsigned long long)gs.held_bytes);
   }
+  if (o.profile) onyx_session_write_profile(s, stdout);
   if (sampler_ready) sampler_free(&smp);
   free(generated);
   free(b.inputs);

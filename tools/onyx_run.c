@@ -8,6 +8,7 @@
  * random inputs (median and best).
  * --graphs asks those runs to be recorded once as a device graph and replayed
  * (docs/graphs.md) and says what happened.
+ * --profile prints each session's per-node times (first run and total) at its end.
  * --writable a,b lets kernels update those inputs in place and return them as outputs
  * (a shared past/present KV buffer), as a decoder loop does.
  *
@@ -36,6 +37,7 @@ typedef struct options {
   double rtol, atol;    /* < 0: the dtype's default */
   int bench;            /* > 0: time this many runs of each data set after checking it */
   bool graphs;          /* the timed runs ask for device graphs */
+  bool profile;         /* per-node times of each session's runs */
   const char *writable; /* comma-separated input names kernels may update in place */
   const char *skip_file;
 } options;
@@ -278,7 +280,8 @@ static bool run_data_set(onyx_session *s, const char *set_dir, const options *o)
 static int run_test_dir(onyx_runtime *rt, const char *dir, const options *o, bool claim_only) {
   char model[4096];
   snprintf(model, sizeof model, "%s/model.onnx", dir);
-  onyx_session_options so = {.struct_size = sizeof so, .print_placement = o->placement};
+  onyx_session_options so = {
+      .struct_size = sizeof so, .print_placement = o->placement, .profile = o->profile};
   onyx_session *s = NULL;
   onyx_error *e = NULL;
   if (onyx_session_create(rt, model, &so, &s, &e) != ONYX_STATUS_OK) {
@@ -303,6 +306,7 @@ static int run_test_dir(onyx_runtime *rt, const char *dir, const options *o, boo
     if (!run_data_set(s, set_dir, o)) ok = false;
   }
   free_list(sets, nsets);
+  if (o->profile) onyx_session_write_profile(s, stdout);
   onyx_session_destroy(s);
   printf("%s: %s\n", dir, ok ? "PASS" : "FAIL");
   return ok ? 1 : 0;
@@ -343,7 +347,8 @@ static bool random_tensor(const onyx_value_info *info, onyx_tensor *t) {
 }
 
 static int run_model(onyx_runtime *rt, const char *path, const options *o) {
-  onyx_session_options so = {.struct_size = sizeof so, .print_placement = o->placement};
+  onyx_session_options so = {
+      .struct_size = sizeof so, .print_placement = o->placement, .profile = o->profile};
   onyx_session *s = NULL;
   onyx_error *e = NULL;
   if (onyx_session_create(rt, path, &so, &s, &e) != ONYX_STATUS_OK) {
@@ -387,6 +392,7 @@ static int run_model(onyx_runtime *rt, const char *path, const options *o) {
   for (size_t i = 0; inputs && i < nin; ++i) free(inputs[i].data);
   free(inputs);
   free(outs);
+  if (o->profile) onyx_session_write_profile(s, stdout);
   onyx_session_destroy(s);
   return ok ? 1 : 0;
 }
@@ -444,8 +450,8 @@ static const char *default_config(void) {
 static void usage(void) {
   fprintf(stderr,
           "usage: onyx-run [--config plugins.ini] [--placement] [--plan] [--memory] [--rtol R]\n"
-          "                [--atol A] [--bench N] [--graphs] [--writable NAMES] [--conformance]\n"
-          "                [--skip FILE] [-q] PATH...\n");
+          "                [--atol A] [--bench N] [--graphs] [--profile] [--writable NAMES]\n"
+          "                [--conformance] [--skip FILE] [-q] PATH...\n");
 }
 
 int main(int argc, char **argv) {
@@ -464,6 +470,8 @@ int main(int argc, char **argv) {
       o.plan = true;
     else if (!strcmp(a, "--graphs"))
       o.graphs = true;
+    else if (!strcmp(a, "--profile"))
+      o.profile = true;
     else if (!strcmp(a, "--bench") && has_val)
       o.bench = atoi(argv[++i]);
     else if (!strcmp(a, "--writable") && has_val)

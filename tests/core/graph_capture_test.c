@@ -367,6 +367,37 @@ static void recording_excludes_other_threads(void **state) {
   onyx_runtime_destroy(rt);
 }
 
+/* A profiled session times its nodes on plain runs and its replays as one line. */
+static void profile_times_nodes_and_replays(void **state) {
+  (void)state;
+  onyx_runtime *rt = runtime();
+  char path[1024];
+  snprintf(path, sizeof path, "%s/fake_graph.onnx", MODELS_DIR);
+  onyx_session_options so = {.struct_size = sizeof so, .profile = true};
+  onyx_session *s = NULL;
+  onyx_error *e = NULL;
+  assert_int_equal(onyx_session_create(rt, path, &so, &s, &e), ONYX_STATUS_OK);
+  void *kv = device_buffer(0.0f);
+  for (int k = 0; k < 5; ++k) step(s, kv, (float)k, true); /* measure, record, 4 replays */
+  FILE *f = tmpfile();
+  assert_non_null(f);
+  onyx_session_write_profile(s, f);
+  rewind(f);
+  char text[4096];
+  size_t len = fread(text, 1, sizeof text - 1, f);
+  text[len] = '\0';
+  fclose(f);
+  print_message("%s", text);
+  assert_non_null(strstr(text, "1 planned runs, 4 graph replays"));
+  assert_non_null(strstr(text, "Twice"));
+  assert_non_null(strstr(text, "Inplace"));
+  assert_non_null(strstr(text, "(device graph replays)"));
+  onyx_session_destroy(s);
+  g_table->device_free(NULL, kv);
+  assert_nothing_booked(rt);
+  onyx_runtime_destroy(rt);
+}
+
 /* A caller built against the header before capture_graph runs plainly. */
 static void older_options_struct_never_captures(void **state) {
   (void)state;
@@ -396,6 +427,7 @@ int main(void) {
       cmocka_unit_test(cancelled_recording_keeps_the_key),
       cmocka_unit_test(graph_memory_is_reclaimed_first),
       cmocka_unit_test(recording_excludes_other_threads),
+      cmocka_unit_test(profile_times_nodes_and_replays),
       cmocka_unit_test(older_options_struct_never_captures),
   };
   return cmocka_run_group_tests(tests, fake_setup, fake_teardown);
