@@ -484,16 +484,20 @@ static void cpu_sgemm_col_task(void *arg, size_t task) {
 
 /* ------------------------------------------------------------------ direct route */
 
+typedef void (*cpu_rows_fn)(const onyx__cpu_gemm *g, float *y, int64_t ldy, int64_t p0, int64_t p1,
+                            int64_t j0, int64_t j1);
+
 typedef struct cpu_direct {
   const onyx__cpu_gemm *g;
   int64_t chunk; /* columns per task */
+  cpu_rows_fn rows;
 } cpu_direct;
 
 /* y[0, n) += c0·b0 + c1·b1 + c2·b2 + c3·b3, added in that order (as four single-row
  * updates would): four rows of B per pass, so y is loaded and stored once per four. */
-static inline void cpu_axpy4(float *restrict y, const float c[4], const float *restrict b0,
-                             const float *restrict b1, const float *restrict b2,
-                             const float *restrict b3, int64_t n) {
+static inline __attribute__((always_inline)) void
+cpu_axpy4(float *restrict y, const float c[4], const float *restrict b0, const float *restrict b1,
+          const float *restrict b2, const float *restrict b3, int64_t n) {
   int64_t j = 0;
 #if defined(__GNUC__)
   for (; j + 8 <= n; j += 8) {
@@ -520,6 +524,28 @@ static inline void cpu_axpy4(float *restrict y, const float c[4], const float *r
   }
 }
 
+/* The same over eight rows of B: y is loaded and stored once per eight. */
+static inline __attribute__((always_inline)) void
+cpu_axpy8(float *restrict y, const float c[8], const float *restrict b, int64_t ldb, int64_t n) {
+  int64_t j = 0;
+#if defined(__GNUC__)
+  for (; j + 8 <= n; j += 8) {
+    cpu_f32x8 acc, x;
+    CPU_LOAD8(acc, y + j);
+    for (int r = 0; r < 8; ++r) {
+      CPU_LOAD8(x, b + r * ldb + j);
+      acc += c[r] * x;
+    }
+    CPU_STORE8(y + j, acc);
+  }
+#endif
+  for (; j < n; ++j) {
+    float acc = y[j];
+    for (int r = 0; r < 8; ++r) acc += c[r] * b[r * ldb + j];
+    y[j] = acc;
+  }
+}
+
 enum {
   CPU_DIRECT_JB = 512,       /* columns per inner block: four rows of it stay in L1 */
   CPU_DIRECT_PF_BYTES = 8192 /* rows segments shorter than this get software prefetch */
@@ -529,12 +555,32 @@ enum {
  * transposed), four rows at a time; y has row stride ldy. When a row's run is short
  * (a few KiB, a new stream for the prefetchers each time), the rows a few steps ahead
  * are requested explicitly to keep enough lines in flight to read at memory speed. */
-static void cpu_direct_rows(const onyx__cpu_gemm *g, float *y, int64_t ldy, int64_t p0, int64_t p1,
-                            int64_t j0, int64_t j1) {
+static inline __attribute__((always_inline)) void cpu_direct_rows_body(const onyx__cpu_gemm *g,
+                                                                       float *y, int64_t ldy,
+                                                                       int64_t p0, int64_t p1,
+                                                                       int64_t j0, int64_t j1) {
   const float *a = g->a, *b = g->b;
   int64_t seg = (j1 - j0) * (int64_t)sizeof(float);
   int64_t pf = seg < CPU_DIRECT_PF_BYTES && j1 - j0 < g->ldb ? 8 : 0; /* rows ahead */
   int64_t p = p0;
+  for (; p + 8 <= p1; p += 8) {
+#if defined(__GNUC__)
+    for (int64_t r = p + pf; pf > 0 && r < p + pf + 8 && r < p1; ++r) {
+      const char *ahead = (const char *)(b + r * g->ldb + j0);
+      for (int64_t o = 0; o < seg; o += 64) __builtin_prefetch(ahead + o, 0, 3);
+    }
+#endif
+    const float *b0 = b + p * g->ldb;
+    for (int64_t jb = j0; jb < j1; jb += CPU_DIRECT_JB) {
+      int64_t w = cpu_min64(CPU_DIRECT_JB, j1 - jb);
+      for (int64_t i = 0; i < g->m; ++i) {
+        float c[8];
+        for (int r = 0; r < 8; ++r)
+          c[r] = g->alpha * (g->trans_a ? a[(p + r) * g->lda + i] : a[i * g->lda + p + r]);
+        cpu_axpy8(y + i * ldy + jb, c, b0 + jb, g->ldb, w);
+      }
+    }
+  }
   for (; p + 4 <= p1; p += 4) {
 #if defined(__GNUC__)
     for (int64_t r = p + pf; pf > 0 && r < p + pf + 4 && r < p1; ++r) {
@@ -563,6 +609,31 @@ static void cpu_direct_rows(const onyx__cpu_gemm *g, float *y, int64_t ldy, int6
   }
 }
 
+/* The rows loop built twice: for the baseline ISA, and with AVX2 and FMA (picked at
+ * run time), where the eight-float vectors are single registers instead of pairs that
+ * spill. Matrix-vector products stream B at memory speed only in the second. */
+static void cpu_direct_rows_generic(const onyx__cpu_gemm *g, float *y, int64_t ldy, int64_t p0,
+                                    int64_t p1, int64_t j0, int64_t j1) {
+  cpu_direct_rows_body(g, y, ldy, p0, p1, j0, j1);
+}
+
+#if defined(CPU_HAVE_AVX2_KERNEL)
+__attribute__((target("avx2,fma"))) static void cpu_direct_rows_avx2(const onyx__cpu_gemm *g,
+                                                                     float *y, int64_t ldy,
+                                                                     int64_t p0, int64_t p1,
+                                                                     int64_t j0, int64_t j1) {
+  cpu_direct_rows_body(g, y, ldy, p0, p1, j0, j1);
+}
+#endif
+
+static cpu_rows_fn cpu_pick_rows(void) {
+#if defined(CPU_HAVE_AVX2_KERNEL)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return cpu_direct_rows_avx2;
+#endif
+  return cpu_direct_rows_generic;
+}
+
 /* K split: task t reads rows [t·chunk, (t+1)·chunk) of B, one contiguous block and so
  * one long stream; task 0 adds into Y, the others into their own partial sums. */
 typedef struct cpu_direct_k {
@@ -570,6 +641,7 @@ typedef struct cpu_direct_k {
   int64_t chunk; /* rows of B per task (a multiple of 4) */
   int64_t parts;
   float *partial; /* (parts − 1) × m × n */
+  cpu_rows_fn rows;
 } cpu_direct_k;
 
 static void cpu_direct_k_task(void *arg, size_t task) {
@@ -577,12 +649,12 @@ static void cpu_direct_k_task(void *arg, size_t task) {
   const onyx__cpu_gemm *g = d->g;
   int64_t p0 = (int64_t)task * d->chunk, p1 = cpu_min64(g->k, p0 + d->chunk);
   if (task == 0) {
-    cpu_direct_rows(g, g->y, g->ldy, p0, p1, 0, g->n);
+    d->rows(g, g->y, g->ldy, p0, p1, 0, g->n);
     return;
   }
   float *part = d->partial + ((int64_t)task - 1) * g->m * g->n;
   memset(part, 0, (size_t)(g->m * g->n) * sizeof(float));
-  if (p0 < p1) cpu_direct_rows(g, part, g->n, p0, p1, 0, g->n);
+  if (p0 < p1) d->rows(g, part, g->n, p0, p1, 0, g->n);
 }
 
 /* Y += the partial sums, a column range per task. */
@@ -606,7 +678,7 @@ static void cpu_direct_task(void *arg, size_t task) {
   int64_t j0 = (int64_t)task * d->chunk, j1 = cpu_min64(g->n, j0 + d->chunk);
   if (j0 >= j1) return;
   if (!g->trans_b) {
-    cpu_direct_rows(g, g->y, g->ldy, 0, g->k, j0, j1);
+    d->rows(g, g->y, g->ldy, 0, g->k, j0, j1);
     return;
   }
   /* Bᵀ: each column of op(B) is a contiguous row of B, so y[i,j] is a dot product. */
@@ -633,7 +705,8 @@ void onyx__cpu_sgemm(const onyx__cpu_provider *p, const onyx__cpu_gemm *g, float
   if (cpu_sgemm_direct(g->m, g->ab_dtype)) {
     int64_t parts = cpu_direct_parts(g->m, g->n, g->k, tasks);
     if (!g->trans_b && parts > 1 && pack_a != NULL) {
-      cpu_direct_k d = {g, cpu_round_up((g->k + parts - 1) / parts, 4), parts, pack_a};
+      cpu_direct_k d = {g, cpu_round_up((g->k + parts - 1) / parts, 4), parts, pack_a,
+                        cpu_pick_rows()};
       onyx__cpu_parallel_for(p, (size_t)parts, cpu_direct_k_task, &d);
       /* A small merge costs less than waking the threads again. */
       if ((parts - 1) * g->m * g->n <= 65536)
@@ -646,7 +719,7 @@ void onyx__cpu_sgemm(const onyx__cpu_provider *p, const onyx__cpu_gemm *g, float
     int64_t per_col = g->m * g->k;
     int64_t want = cpu_min64(tasks, (g->n * per_col) / 32768 + 1);
     int64_t chunk = cpu_round_up((g->n + want - 1) / want, CPU_NR);
-    cpu_direct d = {g, chunk};
+    cpu_direct d = {g, chunk, cpu_pick_rows()};
     onyx__cpu_parallel_for(p, (size_t)((g->n + chunk - 1) / chunk), cpu_direct_task, &d);
     return;
   }
