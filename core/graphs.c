@@ -4,8 +4,8 @@
  * measures its device allocations; the second is recorded into a graph whose
  * buffers come from arenas sized by that measurement (governed, held by the graph);
  * later runs copy their host inputs into the graph's staged copies, replay it and
- * read the outputs where the recording left them — no planning, no allocation, no
- * kernel launches from the host.
+ * read the outputs where the recording left them — no planning, no allocation, one
+ * launch instead of one per kernel.
  *
  * A graph is dropped (an invalidation) when a run shows one of the device inputs it
  * baked in at another address or shape — a KV cache that grew by copy — or on
@@ -337,6 +337,7 @@ static onyx_status arenas(onyx_session *s, onyx__provider *p, graph_entry *e, co
       staged += (b + ONYX__GRAPH_ALIGN - 1) / ONYX__GRAPH_ALIGN * ONYX__GRAPH_ALIGN;
   }
   uint64_t act = staged + e->act_bytes;
+  uint32_t ws_align = e->ws_align > ONYX__GRAPH_ALIGN ? e->ws_align : ONYX__GRAPH_ALIGN;
   onyx_status st = ONYX_STATUS_OK;
   if (act > 0)
     st = onyx__memory_alloc(s->runtime->memory, p, ONYX_REQUESTER_ACTIVATIONS, act,
@@ -344,8 +345,7 @@ static onyx_status arenas(onyx_session *s, onyx__provider *p, graph_entry *e, co
                             &e->act_block, err, cap);
   if (st == ONYX_STATUS_OK && e->ws_bytes > 0)
     st = onyx__memory_alloc(s->runtime->memory, p, ONYX_REQUESTER_WORKSPACE_SESSION, e->ws_bytes,
-                            e->ws_align > ONYX__GRAPH_ALIGN ? e->ws_align : ONYX__GRAPH_ALIGN,
-                            "device graph: step workspace", &e->ws_block, err, cap);
+                            ws_align, "device graph: step workspace", &e->ws_block, err, cap);
   if (st != ONYX_STATUS_OK) return st;
   uint64_t at = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -356,7 +356,8 @@ static onyx_status arenas(onyx_session *s, onyx__provider *p, graph_entry *e, co
     e->staged[i].data = (char *)e->act_block + at;
     at += (b + ONYX__GRAPH_ALIGN - 1) / ONYX__GRAPH_ALIGN * ONYX__GRAPH_ALIGN;
   }
-  e->held = act + e->ws_bytes;
+  /* What the governor booked: the workspace block is rounded up to its alignment. */
+  e->held = act + (e->ws_bytes + ws_align - 1) / ws_align * ws_align;
   s->graphs->stats.held_bytes += e->held;
   *out_staged = staged;
   return ONYX_STATUS_OK;
