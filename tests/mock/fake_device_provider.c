@@ -253,13 +253,19 @@ static void op_add(const op *o) {
 
 static void op_count(const op *o) { *(int64_t *)(void *)o->y = o->n; }
 
+/* Input 0 must be in device memory; output 0 gets its geometry. */
+static onyx_status unary_output(onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
+                                size_t input_count, onyx_tensor **y) {
+  onyx_status st = need_device(ctx, input_count > 0 ? inputs[0] : NULL, 0);
+  if (st != ONYX_STATUS_OK) return st;
+  return ctx->alloc_output(ctx, 0, ONYX_DTYPE_FLOAT32, inputs[0]->rank, inputs[0]->dims, y);
+}
+
 static onyx_status twice_compute(void *state, onyx_compute_ctx *ctx,
                                  const onyx_tensor *const *inputs, size_t input_count) {
   (void)state;
-  onyx_status st = need_device(ctx, input_count > 0 ? inputs[0] : NULL, 0);
-  if (st != ONYX_STATUS_OK) return st;
   onyx_tensor *y = NULL;
-  st = ctx->alloc_output(ctx, 0, ONYX_DTYPE_FLOAT32, inputs[0]->rank, inputs[0]->dims, &y);
+  onyx_status st = unary_output(ctx, inputs, input_count, &y);
   if (st != ONYX_STATUS_OK) return st;
   return submit((op){.fn = op_scale,
                      .x = inputs[0]->data,
@@ -374,10 +380,8 @@ static onyx_status inplace_compute(void *state, onyx_compute_ctx *ctx,
 static onyx_status legacy_compute(void *state, onyx_compute_ctx *ctx,
                                   const onyx_tensor *const *inputs, size_t input_count) {
   (void)state;
-  onyx_status st = need_device(ctx, input_count > 0 ? inputs[0] : NULL, 0);
-  if (st != ONYX_STATUS_OK) return st;
   onyx_tensor *y = NULL;
-  st = ctx->alloc_output(ctx, 0, ONYX_DTYPE_FLOAT32, inputs[0]->rank, inputs[0]->dims, &y);
+  onyx_status st = unary_output(ctx, inputs, input_count, &y);
   if (st != ONYX_STATUS_OK) return st;
   capture_misuse("the Legacy kernel");
   return submit((op){.fn = op_add,
