@@ -55,10 +55,6 @@ static void buffer_release(onyx_session *s, buffer *b) {
   free(b);
 }
 
-static uint64_t graph_round(uint64_t bytes) {
-  return (bytes + ONYX__GRAPH_ALIGN - 1) / ONYX__GRAPH_ALIGN * ONYX__GRAPH_ALIGN;
-}
-
 /* True while this run is recorded into a graph. */
 static bool recording(const run_state *r) { return r->hooks && r->hooks->record; }
 
@@ -99,8 +95,8 @@ static onyx_status new_buffer(run_state *r, onyx__provider *provider, uint32_t r
   buffer *b = calloc(1, sizeof *b);
   if (b == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
   onyx__run_hooks *h = r->hooks;
-  if (h && provider == h->provider && requester != ONYX_REQUESTER_WEIGHTS) {
-    uint64_t need = graph_round(bytes ? bytes : 1);
+  if (h && provider == h->provider) {
+    uint64_t need = onyx__graph_round(bytes ? bytes : 1);
     if (h->record) {
       /* The graph's activations arena, sized by the run that measured this geometry. */
       if (need > h->act_cap - h->act_used) {
@@ -459,19 +455,8 @@ static onyx_status run_node(run_state *r, size_t i) {
         sl = &moved[k];
       }
     } else if (!slot_on(sl, pn->provider)) {
-      if (s->graph->values[v].is_initializer && s->device_inits[v] == NULL &&
-          pn->provider->table->device != ONYX_DEVICE_HOST) {
-        /* Weights move once per session, not once per run, and stay booked as such. */
-        char label[160];
-        snprintf(label, sizeof label, "initializer '%s' on %s", s->graph->values[v].name,
-                 pn->provider->tier);
-        st = transfer(r, sl, pn->provider, ONYX_REQUESTER_WEIGHTS, label, &moved[k]);
-        if (st == ONYX_STATUS_OK) {
-          s->device_inits[v] = moved[k].buf->ptr;
-          free(moved[k].buf); /* the session owns the block now */
-          moved[k].buf = NULL;
-        }
-      } else if (s->device_inits[v] != NULL) {
+      if (s->device_inits[v] != NULL) {
+        /* Weights went to the device when the session was created (device_weights.c). */
         moved[k] = *sl;
         moved[k].buf = NULL;
         moved[k].view.data = s->device_inits[v];
@@ -697,11 +682,6 @@ static void bind_staged(run_state *r, size_t input_count) {
   }
 }
 
-static bool cancelled(const onyx_run_options *options, size_t node) {
-  return options && options->struct_size >= offsetof(onyx_run_options, writable_inputs) &&
-         options->should_cancel && options->should_cancel(options->user, node);
-}
-
 onyx_status onyx__execute(onyx_session *s, const onyx_run_options *options,
                           const onyx_tensor *inputs, size_t input_count, onyx_tensor *out_outputs,
                           onyx__run_hooks *hooks, onyx_error **out_error) {
@@ -723,10 +703,7 @@ onyx_status onyx__execute(onyx_session *s, const onyx_run_options *options,
   /* Nothing of this run may land in another thread's capture (stream_lock.c). */
   onyx__stream_enter_all(s->runtime);
 
-  /* The caller's struct may predate the buffer-sharing fields. */
-  bool v2 = options && options->struct_size >=
-                           offsetof(onyx_run_options, out_borrowed) + sizeof options->out_borrowed;
-  onyx_status st = bind_inputs(&r, inputs, input_count, v2 ? options->writable_inputs : NULL);
+  onyx_status st = bind_inputs(&r, inputs, input_count, onyx__run_writable(options));
   char msg[ONYX_ERR_CAP + 256] = "";
   if (st != ONYX_STATUS_OK) snprintf(msg, sizeof msg, "%s", r.err);
   if (st == ONYX_STATUS_OK && record) bind_staged(&r, input_count);
@@ -763,7 +740,7 @@ onyx_status onyx__execute(onyx_session *s, const onyx_run_options *options,
     }
   }
   for (size_t i = 0; st == ONYX_STATUS_OK && i < g->node_count; ++i) {
-    if (cancelled(options, i)) {
+    if (onyx__run_cancelled(options, i)) {
       snprintf(msg, sizeof msg, "run cancelled before node #%zu", i);
       st = ONYX_STATUS_CANCELLED;
       break;
@@ -772,8 +749,7 @@ onyx_status onyx__execute(onyx_session *s, const onyx_run_options *options,
     st = run_node(&r, i);
     if (prof && st == ONYX_STATUS_OK) {
       /* Wait for a device node so that its time is its own. */
-      const onyx__provider *np = s->nodes[i].provider;
-      if (np->table->device != ONYX_DEVICE_HOST && np->table->sync) st = np->table->sync(np->state);
+      st = onyx__stream_sync(s->nodes[i].provider);
       onyx__profile_node(prof, i, onyx__now_ms() - t_node);
       if (st != ONYX_STATUS_OK)
         snprintf(r.err, sizeof r.err, "the device failed: %s", onyx_status_str(st));
@@ -797,7 +773,7 @@ onyx_status onyx__execute(onyx_session *s, const onyx_run_options *options,
   }
   if (st != ONYX_STATUS_OK && hooks && hooks->refused) snprintf(msg, sizeof msg, "%s", hooks->why);
   if (st == ONYX_STATUS_OK && !record) {
-    st = collect_outputs(&r, out_outputs, v2 ? options->out_borrowed : NULL);
+    st = collect_outputs(&r, out_outputs, onyx__run_borrowed(options));
     if (st != ONYX_STATUS_OK) snprintf(msg, sizeof msg, "collecting outputs: %s", r.err);
   }
   for (size_t v = 0; v < g->value_count; ++v) slot_clear(s, &r.slots[v]);
@@ -819,10 +795,7 @@ onyx_status onyx_session_run(onyx_session *s, const onyx_run_options *options,
   if (s == NULL || (input_count > 0 && inputs == NULL) || out_outputs == NULL)
     return onyx__error_set(out_error, ONYX_STATUS_INVALID_ARGUMENT,
                            "onyx_session_run: session, inputs and out_outputs are required");
-  if (options &&
-      options->struct_size >=
-          offsetof(onyx_run_options, capture_graph) + sizeof options->capture_graph &&
-      options->capture_graph)
+  if (onyx__run_options_has(options, capture_graph) && options->capture_graph)
     return onyx__graphs_run(s, options, inputs, input_count, out_outputs, out_error);
   return onyx__execute(s, options, inputs, input_count, out_outputs, NULL, out_error);
 }

@@ -256,9 +256,7 @@ static onyx_status stage_inputs(onyx__provider *p, graph_entry *e, const onyx_te
 static onyx_status collect(onyx_session *s, onyx__provider *p, const graph_entry *e,
                            const onyx_run_options *o, onyx_tensor *outs, char *err, size_t cap) {
   size_t nout = s->graph->output_count;
-  bool *borrowed = o->struct_size >= offsetof(onyx_run_options, out_borrowed) + sizeof(bool *)
-                       ? o->out_borrowed
-                       : NULL;
+  bool *borrowed = onyx__run_borrowed(o);
   onyx_status st = ONYX_STATUS_OK;
   size_t done = 0;
   for (; done < nout && st == ONYX_STATUS_OK; ++done) {
@@ -303,8 +301,7 @@ static onyx_status replay(onyx_session *s, onyx__graph_cache *c, graph_entry *e,
                           onyx_tensor *outs, onyx_error **out_error) {
   onyx__provider *p = c->provider;
   char err[ONYX_ERR_CAP] = "";
-  if (o->struct_size >= offsetof(onyx_run_options, writable_inputs) && o->should_cancel &&
-      o->should_cancel(o->user, 0))
+  if (onyx__run_cancelled(o, 0))
     return onyx__error_set(out_error, ONYX_STATUS_CANCELLED, "run cancelled before node #0");
   double t0 = s->profile ? onyx__now_ms() : 0;
   onyx__stream_enter(p);
@@ -331,11 +328,8 @@ static onyx_status replay(onyx_session *s, onyx__graph_cache *c, graph_entry *e,
 static onyx_status arenas(onyx_session *s, onyx__provider *p, graph_entry *e, const onyx_tensor *in,
                           size_t n, uint64_t *out_staged, char *err, size_t cap) {
   uint64_t staged = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uint64_t b = tensor_bytes(&in[i]);
-    if (in[i].device == ONYX_DEVICE_HOST && b > 0)
-      staged += (b + ONYX__GRAPH_ALIGN - 1) / ONYX__GRAPH_ALIGN * ONYX__GRAPH_ALIGN;
-  }
+  for (size_t i = 0; i < n; ++i)
+    if (in[i].device == ONYX_DEVICE_HOST) staged += onyx__graph_round(tensor_bytes(&in[i]));
   uint64_t act = staged + e->act_bytes;
   uint32_t ws_align = e->ws_align > ONYX__GRAPH_ALIGN ? e->ws_align : ONYX__GRAPH_ALIGN;
   onyx_status st = ONYX_STATUS_OK;
@@ -354,7 +348,7 @@ static onyx_status arenas(onyx_session *s, onyx__provider *p, graph_entry *e, co
     e->staged[i] = in[i];
     e->staged[i].device = p->table->device;
     e->staged[i].data = (char *)e->act_block + at;
-    at += (b + ONYX__GRAPH_ALIGN - 1) / ONYX__GRAPH_ALIGN * ONYX__GRAPH_ALIGN;
+    at += onyx__graph_round(b);
   }
   /* What the governor booked: the workspace block is rounded up to its alignment. */
   e->held = act + (e->ws_bytes + ws_align - 1) / ws_align * ws_align;
@@ -379,8 +373,7 @@ static onyx_status record(onyx_session *s, onyx__graph_cache *c, graph_entry *e,
                           const onyx_run_options *o, const onyx_tensor *in, size_t n) {
   onyx__provider *p = c->provider;
   char err[ONYX_ERR_CAP] = "";
-  const bool *writable =
-      o->struct_size >= offsetof(onyx_run_options, out_borrowed) ? o->writable_inputs : NULL;
+  const bool *writable = onyx__run_writable(o);
   for (size_t i = 0; i < n; ++i) {
     if (writable && writable[i] && in[i].device == ONYX_DEVICE_HOST) {
       snprintf(err, sizeof err,
@@ -466,8 +459,7 @@ static onyx_status graphs_run_locked(onyx_session *s, onyx__graph_cache *c,
   char err[ONYX_ERR_CAP];
   if (onyx__check_inputs(s, in, n, err, sizeof err) != ONYX_STATUS_OK)
     return onyx__error_set(out_error, ONYX_STATUS_INVALID_ARGUMENT, err);
-  const bool *writable =
-      o->struct_size >= offsetof(onyx_run_options, out_borrowed) ? o->writable_inputs : NULL;
+  const bool *writable = onyx__run_writable(o);
   drop_stale(s, c, in, n);
   graph_entry *e = entry_find(c, in, writable, n);
   if (e && e->state == ENTRY_RECORDED) return replay(s, c, e, o, in, n, outs, out_error);

@@ -11,11 +11,35 @@
 #ifndef ONYX_CORE_GRAPHS_IMPL_H
 #define ONYX_CORE_GRAPHS_IMPL_H
 
+#include <stddef.h>
+
 #include "onyx.h"
 #include "session_impl.h"
 
 /* Device allocations are carved at this alignment (what cudaMalloc gives). */
 #define ONYX__GRAPH_ALIGN 256u
+
+static inline uint64_t onyx__graph_round(uint64_t bytes) {
+  return (bytes + ONYX__GRAPH_ALIGN - 1) / ONYX__GRAPH_ALIGN * ONYX__GRAPH_ALIGN;
+}
+
+/* Fields of a caller's onyx_run_options, read as absent (NULL / false) when its
+ * struct predates them. Writable inputs and borrowed outputs came together. */
+#define onyx__run_options_has(o, field)                                                            \
+  ((o) != NULL && (o)->struct_size >= offsetof(onyx_run_options, field) + sizeof((o)->field))
+
+static inline const bool *onyx__run_writable(const onyx_run_options *o) {
+  return onyx__run_options_has(o, out_borrowed) ? o->writable_inputs : NULL;
+}
+
+static inline bool *onyx__run_borrowed(const onyx_run_options *o) {
+  return onyx__run_options_has(o, out_borrowed) ? o->out_borrowed : NULL;
+}
+
+/* Does the caller cancel the run before node `node`? */
+static inline bool onyx__run_cancelled(const onyx_run_options *o, size_t node) {
+  return onyx__run_options_has(o, user) && o->should_cancel && o->should_cancel(o->user, node);
+}
 
 typedef struct onyx__run_hooks {
   onyx__provider *provider; /* the device provider whose work is measured or recorded */

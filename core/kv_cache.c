@@ -134,11 +134,7 @@ void onyx_kv_cache_destroy(onyx_kv_cache *kv) {
   for (uint32_t t = 0; kv->buffers && t < kv->tensors; ++t)
     onyx__memory_free(kv->runtime->memory, kv->buffers[t]);
   /* Device frees are stream-ordered: sync so the memory is back when this returns. */
-  if (kv->buffers && kv->provider && kv->provider->table->sync) {
-    onyx__stream_enter(kv->provider);
-    kv->provider->table->sync(kv->provider->state);
-    onyx__stream_leave(kv->provider);
-  }
+  if (kv->buffers) (void)onyx__stream_sync(kv->provider);
   free(kv->buffers);
   free(kv);
 }
@@ -292,11 +288,7 @@ static onyx_status grow_by_copy(onyx_kv_cache *kv, int64_t length, char *err, si
       moved += unit_old;
     }
   }
-  if (st == ONYX_STATUS_OK && kv->provider && kv->provider->table->sync) {
-    onyx__stream_enter(kv->provider);
-    st = kv->provider->table->sync(kv->provider->state);
-    onyx__stream_leave(kv->provider);
-  }
+  if (st == ONYX_STATUS_OK) st = onyx__stream_sync(kv->provider);
   for (uint32_t t = 0; t < kv->tensors; ++t) {
     void *drop = st == ONYX_STATUS_OK ? kv->buffers[t] : fresh[t];
     onyx__memory_free(kv->runtime->memory, drop);

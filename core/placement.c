@@ -97,6 +97,30 @@ static onyx_status build_info(onyx_session *s, size_t i, onyx__placed_node *pn) 
   return ONYX_STATUS_OK;
 }
 
+/* Places `pn` on the first provider (placement order; host providers only when
+ * `host_only`) with a kernel that matches it. Returns false when none does; `why_not`
+ * (may be NULL) collects the providers' reasons. */
+static bool find_kernel(onyx_runtime *rt, onyx__placed_node *pn, bool host_only, char *why_not,
+                        size_t why_cap) {
+  char reason[256];
+  for (size_t p = 0; p < rt->provider_count; ++p) {
+    onyx__provider *prov = &rt->providers[p];
+    if (host_only && prov->table->device != ONYX_DEVICE_HOST) continue;
+    for (size_t k = 0; k < prov->table->kernel_count; ++k) {
+      reason[0] = '\0';
+      if (kernel_matches(prov->table->kernels[k], &pn->info, reason, sizeof reason)) {
+        pn->kernel = prov->table->kernels[k];
+        pn->provider = prov;
+        return true;
+      }
+      size_t len = why_not ? strlen(why_not) : 0;
+      if (why_not && reason[0] && len + 64 < why_cap)
+        snprintf(why_not + len, why_cap - len, "%s%s: %s", len ? "; " : "", prov->name, reason);
+    }
+  }
+  return false;
+}
+
 /* ------------------------------------------------------------ shape arithmetic */
 
 static bool int_dtype(uint32_t d) {
@@ -130,20 +154,8 @@ static bool shape_arithmetic(const onyx_session *s, size_t i, const bool *shape_
  * unless strict mode asks that every node run on the preferred providers.
  */
 static void keep_on_host(onyx_session *s, onyx__placed_node *pn) {
-  onyx_runtime *rt = s->runtime;
-  if (rt->config->strict || pn->provider->table->device == ONYX_DEVICE_HOST) return;
-  char reason[256];
-  for (size_t p = 0; p < rt->provider_count; ++p) {
-    onyx__provider *prov = &rt->providers[p];
-    if (prov->table->device != ONYX_DEVICE_HOST) continue;
-    for (size_t k = 0; k < prov->table->kernel_count; ++k) {
-      if (kernel_matches(prov->table->kernels[k], &pn->info, reason, sizeof reason)) {
-        pn->kernel = prov->table->kernels[k];
-        pn->provider = prov;
-        return;
-      }
-    }
-  }
+  if (s->runtime->config->strict || pn->provider->table->device == ONYX_DEVICE_HOST) return;
+  find_kernel(s->runtime, pn, true, NULL, 0);
 }
 
 void onyx__unplace_nodes(onyx_session *s) {
@@ -167,23 +179,8 @@ static onyx_status place_node(onyx_session *s, size_t i, bool has_preferred, boo
   onyx__placed_node *pn = &s->nodes[i];
   const onyx__node *n = &s->graph->nodes[i];
   if (build_info(s, i, pn) != ONYX_STATUS_OK) return ONYX_STATUS_OUT_OF_MEMORY;
-  char reason[256] = "", why_not[512] = "";
-  for (size_t p = 0; p < rt->provider_count && pn->kernel == NULL; ++p) {
-    onyx__provider *prov = &rt->providers[p];
-    for (size_t k = 0; k < prov->table->kernel_count; ++k) {
-      reason[0] = '\0';
-      if (kernel_matches(prov->table->kernels[k], &pn->info, reason, sizeof reason)) {
-        pn->kernel = prov->table->kernels[k];
-        pn->provider = prov;
-        break;
-      }
-      if (reason[0] && strlen(why_not) < sizeof why_not - 64) {
-        size_t len = strlen(why_not);
-        snprintf(why_not + len, sizeof why_not - len, "%s%s: %s", len ? "; " : "", prov->name,
-                 reason);
-      }
-    }
-  }
+  char why_not[512] = "";
+  find_kernel(rt, pn, false, why_not, sizeof why_not);
   const char *dom = n->domain[0] ? n->domain : "ai.onnx";
   uint32_t d0 = pn->info.input_count ? pn->input_dtypes[0] : ONYX_DTYPE_UNDEFINED;
   if (pn->kernel == NULL) {

@@ -58,6 +58,9 @@ void onyx__stream_enter(const onyx__provider *provider);
 void onyx__stream_leave(const onyx__provider *provider);
 void onyx__stream_enter_all(const onyx_runtime *runtime);
 void onyx__stream_leave_all(const onyx_runtime *runtime);
+/* Waits for a device provider's stream (the lock held shared); OK for host providers
+ * and providers without sync. */
+onyx_status onyx__stream_sync(const onyx__provider *provider);
 void onyx__record_enter(const onyx__provider *provider);
 void onyx__record_leave(const onyx__provider *provider);
 

@@ -26,16 +26,8 @@ void onyx_session_destroy(onyx_session *s) {
   /* Device memory may be freed in stream order (see the copy and device_free contract
    * in abi/onyx_provider.h): a sync lets the frees complete and the memory go back to
    * the device before the caller looks at it. */
-  if (s->runtime) {
-    for (size_t p = 0; p < s->runtime->provider_count; ++p) {
-      onyx__provider *dp = &s->runtime->providers[p];
-      if (dp->table->device != ONYX_DEVICE_HOST && dp->table->sync) {
-        onyx__stream_enter(dp);
-        (void)dp->table->sync(dp->state);
-        onyx__stream_leave(dp);
-      }
-    }
-  }
+  for (size_t p = 0; s->runtime && p < s->runtime->provider_count; ++p)
+    (void)onyx__stream_sync(&s->runtime->providers[p]);
   onyx__unplace_nodes(s);
   if (s->weights_grant)
     onyx_gov_release(onyx__memory_governor(s->runtime->memory),

@@ -66,6 +66,15 @@ void onyx__stream_leave_all(const onyx_runtime *rt) {
   for (size_t i = rt->provider_count; i-- > 0;) onyx__stream_leave(&rt->providers[i]);
 }
 
+onyx_status onyx__stream_sync(const onyx__provider *p) {
+  if (p == NULL || p->table->device == ONYX_DEVICE_HOST || p->table->sync == NULL)
+    return ONYX_STATUS_OK;
+  onyx__stream_enter(p);
+  onyx_status st = p->table->sync(p->state);
+  onyx__stream_leave(p);
+  return st;
+}
+
 void onyx__record_enter(const onyx__provider *p) {
   if (!lockable(p)) return;
   pthread_rwlock_wrlock(p->stream_lock);

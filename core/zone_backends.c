@@ -133,13 +133,7 @@ static onyx_status vmm_set_access(void *s, void *base, uint64_t off, uint64_t by
 static void vmm_unmap(void *s, void *base, uint64_t off, uint64_t bytes) {
   VMM(s)->unmap(PSTATE(s), base, off, bytes);
 }
-static onyx_status vmm_sync(void *s) {
-  const onyx__provider *p = ((vmm_backend *)s)->provider;
-  onyx__stream_enter(p);
-  onyx_status st = p->table->sync ? p->table->sync(p->state) : ONYX_STATUS_OK;
-  onyx__stream_leave(p);
-  return st;
-}
+static onyx_status vmm_sync(void *s) { return onyx__stream_sync(((vmm_backend *)s)->provider); }
 
 onyx_gov_backend *onyx__vmm_backend_create(onyx__provider *p) {
   if (p == NULL || !onyx__provider_has(p->table, vmm) || p->table->vmm == NULL) return NULL;
