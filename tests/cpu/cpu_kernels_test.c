@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "kernel_expect.h"
 #include "kernel_harness.h"
 
 #ifndef ONYX_CPU_SO
@@ -68,50 +69,10 @@ static void run(const kh_node *node, const onyx_tensor *const *in, size_t n, kh_
   kh_run(&g_cpu, node, in, n, r);
 }
 
-static void expect_ok(const kh_result *r) {
-  if (r->status != ONYX_STATUS_OK)
-    fail_msg("expected OK, got %s at %s: %s", onyx_status_str(r->status), r->stage, r->error);
-}
-
-/* A failure with the given status and message fragment, and no output left behind. */
-static void expect_fail(const kh_result *r, onyx_status st, const char *fragment) {
-  if (r->status != st)
-    fail_msg("expected %s, got %s at %s: %s", onyx_status_str(st), onyx_status_str(r->status),
-             r->stage, r->error);
-  if (fragment != NULL && strstr(r->error, fragment) == NULL)
-    fail_msg("message '%s' lacks '%s'", r->error, fragment);
-  assert_false(r->allocated_on_error);
-}
-
-static void expect_shape(const onyx_tensor *t, uint32_t dtype, uint32_t rank, const int64_t *dims) {
-  assert_int_equal(t->dtype, dtype);
-  assert_int_equal(t->rank, rank);
-  for (uint32_t i = 0; i < rank; ++i)
-    if (t->dims[i] != dims[i])
-      fail_msg("dim %u: got %lld, want %lld", i, (long long)t->dims[i], (long long)dims[i]);
-}
-
-static void expect_close(const float *got, const double *want, int64_t n, double rtol,
-                         double atol) {
-  for (int64_t i = 0; i < n; ++i) {
-    double g = got[i], w = want[i];
-    if (isnan(w) && isnan(g)) continue;
-    if (!(fabs(g - w) <= atol + rtol * fabs(w)))
-      fail_msg("element %lld: got %.9g, want %.9g", (long long)i, g, w);
-  }
-}
-
 static void expect_close_f64(const double *got, const double *want, int64_t n, double tol) {
   for (int64_t i = 0; i < n; ++i)
     if (!(fabs(got[i] - want[i]) <= tol * (1 + fabs(want[i]))))
       fail_msg("element %lld: got %.17g, want %.17g", (long long)i, got[i], want[i]);
-}
-
-static void expect_i64(const int64_t *got, const int64_t *want, int64_t n) {
-  for (int64_t i = 0; i < n; ++i)
-    if (got[i] != want[i])
-      fail_msg("element %lld: got %lld, want %lld", (long long)i, (long long)got[i],
-               (long long)want[i]);
 }
 
 static void expect_u16(const uint16_t *got, const uint16_t *want, int64_t n) {
