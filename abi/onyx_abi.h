@@ -1,5 +1,5 @@
 /*
- * Onyx ABI v1 — umbrella header: include this from a provider.
+ * Onyx ABI v2 — umbrella header: include this from a provider.
  */
 #ifndef ONYX_ABI_H
 #define ONYX_ABI_H

@@ -1,5 +1,5 @@
 /*
- * Onyx ABI v1 — providers and kernels.
+ * Onyx ABI v2 — providers and kernels.
  *
  * Published: every name in this file. This is the only header set a provider
  * includes; it depends on <stdint.h>, <stddef.h> and <stdbool.h> alone and compiles
@@ -8,9 +8,11 @@
  * Rules (docs/abi.md says more):
  * - A provider exports exactly one symbol, ONYX_PROVIDER_ENTRY_SYMBOL.
  * - Structs that cross the boundary begin with struct_size and version. Fields are
- *   append-only; offsets of v1 fields are pinned by static_assert in
- *   onyx_abi_check.h. A reader that gets a smaller struct_size treats missing
- *   trailing fields as NULL / 0.
+ *   append-only; their offsets are pinned by static_assert in
+ *   tests/core/abi_layout_test.c. A reader that gets a smaller struct_size treats
+ *   missing trailing fields as NULL / 0 (ONYX_HAS_FIELD checks).
+ * - v2 appended onyx_node_info.input_constants and .input_constant_copied; every
+ *   other struct is as in v1. The core speaks v1 and v2.
  * - Optional function pointers may be NULL; the other side checks before calling.
  * - Nothing unwinds across the boundary; a failed call leaves its outputs untouched.
  */
@@ -30,7 +32,13 @@ extern "C" {
 
 /* The ABI version this header describes. The core offers its highest; the provider
  * answers with the one it will speak. */
-#define ONYX_ABI_VERSION 1u
+#define ONYX_ABI_VERSION 2u
+
+/* True when the struct `ptr` points at (which begins with struct_size) is large
+ * enough to hold `field` of `type`: a reader checks this before touching a field
+ * appended after v1, e.g. ONYX_HAS_FIELD(node, onyx_node_info, input_constants). */
+#define ONYX_HAS_FIELD(ptr, type, field)                                                           \
+  ((ptr)->struct_size >= offsetof(type, field) + sizeof(((const type *)0)->field))
 
 /* The single exported symbol of a provider library. */
 #define ONYX_PROVIDER_ENTRY_SYMBOL "onyx_provider_entry"
@@ -81,6 +89,23 @@ typedef struct onyx_node_info {
   const onyx_attr *attrs;
   size_t attr_count;
   /* fields above: v1 */
+  /* (since v2) [input_count]: the host tensor of input i when it is a constant of
+   * the session — an initializer that is not a graph input (after the core's constant
+   * folding, Constant outputs are initializers too) — and NULL where input i is
+   * computed, a graph input or absent. Owned by the core; read it during create (to
+   * prepack it, say). Compute still receives the input as usual. The array itself may
+   * be NULL (a node created for constant folding, or a v1 core: check struct_size). */
+  const onyx_tensor *const *input_constants;
+  /* (since v2) [input_count], written by the kernel during create only (may be NULL:
+   * then the core offers no release). A kernel that has made its own copy of constant
+   * input i (a prepacked B, in memory from host->mem_alloc booked as
+   * ONYX_REQUESTER_WEIGHTS) and will never read the original's data again sets entry i
+   * to true before create returns OK. When no other reader needs the initializer the
+   * core frees it and unbooks its bytes, and does not copy it to the kernel's device;
+   * compute then receives input i with its geometry, device HOST and data NULL.
+   * Ignored when create fails. */
+  bool *input_constant_copied;
+  /* fields above: v2 */
 } onyx_node_info;
 
 /* ------------------------------------------------------------------ workspace */

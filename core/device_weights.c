@@ -9,6 +9,7 @@
 
 #include "error_impl.h"
 #include "memory_impl.h"
+#include "optimize/optimize.h"
 #include "session_impl.h"
 
 /* Does node i read input k's data on its device (not on the host, not its geometry)? */
@@ -52,7 +53,7 @@ onyx_status onyx__upload_device_weights(onyx_session *s, char *err, size_t cap) 
     for (size_t k = 0; k < n->input_count; ++k) {
       int32_t v = n->inputs[k];
       if (v < 0 || !g->values[v].is_initializer || s->device_inits[v] != NULL ||
-          !read_on_device(pn, k))
+          !read_on_device(pn, k) || onyx__input_copied(s, i, k))
         continue;
       char why[ONYX_ERR_CAP];
       onyx_status st = upload(s, (size_t)v, pn->provider, why, sizeof why);

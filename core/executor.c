@@ -17,6 +17,7 @@
 #include "error_impl.h"
 #include "graphs_impl.h"
 #include "memory_impl.h"
+#include "optimize/optimize.h"
 #include "plan_impl.h"
 #include "profile_impl.h"
 #include "session_impl.h"
@@ -444,8 +445,9 @@ static onyx_status run_node(run_state *r, size_t i) {
       st = ONYX_STATUS_INTERNAL;
       break;
     }
-    if (k < 64 && (geometry_inputs >> k & 1u)) {
-      /* Read for its geometry alone (Shape of a device tensor): never moved. */
+    if ((k < 64 && (geometry_inputs >> k & 1u)) || onyx__input_copied(s, i, k)) {
+      /* Read for its geometry alone (Shape of a device tensor), or a constant the
+       * kernel copied at create (its data may be gone): never moved. */
     } else if (k < 64 && (host_inputs >> k & 1u)) {
       /* The kernel reads these values on the host (a shape, axes, a length): the
        * host copy as it is — the usual case, as their producers run on the CPU

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "error_impl.h"
+#include "optimize/optimize.h"
 #include "session_impl.h"
 
 const char *onyx__dtype_str(uint32_t d) {
@@ -72,11 +73,16 @@ static onyx_status build_info(onyx_session *s, size_t i, onyx__placed_node *pn) 
   pn->input_present = calloc(n->input_count + 1, sizeof(bool));
   pn->output_present = calloc(n->output_count + 1, sizeof(bool));
   pn->input_dtypes = calloc(n->input_count + 1, sizeof(uint32_t));
-  if (!pn->input_present || !pn->output_present || !pn->input_dtypes)
+  pn->input_constants = calloc(n->input_count + 1, sizeof *pn->input_constants);
+  pn->input_constant_copied = calloc(n->input_count + 1, sizeof(bool));
+  if (!pn->input_present || !pn->output_present || !pn->input_dtypes || !pn->input_constants ||
+      !pn->input_constant_copied)
     return ONYX_STATUS_OUT_OF_MEMORY;
   for (size_t k = 0; k < n->input_count; ++k) {
     pn->input_present[k] = n->inputs[k] >= 0;
     pn->input_dtypes[k] = n->inputs[k] >= 0 ? s->dtypes[n->inputs[k]] : ONYX_DTYPE_UNDEFINED;
+    const onyx__value *val = n->inputs[k] >= 0 ? &s->graph->values[n->inputs[k]] : NULL;
+    if (val && onyx__value_is_constant(val)) pn->input_constants[k] = &val->init;
   }
   for (size_t k = 0; k < n->output_count; ++k) pn->output_present[k] = n->outputs[k] >= 0;
   pn->info = (onyx_node_info){
@@ -93,6 +99,8 @@ static onyx_status build_info(onyx_session *s, size_t i, onyx__placed_node *pn) 
       .input_dtypes = pn->input_dtypes,
       .attrs = n->attrs,
       .attr_count = n->attr_count,
+      .input_constants = pn->input_constants,
+      .input_constant_copied = pn->input_constant_copied,
   };
   return ONYX_STATUS_OK;
 }
@@ -166,6 +174,8 @@ void onyx__unplace_nodes(onyx_session *s) {
     free(pn->input_present);
     free(pn->output_present);
     free(pn->input_dtypes);
+    free(pn->input_constants);
+    free(pn->input_constant_copied);
   }
   free(s->nodes);
   s->nodes = NULL;
@@ -174,7 +184,7 @@ void onyx__unplace_nodes(onyx_session *s) {
 /* Places node i: the first provider with a matching kernel, shape arithmetic kept on
  * the host, then the kernel's state. */
 static onyx_status place_node(onyx_session *s, size_t i, bool has_preferred, bool *shape_val,
-                              char *err, size_t err_cap) {
+                              uint32_t *readers, char *err, size_t err_cap) {
   onyx_runtime *rt = s->runtime;
   onyx__placed_node *pn = &s->nodes[i];
   const onyx__node *n = &s->graph->nodes[i];
@@ -214,7 +224,10 @@ static onyx_status place_node(onyx_session *s, size_t i, bool has_preferred, boo
       return st;
     }
   }
-  return ONYX_STATUS_OK;
+  /* A constant the kernel copied (prepacked) is freed as soon as its last reader
+   * has done so, node by node, so that the original and the copy coexist for one
+   * tensor at a time. */
+  return onyx__release_copied_constants(s, i, readers, err, err_cap);
 }
 
 onyx_status onyx__place_nodes(onyx_session *s, char *err, size_t err_cap) {
@@ -222,15 +235,18 @@ onyx_status onyx__place_nodes(onyx_session *s, char *err, size_t err_cap) {
   const onyx__graph *g = s->graph;
   s->nodes = calloc(g->node_count ? g->node_count : 1, sizeof *s->nodes);
   bool *shape_val = calloc(g->value_count + 1, sizeof *shape_val);
-  if (s->nodes == NULL || shape_val == NULL) {
+  uint32_t *readers = onyx__value_readers(g);
+  if (s->nodes == NULL || shape_val == NULL || readers == NULL) {
     free(shape_val);
+    free(readers);
     return ONYX_STATUS_OUT_OF_MEMORY;
   }
   bool has_preferred = false;
   for (size_t p = 0; p < rt->provider_count; ++p) has_preferred |= !rt->providers[p].is_fallback;
   onyx_status st = ONYX_STATUS_OK;
   for (size_t i = 0; i < g->node_count && st == ONYX_STATUS_OK; ++i)
-    st = place_node(s, i, has_preferred, shape_val, err, err_cap);
+    st = place_node(s, i, has_preferred, shape_val, readers, err, err_cap);
   free(shape_val);
+  free(readers);
   return st;
 }

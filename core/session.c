@@ -7,7 +7,7 @@
 #include "error_impl.h"
 #include "graphs_impl.h"
 #include "memory_impl.h"
-#include "onyx_governor.h"
+#include "optimize/optimize.h"
 #include "profile_impl.h"
 #include "session_impl.h"
 
@@ -29,9 +29,7 @@ void onyx_session_destroy(onyx_session *s) {
   for (size_t p = 0; s->runtime && p < s->runtime->provider_count; ++p)
     (void)onyx__stream_sync(&s->runtime->providers[p]);
   onyx__unplace_nodes(s);
-  if (s->weights_grant)
-    onyx_gov_release(onyx__memory_governor(s->runtime->memory),
-                     (onyx_gov_grant_id){s->weights_grant});
+  onyx__weights_unbook_all(s);
   free(s->device_inits);
   free(s->dtypes);
   free(s->last_use);
@@ -85,25 +83,10 @@ static onyx_status finish_create(onyx_runtime *rt, onyx__graph *g,
     return onyx__error_set(out_error, ONYX_STATUS_OUT_OF_MEMORY, NULL);
   }
   /* The loader holds the initializers in host memory: book them as weights. */
-  uint64_t weight_bytes = 0;
-  for (size_t v = 0; v < g->value_count; ++v)
-    if (g->values[v].is_initializer)
-      weight_bytes += (uint64_t)onyx_tensor_numel(&g->values[v].init) *
-                      onyx_dtype_size(g->values[v].init.dtype);
-  if (weight_bytes > 0) {
-    onyx_gov_grant_id grant;
-    onyx_gov_refusal refusal;
-    onyx_gov *gov = onyx__memory_governor(rt->memory);
-    char label[160];
-    snprintf(label, sizeof label, "initializers of %s", g->name ? g->name : "model");
-    onyx_status gst = onyx_gov_grant(gov, onyx__memory_tier_of(rt->memory, NULL),
-                                     ONYX_REQUESTER_WEIGHTS, weight_bytes, label, &grant, &refusal);
-    if (gst != ONYX_STATUS_OK) {
-      onyx_gov_refusal_format(&refusal, err, sizeof err);
-      onyx_session_destroy(s);
-      return onyx__error_set(out_error, gst, err);
-    }
-    s->weights_grant = grant.id;
+  onyx_status gst = onyx__weights_book(s, err, sizeof err);
+  if (gst != ONYX_STATUS_OK) {
+    onyx_session_destroy(s);
+    return onyx__error_set(out_error, gst, err);
   }
   onyx__infer_dtypes(g, s->dtypes);
   compute_last_use(s);

@@ -13,6 +13,8 @@ typedef struct onyx__placed_node {
   bool *input_present;
   bool *output_present;
   uint32_t *input_dtypes;
+  const onyx_tensor **input_constants; /* [input_count]: constant initializers, else NULL */
+  bool *input_constant_copied;         /* [input_count]: set by the kernel at create */
   /* SESSION-lifetime workspace: one block per node, grown on demand. */
   void *session_ws;
   uint64_t session_ws_bytes;
@@ -28,6 +30,15 @@ struct onyx_session {
   uint64_t weights_grant;           /* governor grant booking the host initializers (0: none) */
   struct onyx__graph_cache *graphs; /* recorded device graphs (graphs.c), NULL: none yet */
   struct onyx__profile *profile;    /* per-node timing (profile.c), NULL: not profiled */
+
+  /* The weights ledger (optimize/weights.c) and what the passes did. */
+  uint64_t weights_bytes; /* bytes weights_grant books */
+  uint64_t *init_grants;  /* per value (init_grant_cap): the own grant of an initializer
+                           * made at creation (a folded result), 0: in weights_grant */
+  size_t init_grant_cap;
+  struct onyx__opt_stats *opt_stats; /* per pass (optimize/passes.c), NULL: none ran */
+  uint64_t copied_released_bytes;    /* initializers freed after kernels copied them */
+  size_t copied_released_count;
 };
 
 /* Infers the dtype of every value the model leaves untyped (for placement). */

@@ -186,9 +186,11 @@ static const onyx_provider_table cpu_provider_table = {
 };
 
 /*
- * Negotiation: this provider speaks ABI v1 only. A core older than v1 cannot load
- * it; we say which version we would need in *out_abi and decline. A newer core
- * offers its highest version and we answer 1, which it must still speak.
+ * Negotiation: this provider speaks the ABI of the header it is built with
+ * (ONYX_ABI_VERSION, v2: its kernels may read onyx_node_info.input_constants). An
+ * older core cannot load it; we say which version we would need in *out_abi and
+ * decline. A newer core offers its highest version and we answer ours, which it must
+ * still speak.
  */
 __attribute__((visibility("default"))) onyx_status
 onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,

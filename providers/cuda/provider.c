@@ -248,7 +248,7 @@ static const onyx_provider_table cuda_provider_table = {
     .graphs = &onyx__cuda_graph_table,
 };
 
-/* Negotiation: this provider speaks ABI v1 only (see providers/cpu/provider.c). */
+/* Negotiation: this provider speaks the ABI of its header (see providers/cpu/provider.c). */
 __attribute__((visibility("default"))) onyx_status
 onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,
                     const onyx_provider_table **out_table);

@@ -9,6 +9,9 @@ int main() {
   t.dims[0] = 3;
   onyx_kernel_table k{};
   k.struct_size = sizeof k;
+  onyx_node_info info{};
+  info.struct_size = sizeof info;
+  if (!ONYX_HAS_FIELD(&info, onyx_node_info, input_constant_copied)) return 1;
   std::printf("%s %lld %zu\n", onyx_status_str(ONYX_STATUS_TIER_EXHAUSTED),
               static_cast<long long>(onyx_tensor_numel(&t)), onyx_dtype_size(ONYX_DTYPE_BFLOAT16));
   return 0;

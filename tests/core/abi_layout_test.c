@@ -1,6 +1,7 @@
 /*
- * Pins the ABI v1 layout (LP64): offsets of every v1 field. A change here breaks
- * every provider built against v1, so these asserts must only ever gain lines.
+ * Pins the ABI layout (LP64): offsets of every v1 field and of the fields v2
+ * appended. A change here breaks every provider built against an earlier header, so
+ * these asserts must only ever gain lines.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -88,9 +89,21 @@ PIN(onyx_graph_table, destroy, 32);
 PIN(onyx_vmm_table, granularity, 8);
 PIN(onyx_vmm_table, unmap, 64);
 
+/* v2: appended to onyx_node_info after its v1 tail (96 bytes). */
+PIN(onyx_node_info, input_constants, 96);
+PIN(onyx_node_info, input_constant_copied, 104);
+_Static_assert(sizeof(onyx_node_info) == 112, "onyx_node_info v2 ends after input_constant_copied");
+_Static_assert(ONYX_ABI_VERSION == 2, "the header describes ABI v2");
+
 int main(void) {
   /* Status values are fixed forever. */
   if (ONYX_STATUS_TIER_EXHAUSTED != 10 || ONYX_STATUS_WORKSPACE_TOO_SMALL != 11) return 1;
-  puts("ABI v1 layout pinned");
+  /* A v1-sized node info lacks the v2 fields; a v2 one has them. */
+  onyx_node_info v1 = {.struct_size = offsetof(onyx_node_info, input_constants)};
+  onyx_node_info v2 = {.struct_size = sizeof(onyx_node_info)};
+  if (ONYX_HAS_FIELD(&v1, onyx_node_info, input_constants) ||
+      !ONYX_HAS_FIELD(&v2, onyx_node_info, input_constant_copied))
+    return 1;
+  puts("ABI v1 and v2 layout pinned");
   return 0;
 }

@@ -118,7 +118,7 @@ static bool mock_probe(void *state, char *why, size_t cap) {
 
 static const onyx_provider_table table = {
     .struct_size = sizeof(onyx_provider_table),
-    .abi_version = ONYX_ABI_VERSION,
+    .abi_version = 1, /* a v1 provider: the core still loads it */
     .name = "mock",
     .device = ONYX_DEVICE_HOST,
     .open = mock_open,

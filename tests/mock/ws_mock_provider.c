@@ -286,7 +286,7 @@ static void ws_close(void *state) { (void)state; }
 
 static const onyx_provider_table table = {
     .struct_size = sizeof(onyx_provider_table),
-    .abi_version = ONYX_ABI_VERSION,
+    .abi_version = 1, /* a v1 provider: the core still loads it */
     .name = "wsmock",
     .device = ONYX_DEVICE_HOST,
     .open = ws_open,
