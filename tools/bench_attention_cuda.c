@@ -7,8 +7,9 @@
  *
  * Method (as the anchor): fresh random inputs, 10 warm-up calls, then 50 calls each
  * timed with CUDA events, median. Prefill is the whole GQA op (first prompt: present
- * written, causal attention) with the planned tile and with the other tile shapes
- * (onyx__cuda_attn_force_tile); TFLOP/s counts 4·B·Nq·S²·D/2 (causal). Decode is one token
+ * written, causal attention) on the route the dispatcher picks (the Hopper kernel on an
+ * sm_90 device) and on the flash kernel (onyx__cuda_attn_force_hopper = 0); TFLOP/s
+ * counts 4·B·Nq·S²·D/2 (causal). Decode is one token
  * against a shared KV buffer of Skv rows (present aliases past, the new row written in
  * place); GB/s counts the 2·B·Nkv·Skv·D·2 bytes of K and V read. Build: the
  * tests/cuda_attention CMake project (target onyx_bench_attention_cuda).
@@ -139,12 +140,17 @@ static float measure(void *state, bench_ctx *c, const onyx_tensor *const *in, si
 typedef struct result {
   char kind[8]; /* prefill / decode */
   int B, hq, hkv, s, d;
-  double ours;                /* TFLOP/s or GB/s: the whole op */
-  double kernel64, kernel128; /* prefill: the op with the 128-row tiles (8 warps; 4 × 2) */
-  double flash, cudnn;        /* anchor, 0 when missing */
+  double ours;         /* TFLOP/s or GB/s: the whole op */
+  uint32_t route;      /* prefill: the route the op took */
+  double kernel64;     /* prefill: the op on the flash kernel; decode: the sweep's best */
+  double flash, cudnn; /* anchor, 0 when missing */
 } result;
 
 static result results[16];
+
+static const char *route_name(uint32_t r) {
+  return r == ONYX__CUDA_ROUTE_HOPPER ? "hopper" : r == ONYX__CUDA_ROUTE_FLASH ? "flash" : "ref";
+}
 static int n_results;
 
 static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D) {
@@ -202,20 +208,17 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
   if (prefill) {
     double flops = 4.0 * B * hq * (double)S * S * D / 2.0;
     r->ours = flops / ms / 1e9;
-    /* The other tile shapes of the flash route, through the same op. */
+    r->route = onyx__cuda_attn_last_route();
+    /* The flash kernel on the same problem (the Hopper route turned off). */
     uint64_t ws2;
-    onyx__cuda_attn_force_tile = ONYX__CUDA_TILE_PREFILL128;
-    float k128 = measure(state, &c, in, 7, &ws2);
-    onyx__cuda_attn_force_tile = ONYX__CUDA_TILE_PREFILL_M2;
-    float km2 = measure(state, &c, in, 7, &ws2);
-    onyx__cuda_attn_force_tile = -1;
-    r->kernel64 = flops / k128 / 1e9;
-    r->kernel128 = flops / km2 / 1e9;
-    printf(
-        "onyx prefill B=%d Hq=%d Hkv=%d S=%d D=%d causal: op %.4f ms %.1f TFLOP/s | "
-        "8 warps x 16 rows %.4f ms %.1f | 4 warps x 2 x 16 rows %.4f ms %.1f | workspace %llu B\n",
-        B, hq, hkv, S, D, ms, r->ours, k128, r->kernel64, km2, r->kernel128,
-        (unsigned long long)ws);
+    onyx__cuda_attn_force_hopper = 0;
+    float kf = measure(state, &c, in, 7, &ws2);
+    onyx__cuda_attn_force_hopper = -1;
+    r->kernel64 = flops / kf / 1e9;
+    printf("onyx prefill B=%d Hq=%d Hkv=%d S=%d D=%d causal: op (%s route) %.4f ms %.1f TFLOP/s | "
+           "flash kernel %.4f ms %.1f | workspace %llu B\n",
+           B, hq, hkv, S, D, route_name(r->route), ms, r->ours, kf, r->kernel64,
+           (unsigned long long)ws);
   } else {
     double bytes = 2.0 * B * hkv * (double)S_kv * D * 2.0;
     r->ours = bytes / ms / 1e6;
@@ -313,18 +316,16 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 5; ++i)
     bench_gqa("decode", dec[i][0], dec[i][1], dec[i][2], dec[i][3], dec[i][4]);
   if (strcmp(script, "-") != 0) run_anchor(script);
-  printf("\n%-8s %-26s %10s %10s %10s %10s %8s %8s\n", "route", "shape (bf16)", "onyx op",
-         "best tile", "torch fl", "torch cudnn", "x flash", "x cudnn");
+  printf("\n%-8s %-26s %-7s %10s %10s %10s %10s %8s %8s\n", "kind", "shape (bf16)", "route",
+         "onyx op", "flash/best", "torch fl", "torch cudnn", "x flash", "x cudnn");
   for (int i = 0; i < n_results; ++i) {
     result *r = &results[i];
     char shape[64];
     snprintf(shape, sizeof shape, "B%d Hq%d Hkv%d %s%d D%d", r->B, r->hq, r->hkv,
              r->kind[0] == 'p' ? "S" : "Skv", r->s, r->d);
-    double best = r->ours;
-    if (r->kernel64 > best) best = r->kernel64;
-    if (r->kernel128 > best) best = r->kernel128;
-    printf("%-8s %-26s %10.1f %10.1f %10.1f %10.1f %8.2f %8.2f %s\n", r->kind, shape, r->ours, best,
-           r->flash, r->cudnn, r->flash > 0 ? r->ours / r->flash : 0.0,
+    printf("%-8s %-26s %-7s %10.1f %10.1f %10.1f %10.1f %8.2f %8.2f %s\n", r->kind, shape,
+           r->kind[0] == 'p' ? route_name(r->route) : "flash", r->ours, r->kernel64, r->flash,
+           r->cudnn, r->flash > 0 ? r->ours / r->flash : 0.0,
            r->cudnn > 0 ? r->ours / r->cudnn : 0.0, r->kind[0] == 'p' ? "TFLOP/s" : "GB/s");
   }
   return 0;

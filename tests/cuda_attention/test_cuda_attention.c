@@ -957,6 +957,12 @@ static void test_workspace_routes(void **state) {
   assert_int_equal(r.count, 0);
   r = gqa_req(ONYX_DTYPE_BFLOAT16, 1, 64, 32, 8, 128, 8000, false, &ok);
   assert_int_equal(r.count, 0);
+  /* Prefill the Hopper route takes (it is chosen at dispatch from the same plan) needs
+   * none either: B1 S2048 14/2 D64, B4 S4096 32/8 D128 float16. */
+  r = gqa_req(ONYX_DTYPE_BFLOAT16, 1, 2048, 14, 2, 64, 0, false, &ok);
+  assert_int_equal(r.count, 0);
+  r = gqa_req(ONYX_DTYPE_FLOAT16, 4, 4096, 32, 8, 128, 0, false, &ok);
+  assert_int_equal(r.count, 0);
   /* Packed decode B16 (128 CTAs, about one per SM): no split and no staging: NONE. */
   r = gqa_req(ONYX_DTYPE_FLOAT16, 16, 1, 32, 8, 128, 4095, true, &ok);
   assert_int_equal(r.count, 0);
@@ -1033,7 +1039,32 @@ typedef struct at_case {
                3 float (Sq, T), 4 bool short (opset 24: last axis T − 5) */
   bool nonpad;
   bool presents;
+  bool nan_pad; /* keys and values past nonpad_kv_seqlen hold NaN (no past, no presents) */
 } at_case;
+
+/* Sets every key row j >= limit[b] of an input K or V (4-D BNSH or 3-D BSNH) to NaN:
+ * masked keys must not reach the output whatever they hold. */
+static void poison_past_limit(ch_tensor *t, const at_case *c, const int64_t *limit, int head) {
+  const int B = c->B, nkv = c->nkv, skv = c->skv;
+  size_t n = (size_t)onyx_tensor_numel(&t->t);
+  double *vals = malloc(n * sizeof(double));
+  memcpy(vals, t->val, n * sizeof(double));
+  for (int b = 0; b < B; ++b)
+    for (int g = 0; g < nkv; ++g)
+      for (int64_t j = limit[b]; j < skv; ++j)
+        for (int d = 0; d < head; ++d) {
+          int64_t at = c->four_d ? (((int64_t)b * nkv + g) * skv + j) * head + d
+                                 : (((int64_t)b * skv + j) * nkv + g) * head + d;
+          vals[at] = NAN;
+        }
+  int64_t dims[4];
+  uint32_t rank = t->t.rank;
+  for (uint32_t i = 0; i < rank; ++i) dims[i] = t->t.dims[i];
+  uint32_t dt = t->t.dtype;
+  ch_tensor_free(t);
+  ch_tensor_values(t, dt, rank, dims, vals);
+  free(vals);
+}
 
 static void check_attention(const at_case *c, uint64_t seed) {
   const uint32_t dt = c->dtype;
@@ -1086,6 +1117,10 @@ static void check_attention(const at_case *c, uint64_t seed) {
     for (int b = 0; b < B; ++b) nonpad[b] = T - 3 * b - (b == B - 1 ? 1 : 0);
     int64_t nd[1] = {B};
     ch_tensor_bytes(&np, ONYX_DTYPE_INT64, 1, nd, nonpad, false);
+    if (c->nan_pad) {
+      poison_past_limit(&k, c, nonpad, hk);
+      poison_past_limit(&v, c, nonpad, hv);
+    }
   }
   const onyx_tensor *in[7] = {&q.t,
                               &k.t,
@@ -1205,31 +1240,231 @@ static void test_attention_cases(void **state) {
     uint32_t dt = types[t];
     at_case cases[] = {
         {"4D GQA float mask + past/present", dt, 23, true, 2, 8, 2, 33, 33, 64, 64, 50, false, 0.0f,
-         0.0f, 1, false, true},
+         0.0f, 1, false, true, false},
         {"3D causal no past Sq=Skv", dt, 23, false, 2, 6, 3, 70, 70, 128, 128, 0, true, 0.0f, 0.0f,
-         0, false, false},
+         0, false, false, false},
         {"4D causal Sq<Skv no past", dt, 23, true, 1, 4, 4, 20, 90, 80, 80, 0, true, 0.0f, 0.0f, 0,
-         false, false},
+         false, false, false},
         {"bool mask with a fully masked row", dt, 23, true, 2, 4, 2, 17, 40, 96, 96, 0, false, 0.0f,
-         0.0f, 2, false, false},
+         0.0f, 2, false, false, false},
         {"softcap + scale + 2-D float mask", dt, 23, false, 2, 8, 8, 24, 24, 64, 64, 30, true, 0.2f,
-         10.0f, 3, false, true},
+         10.0f, 3, false, true, false},
         {"decode past 1200 (split-K) 4D GQA", dt, 23, true, 2, 16, 2, 1, 1, 128, 128, 1200, true,
-         0.0f, 0.0f, 0, false, true},
+         0.0f, 0.0f, 0, false, true, false},
         {"nonpad_kv_seqlen causal (opset 24)", dt, 24, true, 3, 4, 2, 10, 60, 64, 64, 0, true, 0.0f,
-         0.0f, 0, true, false},
+         0.0f, 0, true, false, false},
         {"short bool mask (opset 24)", dt, 24, true, 2, 4, 2, 12, 48, 64, 64, 0, false, 0.0f, 0.0f,
-         4, false, false},
+         4, false, false, false},
         {"Hk 64 != Hv 32 (reference route)", dt, 23, true, 1, 4, 2, 9, 9, 64, 32, 5, true, 0.0f,
-         0.0f, 0, false, true},
+         0.0f, 0, false, true, false},
         {"past without presents (staging)", dt, 23, true, 2, 4, 2, 5, 5, 64, 64, 100, true, 0.0f,
-         0.0f, 1, false, false},
+         0.0f, 1, false, false, false},
         {"head 256 4D causal", dt, 23, true, 1, 2, 1, 40, 40, 256, 256, 0, true, 0.0f, 0.0f, 0,
-         false, false},
+         false, false, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
       check_attention(&cases[i], 1000 + (uint64_t)(t * 100 + i));
   }
+}
+
+/* ================================================================== the Hopper route */
+
+static const char *route_name(uint32_t r) {
+  return r == ONYX__CUDA_ROUTE_HOPPER  ? "hopper"
+         : r == ONYX__CUDA_ROUTE_FLASH ? "flash"
+                                       : "reference";
+}
+
+/* The route the last call took must be `want` when the Hopper route is built and the
+ * device is sm_90 (else the flash route). */
+static void expect_route(const char *what, uint32_t want) {
+  uint32_t got = onyx__cuda_attn_last_route();
+  if (want == ONYX__CUDA_ROUTE_HOPPER && !onyx__cuda_attn_hopper_available())
+    want = ONYX__CUDA_ROUTE_FLASH;
+  printf("  %s: %s route\n", what, route_name(got));
+  assert_int_equal(got, want);
+}
+
+/* Prefill shapes the Hopper route takes: both types, head sizes 64 and 128, BNSH and
+ * BSNH presents, causal and not, GQA groups 1 to 4, right-padded batches (keys past a
+ * batch's length inside the tile), packed QKV, a growing cache with a past, several row
+ * blocks. Each also runs on the flash kernel; both must match the float64 reference. */
+static void test_hopper_gqa(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  static const int heads[2] = {64, 128};
+  for (int t = 0; t < 2; ++t)
+    for (int hi = 0; hi < 2; ++hi) {
+      const int H = heads[hi];
+      const uint64_t seed = 200 + (uint64_t)(t * 16 + hi * 4);
+      gqa_case cs[4] = {
+          {.name = "hopper: first prompt padded B2 S300 8/2",
+           .dtype = k_half_types[t],
+           .B = 2,
+           .S = 300,
+           .nq = 8,
+           .nkv = 2,
+           .H = H,
+           .T = 300,
+           .seqlens = {299, 181},
+           .causal = -1},
+          {.name = "hopper: non-causal packed BSNH B2 S200 4/1",
+           .dtype = k_half_types[t],
+           .B = 2,
+           .S = 200,
+           .nq = 4,
+           .nkv = 1,
+           .H = H,
+           .T = 200,
+           .seqlens = {199, 140},
+           .packed = true,
+           .layout = 1,
+           .causal = 0},
+          {.name = "hopper: chunked prefill past 100 B2 S160 4/4 BSNH",
+           .dtype = k_half_types[t],
+           .B = 2,
+           .S = 160,
+           .nq = 4,
+           .nkv = 4,
+           .H = H,
+           .L = 100,
+           .T = 260,
+           .seqlens = {259, 230},
+           .layout = t,
+           .causal = -1},
+          {.name = "hopper: B1 S1000 4/1 (8 row blocks)",
+           .dtype = k_half_types[t],
+           .B = 1,
+           .S = 1000,
+           .nq = 4,
+           .nkv = 1,
+           .H = H,
+           .T = 1000,
+           .seqlens = {999},
+           .causal = -1},
+      };
+      for (int i = 0; i < 4; ++i) {
+        onyx__cuda_attn_force_hopper = -1;
+        check_gqa(&cs[i], seed + (uint64_t)i);
+        expect_route(cs[i].name, ONYX__CUDA_ROUTE_HOPPER);
+        onyx__cuda_attn_force_hopper = 0;
+        check_gqa(&cs[i], seed + (uint64_t)i);
+        expect_route("  same on the flash kernel", ONYX__CUDA_ROUTE_FLASH);
+      }
+      onyx__cuda_attn_force_hopper = -1;
+    }
+}
+
+/* Features the Hopper kernel lacks keep a problem on the flash kernel (and stay correct). */
+static void test_hopper_refusals(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  const uint32_t dt = ONYX_DTYPE_BFLOAT16;
+  gqa_case base = {.name = "",
+                   .dtype = dt,
+                   .B = 1,
+                   .S = 130,
+                   .nq = 4,
+                   .nkv = 2,
+                   .H = 64,
+                   .T = 130,
+                   .seqlens = {129},
+                   .causal = -1};
+  gqa_case cs[9];
+  for (int i = 0; i < 9; ++i) cs[i] = base;
+  cs[0].name = "refused: rotary", cs[0].rotary = true;
+  cs[1].name = "refused: softcap", cs[1].softcap = 20.0f;
+  cs[2].name = "refused: local window", cs[2].window = 50;
+  cs[3].name = "refused: attention bias", cs[3].bias = true;
+  cs[4].name = "refused: head sink", cs[4].sink = true;
+  cs[5].name = "refused: smooth softmax", cs[5].smooth = true;
+  cs[6].name = "refused: head size 96", cs[6].H = 96;
+  cs[7].name = "refused: 100 query rows", cs[7].S = 100, cs[7].T = 100, cs[7].seqlens[0] = 99;
+  cs[8].name = "refused: shared buffer chunk S128 cap 512", cs[8].S = 128, cs[8].L = 512,
+  cs[8].T = 300, cs[8].seqlens[0] = 299, cs[8].share = true;
+  for (int i = 0; i < 9; ++i) {
+    check_gqa(&cs[i], 300 + (uint64_t)i);
+    expect_route(cs[i].name, ONYX__CUDA_ROUTE_FLASH);
+  }
+  /* The same base shape without a feature does take the Hopper route. */
+  check_gqa(&base, 310);
+  expect_route("base shape", ONYX__CUDA_ROUTE_HOPPER);
+}
+
+/* ONNX Attention on the Hopper route: 4-D BNSH queries with a past (causal offset),
+ * 3-D non-causal GQA, and nonpad_kv_seqlen with NaN in the padded keys and values. */
+static void test_hopper_attention(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  for (int t = 0; t < 2; ++t) {
+    uint32_t dt = k_half_types[t];
+    at_case cases[] = {
+        {"hopper: 4D causal past 56 GQA", dt, 23, true, 2, 8, 2, 200, 200, 64, 64, 56, true, 0.0f,
+         0.0f, 0, false, true, false},
+        {"hopper: 3D non-causal GQA", dt, 23, false, 1, 6, 2, 150, 330, 128, 128, 0, false, 0.0f,
+         0.0f, 0, false, false, false},
+        {"hopper: nonpad with NaN padding", dt, 24, true, 3, 4, 2, 140, 300, 128, 128, 0, false,
+         0.0f, 0.0f, 0, true, false, true},
+        {"hopper: nonpad causal NaN padding 3D", dt, 24, false, 3, 4, 1, 300, 300, 64, 64, 0, true,
+         0.5f, 0.0f, 0, true, false, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+      check_attention(&cases[i], 2000 + (uint64_t)(t * 100 + i));
+      expect_route(cases[i].name, ONYX__CUDA_ROUTE_HOPPER);
+    }
+  }
+}
+
+/* The refusal reasons are host arithmetic: each feature is named (needs no device). */
+static void test_hopper_refusal_reasons(void **state) {
+  (void)state;
+  static _Alignas(16) uint16_t buf[64];
+  onyx__cuda_attn_params p;
+  memset(&p, 0, sizeof p);
+  p.dtype = ONYX_DTYPE_BFLOAT16;
+  p.batch = 1, p.nq = 8, p.nkv = 2, p.group = 4, p.sq = 4096, p.hk = p.hv = 128;
+  p.q = p.k = p.v = p.y = buf;
+  p.q_ss = 8 * 128, p.q_hs = 128, p.q_bs = 4096 * 8 * 128;
+  p.k_rs = p.v_rs = 128, p.k_gs = p.v_gs = 4096 * 128, p.k_bs = p.v_bs = 2 * 4096 * 128;
+  p.y_ss = 8 * 128, p.y_hs = 128, p.y_bs = 4096 * 8 * 128;
+  onyx__cuda_attn_plan plan;
+  onyx__cuda_attn_plan_make(p.dtype, 1, 8, 2, 4096, 128, 128, 4096, &plan);
+  assert_int_equal(plan.route, ONYX__CUDA_ROUTE_FLASH);
+  assert_int_equal(plan.n_split, 1);
+  /* Eligible apart from the device (NULL, or the device reason without sm_90a). */
+  const char *why = onyx__cuda_attn_hopper_refusal(&p, &plan);
+  printf("  eligible geometry: %s\n", why == NULL ? "hopper" : why);
+  if (why != NULL) assert_string_equal(why, "no sm_90 device or no sm_90a build");
+  struct {
+    onyx__cuda_attn_params p;
+    const char *why;
+  } cases[12];
+  for (int i = 0; i < 12; ++i) cases[i].p = p;
+  cases[0].p.cos = buf, cases[0].why = "rotary queries";
+  cases[1].p.softcap = 5.0f, cases[1].why = "softcap";
+  cases[2].p.window = 64, cases[2].why = "local window";
+  cases[3].p.mask = buf, cases[3].why = "attention mask or bias";
+  cases[4].p.sink = buf, cases[4].why = "head sink";
+  cases[5].p.smooth = 1, cases[5].why = "smooth softmax";
+  cases[6].p.shared_kv = 1, cases[6].why = "shared KV buffer";
+  cases[7].p.hk = cases[7].p.hv = 96, cases[7].why = "head sizes 64 and 128 only";
+  cases[8].p.sq = 100, cases[8].why = "fewer query rows than one tile";
+  cases[9].p.dtype = ONYX_DTYPE_FLOAT32, cases[9].why = "float16 or bfloat16 only";
+  cases[10].p.q = buf + 1, cases[10].why = "query, key or value layout TMA cannot read";
+  cases[11].p.k_rs = 132, cases[11].why = "query, key or value layout TMA cannot read";
+  for (int i = 0; i < 12; ++i) {
+    const char *got = onyx__cuda_attn_hopper_refusal(&cases[i].p, &plan);
+    assert_non_null(got);
+    assert_string_equal(got, cases[i].why);
+  }
+  /* A split plan (decode) is never the Hopper route's. */
+  onyx__cuda_attn_plan split = plan;
+  split.n_split = 4;
+  assert_string_equal(onyx__cuda_attn_hopper_refusal(&p, &split),
+                      "not a flash-route problem without a key split");
+  onyx__cuda_attn_force_hopper = 0;
+  assert_string_equal(onyx__cuda_attn_hopper_refusal(&p, &plan), "turned off (tests)");
+  onyx__cuda_attn_force_hopper = -1;
 }
 
 int main(void) {
@@ -1250,6 +1485,13 @@ int main(void) {
       cmocka_unit_test(test_tile_variants),
       cmocka_unit_test(test_gqa_workspace_too_small),
       cmocka_unit_test(test_attention_cases),
+      cmocka_unit_test(test_hopper_refusal_reasons),
+      cmocka_unit_test(test_hopper_gqa),
+      cmocka_unit_test(test_hopper_refusals),
+      cmocka_unit_test(test_hopper_attention),
   };
+  /* ONYX_TEST_FILTER (a cmocka pattern such as "test_hopper*") runs a subset. */
+  const char *filter = getenv("ONYX_TEST_FILTER");
+  if (filter != NULL && filter[0] != '\0') cmocka_set_test_filter(filter);
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

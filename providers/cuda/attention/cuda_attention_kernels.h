@@ -9,8 +9,9 @@
  *   onyx_cuda_attention_kernel  ONNX Attention, opsets 23 and 24
  *
  * Both take float16 and bfloat16 on the tensor-core route (head sizes 64, 80, 96, 128,
- * 256) and float32 (and other head sizes) on a reference route whose workspace holds
- * a scores region. Kernels run on ctx->stream (a cudaStream_t); inputs must be CUDA
+ * 256; on an sm_90 device, prefill with head size 64 or 128 and no extra features runs
+ * the Hopper kernel) and float32 (and other head sizes) on a reference route whose
+ * workspace holds a scores region. Kernels run on ctx->stream (a cudaStream_t); inputs must be CUDA
  * tensors, except GroupQueryAttention's total_sequence_length, which may be on the
  * host. create() ignores the provider state. Both are stateless across calls apart
  * from their attributes, so one state may serve calls on one stream at a time.

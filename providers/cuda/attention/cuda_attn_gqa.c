@@ -18,7 +18,9 @@
  *   bytes out (B, L, Nkv, H) (seq-major); 0 is BNSH.
  *
  * Routes: float16/bfloat16 with head size 64, 80, 96, 128 or 256 run the tensor-core
- * kernel (cuda_attn_flash.cu); float32 and other head sizes the reference kernel.
+ * kernel (cuda_attn_flash.cu), or on an sm_90 device the Hopper kernel
+ * (cuda_attn_hopper.cu) for prefill it takes (cuda_attn_route.c); float32 and other head
+ * sizes the reference kernel.
  * Workspace (STEP regions, each only on its route; see cuda_attn_plan.c):
  *   gqa_splitk_partials  flash route with a key split (decode with few batch·kv heads)
  *   gqa_scores           reference route only
@@ -506,11 +508,8 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   p.smooth = st->smooth;
   p.partials = partials;
   p.n_split = plan.n_split;
-  int e;
-  if (plan.route == ONYX__CUDA_ROUTE_FLASH)
-    e = onyx__cuda_attn_flash(&p, plan.tile, plan.row_tiles, ctx->stream);
-  else
-    e = onyx__cuda_attn_reference(&p, scores, P, ctx->stream);
+  p.shared_kv = aliased[0] || aliased[1];
+  int e = onyx__cuda_attn_run(&p, &plan, scores, P, ctx->stream);
   if (e != 0) return onyx__cuda_attn_launch_error(ctx, "GroupQueryAttention kernel", e);
   return ONYX_STATUS_OK;
 }

@@ -7,6 +7,9 @@
  *   cuda_attn_util.c   attributes, kernel state, messages, workspace lookup, host reads
  *   cuda_attn_plan.c   routes and workspace bytes: a pure function of geometry shared by
  *                      workspace() and compute()
+ *   cuda_attn_route.c  which kernel runs a problem: the Hopper route where it is correct
+ *                      and built, else the plan's route
+ *   cuda_attn_hopper.cu the Hopper prefill route (sm_90a): TMA, wgmma, warp specialisation
  *   cuda_attn_flash.cu the tensor-core route (float16, bfloat16): FlashAttention-2 style
  *                      online softmax, mma.sync m16n8k16, Q heads of a KV group packed
  *                      into one CTA's rows, split-K (flash-decoding) with a merge pass
@@ -90,13 +93,18 @@ typedef struct onyx__cuda_attn_params {
   /* Split-K partials (flash route, n_split > 1): see onyx__cuda_attn_plan. */
   float *partials;
   int32_t n_split;
+
+  int32_t shared_kv; /* GQA: present aliases past (ONNX Runtime's shared buffer) */
 } onyx__cuda_attn_params;
 
 /* ------------------------------------------------------------------ routes and plans */
 
 typedef enum onyx__cuda_attn_route {
   ONYX__CUDA_ROUTE_FLASH = 0, /* tensor cores: float16/bfloat16, hk == hv in the set below */
-  ONYX__CUDA_ROUTE_REF = 1    /* CUDA cores with a scores region: float32, other heads */
+  ONYX__CUDA_ROUTE_REF = 1,   /* CUDA cores with a scores region: float32, other heads */
+  ONYX__CUDA_ROUTE_HOPPER = 2 /* sm_90a prefill (wgmma, TMA): chosen at dispatch, never by
+                                 the plan; it needs no workspace, so it runs only where the
+                                 plan is the flash route without a split */
 } onyx__cuda_attn_route;
 
 /* Tile shapes of the flash route. */
@@ -146,6 +154,15 @@ extern int onyx__cuda_attn_force_tile;
  * (capped at ONYX__CUDA_ATTN_MAX_SPLITS). */
 extern int onyx__cuda_attn_force_split;
 
+/* Tests and the benchmark only: 0 keeps every problem off the Hopper route (-1: the
+ * dispatcher decides). Not thread-safe; production code never sets it. */
+extern int onyx__cuda_attn_force_hopper;
+/* Tests only: the route (onyx__cuda_attn_route) of the last dispatched problem. */
+uint32_t onyx__cuda_attn_last_route(void);
+
+/* Fewest query rows per head that the Hopper route takes (one CTA has 128). */
+#define ONYX__CUDA_ATTN_HOPPER_MIN_ROWS 128
+
 /* Whether the flash route takes this dtype and head geometry. */
 bool onyx__cuda_attn_flash_ok(uint32_t dtype, int64_t hk, int64_t hv);
 
@@ -158,7 +175,27 @@ void onyx__cuda_attn_plan_make(uint32_t dtype, int64_t batch, int64_t nq, int64_
 uint64_t onyx__cuda_attn_partials_floats(int64_t batch, int64_t nq, int64_t sq, int64_t hv,
                                          int64_t n_split);
 
+/* NULL when the Hopper route runs this problem (its pointers and strides set, the plan
+ * made), else why not: a feature it lacks, a layout TMA cannot read, a device or build
+ * without sm_90a. */
+const char *onyx__cuda_attn_hopper_refusal(const onyx__cuda_attn_params *p,
+                                           const onyx__cuda_attn_plan *plan);
+
+/* Runs a problem on the route the plan and onyx__cuda_attn_hopper_refusal choose;
+ * scores as for onyx__cuda_attn_reference. Returns a cudaError_t value. */
+int onyx__cuda_attn_run(const onyx__cuda_attn_params *p, const onyx__cuda_attn_plan *plan,
+                        float *scores, int64_t key_cols, void *stream);
+
 /* ------------------------------------------------------------------ launches (.cu) */
+
+/* Whether this device is sm_90 and the sm_90a kernels have an image for it (cached per
+ * device). */
+int onyx__cuda_attn_hopper_available(void);
+
+/* Hopper route: head sizes 64 and 128, hk == hv; no rotary, softcap, window, mask,
+ * sink or smooth softmax (onyx__cuda_attn_hopper_refusal checks). Returns -1, having
+ * launched nothing, when the driver refuses a tensor map of the layout. */
+int onyx__cuda_attn_hopper(const onyx__cuda_attn_params *p, void *stream);
 
 /* Each returns a cudaError_t value (0 = success) from the launch; stream is a
  * cudaStream_t (NULL: the legacy default stream). */

@@ -13,9 +13,10 @@
  * - present = concat(past, new) along the sequence (BNSH).
  *
  * Routes as for GroupQueryAttention: float16/bfloat16 with Hk == Hv in {64, 80, 96,
- * 128, 256} run the tensor-core kernel, everything else the reference kernel. The
- * kernels read keys from present when it is produced, else straight from K (no past),
- * else from a staging region (past given, present not named). Workspace (STEP):
+ * 128, 256} run the tensor-core kernel (the Hopper kernel for the prefill it takes, on an
+ * sm_90 device), everything else the reference kernel. The kernels read keys from
+ * present when it is produced, else straight from K (no past), else from a staging
+ * region (past given, present not named). Workspace (STEP):
  *   attention_splitk_partials  flash route with a key split
  *   attention_scores           reference route only
  *   attention_kv_staging       past given but present_key/present_value not both named
@@ -394,11 +395,7 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   p.causal = st->causal;
   p.partials = partials;
   p.n_split = plan.n_split;
-  int e;
-  if (plan.route == ONYX__CUDA_ROUTE_FLASH)
-    e = onyx__cuda_attn_flash(&p, plan.tile, plan.row_tiles, ctx->stream);
-  else
-    e = onyx__cuda_attn_reference(&p, scores, T, ctx->stream);
+  int e = onyx__cuda_attn_run(&p, &plan, scores, T, ctx->stream);
   if (e != 0) return onyx__cuda_attn_launch_error(ctx, "Attention kernel", e);
   return ONYX_STATUS_OK;
 }

@@ -1,0 +1,461 @@
+/*
+ * The Hopper prefill route (sm_90a): float16/bfloat16, head size 64 or 128, causal or not,
+ * GQA, query and K/V read in place through strides by TMA.
+ *
+ * Why it is shaped this way:
+ * - One CTA owns 128 query rows of one query head (b, h). K/V tiles of 128 keys stream
+ *   through a 2-stage shared-memory ring filled by TMA (cp.async.bulk.tensor) that
+ *   completes on mbarriers; the query heads of a KV group run in neighbouring CTAs, so
+ *   their K/V tiles come from L2.
+ * - Three warpgroups: one producer (one thread issues every TMA load; the warpgroup
+ *   gives its registers back with setmaxnreg) and two consumers of 64 rows each (they
+ *   take 240 registers). S = Q·Kᵀ is a wgmma with both operands in shared memory; P
+ *   stays in registers as the A operand of O += P·V (V read MN-major, transposed by the
+ *   tensor core). Accumulation is float32.
+ * - Online softmax in the log2 domain (ex2.approx), the row sum kept per thread and
+ *   reduced once at the end. Only tiles that cross a row's key limit (the causal
+ *   diagonal, the end of the keys) evaluate a mask; tiles are visited from the last key
+ *   tile down, so the masked ones come first.
+ * - The CTA order puts the row blocks with the most keys (causal: the last ones) first,
+ *   so the longest CTAs start first and the short ones fill the tail.
+ * - Keys past a batch's limit but inside the tensor are loaded (TMA only clips at the
+ *   tensor's end) and may hold anything: their scores are masked with a select, and the
+ *   value rows of the boundary tile are zeroed in shared memory before P·V (0·NaN would
+ *   otherwise leak into O).
+ *
+ * Shared-memory tiles are TMA boxes of 64 columns × rows with the 128-byte swizzle; a
+ * tile of head size D is D / 64 such column blocks. Everything the existing flash kernel
+ * handles beyond this (rotary, softcap, window, masks, sinks, smooth softmax, shared KV
+ * buffers, other head sizes, decode) stays there: onyx__cuda_attn_hopper_refusal (in
+ * cuda_attn_route.c) names the reason.
+ *
+ * This file is compiled for sm_90a alone (sources.cmake), whatever the target's
+ * architectures: wgmma and setmaxnreg exist nowhere else. On any other device the
+ * kernels have no image and onyx__cuda_attn_hopper_available says no.
+ */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "cuda_attn_device.cuh"
+#include "cuda_attn_impl.h"
+#include "cuda_attn_wgmma.cuh"
+
+namespace onyx_cuda_attn {
+namespace hopper {
+
+using namespace sm90;
+
+/* ------------------------------------------------------------------ configuration */
+
+template <int D> struct Cfg {
+  static constexpr int BM = 128; /* query rows per CTA: 2 consumer warpgroups × 64 */
+  static constexpr int BN = 128; /* keys per tile */
+  static constexpr int STAGES = 2;
+  static constexpr int CHUNKS = D / 64; /* 64-column (128-byte) blocks of a row */
+  static constexpr int THREADS = 384;
+  static constexpr int Q_BYTES = BM * D * 2;
+  static constexpr int KV_BYTES = BN * D * 2; /* one K or V tile */
+  static constexpr int K_OFF = Q_BYTES;
+  static constexpr int V_OFF = K_OFF + STAGES * KV_BYTES;
+  static constexpr int BAR_OFF = V_OFF + STAGES * KV_BYTES;
+  static constexpr int SMEM = BAR_OFF + 128 + 1024; /* barriers, alignment slack */
+  static_assert(D % 64 == 0, "head size must be a multiple of 64");
+  static_assert(SMEM <= 227 * 1024, "shared memory of one CTA");
+};
+
+/* Registers per thread after the split: 24 × 128 + 240 × 256 <= 64 K. */
+constexpr int kProducerRegs = 24;
+constexpr int kConsumerRegs = 240;
+/* Named barrier of the two consumer warpgroups (0 is __syncthreads). */
+constexpr int kBarConsumers = 1;
+
+template <typename T> struct Pack;
+template <> struct Pack<__nv_bfloat16> {
+  static __device__ __forceinline__ uint32_t two(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    uint32_t u;
+    memcpy(&u, &h, 4);
+    return u;
+  }
+};
+template <> struct Pack<__half> {
+  static __device__ __forceinline__ uint32_t two(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    uint32_t u;
+    memcpy(&u, &h, 4);
+    return u;
+  }
+};
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/* O(64×D) += P(64×16) · V(16×D) for head size D. */
+template <typename T, int D>
+__device__ __forceinline__ void pv_step(float (&o)[D / 2], const uint32_t (&a)[4], uint64_t b) {
+  if constexpr (D == 128)
+    wgmma_rs_n128(Tag<T>(), o, a, b, 1);
+  else
+    wgmma_rs_n64(Tag<T>(), o, a, b, 1);
+}
+
+/* Which tile a CTA owns: heavy row blocks first, heads of one KV group side by side. */
+struct Tile {
+  int b, h, g, m0;
+};
+__device__ __forceinline__ Tile tile_of(const onyx__cuda_attn_params &p, int m_blocks, int bm) {
+  const int heads = p.batch * p.nq;
+  const int t = (int)blockIdx.x;
+  Tile tl;
+  const int bh = t % heads;
+  tl.m0 = (m_blocks - 1 - t / heads) * bm;
+  tl.b = bh / p.nq;
+  tl.h = bh % p.nq;
+  tl.g = tl.h / p.group;
+  return tl;
+}
+
+/* ------------------------------------------------------------------ the kernel */
+
+template <typename T, int D>
+__global__ void __launch_bounds__(384, 1)
+    hopper_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+                  const __grid_constant__ CUtensorMap tv, const onyx__cuda_attn_params p,
+                  int m_blocks) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using C = Cfg<D>;
+  constexpr int BM = C::BM, BN = C::BN, ST = C::STAGES;
+  extern __shared__ unsigned char smem_raw[];
+  /* 128-byte swizzled TMA boxes and wgmma descriptors assume 1024-byte aligned atoms. */
+  unsigned char *smem = smem_raw + ((1024 - (saddr(smem_raw) & 1023)) & 1023);
+  unsigned char *qs = smem;
+  unsigned char *ks = smem + C::K_OFF;
+  unsigned char *vs = smem + C::V_OFF;
+  uint64_t *bars = reinterpret_cast<uint64_t *>(smem + C::BAR_OFF);
+  uint64_t *q_full = bars, *k_full = bars + 1, *v_full = bars + 1 + ST;
+  uint64_t *k_empty = bars + 1 + 2 * ST, *v_empty = bars + 1 + 3 * ST;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
+  const Tile tl = tile_of(p, m_blocks, BM);
+  const BatchGeom geo = batch_geom(p, tl.b);
+  /* Keys [0, hi) matter to some row of this tile (rows past sq do not count). */
+  const int64_t last_row = (int64_t)min(tl.m0 + BM, p.sq) - 1;
+  int64_t hi = geo.limit;
+  if (p.causal && geo.qpos0 + last_row + 1 < hi) hi = geo.qpos0 + last_row + 1;
+  if (hi < 0) hi = 0;
+  const int n_tiles = (int)((hi + BN - 1) / BN);
+
+  if (tid == 0) {
+    mbar_init(q_full, 1);
+    for (int s = 0; s < ST; ++s) {
+      mbar_init(&k_full[s], 1);
+      mbar_init(&v_full[s], 1);
+      mbar_init(&k_empty[s], 8); /* one arrival per consumer warp */
+      mbar_init(&v_empty[s], 8);
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    /* ---------------- producer: one thread issues every load */
+    regs_shrink<kProducerRegs>();
+    if (warp != 0 || lane != 0 || n_tiles == 0) return;
+    tma_prefetch_map(&tq);
+    tma_prefetch_map(&tk);
+    tma_prefetch_map(&tv);
+    mbar_expect_tx(q_full, C::Q_BYTES);
+#pragma unroll
+    for (int c = 0; c < C::CHUNKS; ++c)
+      tma_load_4d(qs + c * BM * 128, &tq, c * 64, tl.m0, tl.h, tl.b, q_full);
+    for (int it = 0; it < n_tiles; ++it) {
+      const int n0 = (n_tiles - 1 - it) * BN, s = it % ST;
+      const uint32_t ph = (uint32_t)(it / ST) & 1u;
+      mbar_wait(&k_empty[s], ph ^ 1u);
+      mbar_expect_tx(&k_full[s], C::KV_BYTES);
+#pragma unroll
+      for (int c = 0; c < C::CHUNKS; ++c)
+        tma_load_4d(ks + s * C::KV_BYTES + c * BN * 128, &tk, c * 64, n0, tl.g, tl.b, &k_full[s]);
+      mbar_wait(&v_empty[s], ph ^ 1u);
+      mbar_expect_tx(&v_full[s], C::KV_BYTES);
+#pragma unroll
+      for (int c = 0; c < C::CHUNKS; ++c)
+        tma_load_4d(vs + s * C::KV_BYTES + c * BN * 128, &tv, c * 64, n0, tl.g, tl.b, &v_full[s]);
+    }
+    return;
+  }
+
+  /* ---------------- consumers: warpgroup cw owns rows [64·cw, 64·cw + 64) of the tile */
+  regs_grow<kConsumerRegs>();
+  const int cw = wg - 1, wq = warp & 3, gq = lane >> 2, t4 = lane & 3;
+  const int row0 = tl.m0 + cw * 64 + wq * 16 + gq; /* this thread's rows: row0, row0 + 8 */
+  T *ybase = (T *)p.y + (int64_t)tl.b * p.y_bs + (int64_t)tl.h * p.y_hs;
+
+  /* Key limit (exclusive) of each of this thread's rows, and of the tile's first row:
+   * key tiles that end at or before the latter need no mask. */
+  int lim[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    int64_t l = geo.limit;
+    if (p.causal && geo.qpos0 + row0 + 8 * r + 1 < l) l = geo.qpos0 + row0 + 8 * r + 1;
+    lim[r] = (int)max(l, (int64_t)-1);
+  }
+  int64_t first_lim = geo.limit;
+  if (p.causal && geo.qpos0 + tl.m0 + 1 < first_lim) first_lim = geo.qpos0 + tl.m0 + 1;
+  const float sl2 = p.scale * kLog2e;
+
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+  if (n_tiles > 0) mbar_wait(q_full, 0);
+  const uint32_t q_addr = saddr(qs) + cw * 64 * 128;
+  for (int it = 0; it < n_tiles; ++it) {
+    const int n0 = (n_tiles - 1 - it) * BN, s = it % ST;
+    const uint32_t ph = (uint32_t)(it / ST) & 1u;
+
+    /* S = Q·Kᵀ (64 × BN per warpgroup). */
+    float sc[BN / 2];
+    mbar_wait(&k_full[s], ph);
+    const uint32_t k_addr = saddr(ks + s * C::KV_BYTES);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t off = (kk & 3) * 32; /* 16 columns = 32 bytes into the block */
+      const uint64_t da = desc_sw128(q_addr + (kk >> 2) * BM * 128 + off, 16, 1024);
+      const uint64_t db = desc_sw128(k_addr + (kk >> 2) * BN * 128 + off, 16, 1024);
+      wgmma_ss_n128(Tag<T>(), sc, da, db, kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(sc);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&k_empty[s]);
+
+    /* Mask (tiles that cross the first row's limit only), then the online softmax. */
+    if (n0 + BN > first_lim) {
+#pragma unroll
+      for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = n0 + 8 * i + 2 * t4 + (e & 1);
+          if (j >= lim[e >> 1]) sc[4 * i + e] = -INFINITY;
+        }
+    }
+    float muse[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < BN / 8; ++i)
+        mx = fmaxf(mx, fmaxf(sc[4 * i + 2 * r], sc[4 * i + 2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mnew = fmaxf(m[r], mx * sl2);
+      muse[r] = mnew == -INFINITY ? 0.0f : mnew;
+      const float alpha = ex2(m[r] - muse[r]);
+      m[r] = mnew;
+      l[r] *= alpha;
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) {
+        o[4 * i + 2 * r] *= alpha;
+        o[4 * i + 2 * r + 1] *= alpha;
+      }
+    }
+    uint32_t pa[BN / 16][4];
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+      const float p0 = ex2(fmaf(sc[4 * i + 0], sl2, -muse[0]));
+      const float p1 = ex2(fmaf(sc[4 * i + 1], sl2, -muse[0]));
+      const float p2 = ex2(fmaf(sc[4 * i + 2], sl2, -muse[1]));
+      const float p3 = ex2(fmaf(sc[4 * i + 3], sl2, -muse[1]));
+      l[0] += p0 + p1;
+      l[1] += p2 + p3;
+      /* Accumulator columns 8i..8i+7 are k-slice i/2 of P as an A operand: registers
+       * 0, 1 (rows g, g + 8) for its first 8 keys, 2, 3 for the next 8. */
+      pa[i >> 1][(i & 1) * 2 + 0] = Pack<T>::two(p0, p1);
+      pa[i >> 1][(i & 1) * 2 + 1] = Pack<T>::two(p2, p3);
+    }
+
+    /* O += P·V. */
+    mbar_wait(&v_full[s], ph);
+    if (n0 + BN > geo.limit && geo.limit < p.kv_rows) {
+      /* Value rows at or past the limit may hold anything: zero them (both consumer
+       * warpgroups share the tile, so they split the rows and meet at a barrier). */
+      const int r_lo = (int)max(geo.limit - n0, (int64_t)0);
+      const int n16 = (BN - r_lo) * 8; /* 16-byte pieces per column block */
+      for (int i = tid - 128; i < n16 * C::CHUNKS; i += 256) {
+        const int c = i / n16, k = i % n16;
+        uint4 *dst = reinterpret_cast<uint4 *>(vs + s * C::KV_BYTES + c * BN * 128 + r_lo * 128);
+        dst[k] = make_uint4(0u, 0u, 0u, 0u);
+      }
+      fence_async_smem();
+      bar_sync(kBarConsumers, 256);
+    }
+    const uint32_t v_addr = saddr(vs + s * C::KV_BYTES);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      const uint64_t db = desc_sw128(v_addr + kk * 16 * 128, BN * 128, 1024);
+      pv_step<T, D>(o, pa[kk], db);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(o);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&v_empty[s]);
+  }
+
+  /* Epilogue: the row sums over the quad, then O / l straight to the output. */
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    const float f = (m[r] == -INFINITY || !(l[r] > 0.0f)) ? 0.0f : 1.0f / l[r];
+    const int row = row0 + 8 * r;
+    if (row >= p.sq) continue;
+    T *dst = ybase + (int64_t)row * p.y_ss + 2 * t4;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i)
+      *reinterpret_cast<uint32_t *>(dst + 8 * i) =
+          Pack<T>::two(o[4 * i + 2 * r] * f, o[4 * i + 2 * r + 1] * f);
+  }
+#else
+  (void)tq;
+  (void)tk;
+  (void)tv;
+  (void)p;
+  (void)m_blocks;
+  __trap(); /* never launched: only built for sm_90a */
+#endif
+}
+
+/* ------------------------------------------------------------------ host side */
+
+/* cuTensorMapEncodeTiled through cudart's driver entry point (no libcuda link). */
+static PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void *ptr = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+      fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(ptr);
+    else
+      (void)cudaGetLastError();
+  });
+  return fn;
+}
+
+/* A 4-D map (d, rows, heads, batch) of 16-bit elements with element strides, boxes of
+ * 64 columns × box_rows rows, 128-byte swizzle, zero fill past the tensor's end. */
+static bool make_map(CUtensorMap *map, uint32_t dtype, const void *base, int64_t d, int64_t rows,
+                     int64_t heads, int64_t batch, int64_t s_row, int64_t s_head, int64_t s_batch,
+                     int box_rows) {
+  PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
+  if (fn == nullptr) return false;
+  cuuint64_t dims[4] = {(cuuint64_t)d, (cuuint64_t)rows, (cuuint64_t)heads, (cuuint64_t)batch};
+  cuuint64_t strides[3] = {(cuuint64_t)s_row * 2, (cuuint64_t)s_head * 2, (cuuint64_t)s_batch * 2};
+  cuuint32_t box[4] = {64, (cuuint32_t)box_rows, 1, 1};
+  cuuint32_t estr[4] = {1, 1, 1, 1};
+  CUtensorMapDataType t = dtype == ONYX_DTYPE_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  CUresult r = fn(map, t, 4, const_cast<void *>(base), dims, strides, box, estr,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
+}
+
+/* What launch returns when the driver refuses a tensor map: nothing ran, the caller
+ * falls back to the flash kernel. */
+constexpr cudaError_t kNotTaken = (cudaError_t)-1;
+
+template <typename T, int D>
+static cudaError_t launch(const onyx__cuda_attn_params &p, cudaStream_t stream) {
+  using C = Cfg<D>;
+  CUtensorMap tq, tk, tv;
+  if (!make_map(&tq, p.dtype, p.q, D, p.sq, p.nq, p.batch, p.q_ss, p.q_hs, p.q_bs, C::BM) ||
+      !make_map(&tk, p.dtype, p.k, D, p.kv_rows, p.nkv, p.batch, p.k_rs, p.k_gs, p.k_bs, C::BN) ||
+      !make_map(&tv, p.dtype, p.v, D, p.kv_rows, p.nkv, p.batch, p.v_rs, p.v_gs, p.v_bs, C::BN))
+    return kNotTaken;
+  auto kern = hopper_kernel<T, D>;
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+  if (e != cudaSuccess) return e;
+  const int m_blocks = (p.sq + C::BM - 1) / C::BM;
+  const int64_t ctas = (int64_t)m_blocks * p.batch * p.nq;
+  kern<<<(unsigned)ctas, C::THREADS, C::SMEM, stream>>>(tq, tk, tv, p, m_blocks);
+  return cudaGetLastError();
+}
+
+/* Per device: 0 unknown, 1 the route runs here, 2 it does not. */
+static std::atomic<int> g_available[64];
+
+static int probe(int dev) {
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 2;
+  }
+  if (major != 9 || minor != 0 || encode_fn() == nullptr) return 2;
+  /* The kernels exist only as sm_90a machine code: an image must load for this device. */
+  cudaFuncAttributes a;
+  const void *kernels[4] = {(const void *)hopper_kernel<__nv_bfloat16, 128>,
+                            (const void *)hopper_kernel<__nv_bfloat16, 64>,
+                            (const void *)hopper_kernel<__half, 128>,
+                            (const void *)hopper_kernel<__half, 64>};
+  for (const void *k : kernels)
+    if (cudaFuncGetAttributes(&a, k) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 2;
+    }
+  return 1;
+}
+
+} // namespace hopper
+} // namespace onyx_cuda_attn
+
+extern "C" int onyx__cuda_attn_hopper_available(void) {
+  using namespace onyx_cuda_attn::hopper;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (dev < 0 || dev >= 64) return 0;
+  int v = g_available[dev].load(std::memory_order_relaxed);
+  if (v == 0) {
+    v = probe(dev);
+    g_available[dev].store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+extern "C" int onyx__cuda_attn_hopper(const onyx__cuda_attn_params *p, void *stream) {
+  using namespace onyx_cuda_attn::hopper;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (p->batch <= 0 || p->sq <= 0 || p->nq <= 0) return 0;
+  const bool bf = p->dtype == ONYX_DTYPE_BFLOAT16;
+  if (p->dtype != ONYX_DTYPE_BFLOAT16 && p->dtype != ONYX_DTYPE_FLOAT16)
+    return (int)cudaErrorInvalidValue;
+  if (p->hk == 128 && p->hv == 128)
+    return (int)(bf ? launch<__nv_bfloat16, 128>(*p, s) : launch<__half, 128>(*p, s));
+  if (p->hk == 64 && p->hv == 64)
+    return (int)(bf ? launch<__nv_bfloat16, 64>(*p, s) : launch<__half, 64>(*p, s));
+  return (int)cudaErrorInvalidValue;
+}

@@ -1,0 +1,81 @@
+/*
+ * Which kernel runs an attention problem.
+ *
+ * The plan (cuda_attn_plan.c) fixes the route family and the workspace from geometry
+ * alone. Here, at dispatch, a flash-route problem without a key split moves to the
+ * Hopper kernel (cuda_attn_hopper.cu) when that kernel computes the same function:
+ * every feature it lacks is named below and keeps the problem on the flash kernel. The
+ * Hopper route uses no workspace, so the requirement declared from the plan holds for
+ * either kernel.
+ */
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "cuda_attn_impl.h"
+#include "onyx_tensor.h"
+
+int onyx__cuda_attn_force_hopper = -1;
+
+static _Atomic uint32_t last_route = ONYX__CUDA_ROUTE_FLASH;
+
+uint32_t onyx__cuda_attn_last_route(void) {
+  return atomic_load_explicit(&last_route, memory_order_relaxed);
+}
+
+/* TMA reads 16-byte aligned bases with strides that are multiples of 16 bytes (8
+ * elements of 16 bits), each below 2^40 bytes. */
+static bool tma_strides_ok(const void *base, int64_t s0, int64_t s1, int64_t s2) {
+  const int64_t lim = (int64_t)1 << 39; /* elements of 2 bytes */
+  if (base == NULL || ((uintptr_t)base & 15u) != 0) return false;
+  const int64_t s[3] = {s0, s1, s2};
+  for (int i = 0; i < 3; ++i)
+    if (s[i] <= 0 || s[i] % 8 != 0 || s[i] >= lim) return false;
+  return true;
+}
+
+const char *onyx__cuda_attn_hopper_refusal(const onyx__cuda_attn_params *p,
+                                           const onyx__cuda_attn_plan *plan) {
+  if (onyx__cuda_attn_force_hopper == 0) return "turned off (tests)";
+  if (plan->route != ONYX__CUDA_ROUTE_FLASH || plan->n_split != 1)
+    return "not a flash-route problem without a key split";
+  if (p->dtype != ONYX_DTYPE_FLOAT16 && p->dtype != ONYX_DTYPE_BFLOAT16)
+    return "float16 or bfloat16 only";
+  if (p->hk != p->hv || (p->hk != 64 && p->hk != 128)) return "head sizes 64 and 128 only";
+  if (p->cos != NULL) return "rotary queries";
+  if (p->softcap != 0.0f) return "softcap";
+  if (p->window > 0) return "local window";
+  if (p->mask != NULL) return "attention mask or bias";
+  if (p->sink != NULL) return "head sink";
+  if (p->smooth) return "smooth softmax";
+  if (p->shared_kv) return "shared KV buffer";
+  if (p->sq < ONYX__CUDA_ATTN_HOPPER_MIN_ROWS) return "fewer query rows than one tile";
+  if (p->group <= 0 || p->nq != p->nkv * p->group) return "query heads not a multiple of kv heads";
+  if ((int64_t)p->batch * p->nq * ((p->sq + 127) / 128) > INT32_MAX) return "grid too large";
+  if (!tma_strides_ok(p->q, p->q_ss, p->q_hs, p->q_bs) ||
+      !tma_strides_ok(p->k, p->k_rs, p->k_gs, p->k_bs) ||
+      !tma_strides_ok(p->v, p->v_rs, p->v_gs, p->v_bs))
+    return "query, key or value layout TMA cannot read";
+  if (((uintptr_t)p->y & 3u) != 0 || p->y_ss % 2 != 0 || p->y_hs % 2 != 0 || p->y_bs % 2 != 0)
+    return "output not aligned for paired stores";
+  if (!onyx__cuda_attn_hopper_available()) return "no sm_90 device or no sm_90a build";
+  return NULL;
+}
+
+int onyx__cuda_attn_run(const onyx__cuda_attn_params *p, const onyx__cuda_attn_plan *plan,
+                        float *scores, int64_t key_cols, void *stream) {
+  uint32_t route = plan->route;
+  if (route == ONYX__CUDA_ROUTE_FLASH && onyx__cuda_attn_hopper_refusal(p, plan) == NULL) {
+    int e = onyx__cuda_attn_hopper(p, stream);
+    if (e != -1) { /* -1: a tensor map was refused, nothing ran */
+      atomic_store_explicit(&last_route, ONYX__CUDA_ROUTE_HOPPER, memory_order_relaxed);
+      return e;
+    }
+  }
+  atomic_store_explicit(&last_route, route, memory_order_relaxed);
+  switch (route) {
+  case ONYX__CUDA_ROUTE_FLASH:
+    return onyx__cuda_attn_flash(p, plan->tile, plan->row_tiles, stream);
+  default:
+    return onyx__cuda_attn_reference(p, scores, key_cols, stream);
+  }
+}

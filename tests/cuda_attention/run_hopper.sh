@@ -1,0 +1,44 @@
+#!/bin/sh
+# One device call for the Hopper prefill route: builds the CUDA attention test project
+# (sm_90a), shows the Hopper kernels' instruction mix, runs the Hopper tests first (short
+# timeout: a wrong barrier hangs), then the whole suite against the float64 reference,
+# then the benchmark beside PyTorch SDPA (tools/torch_sdpa_gqa.py) in one table.
+# From the repository root, with .deps carried:
+#   sh tests/cuda_attention/run_hopper.sh [OUT_DIR]
+# Logs go to OUT_DIR (default build-hopper-gpu/logs); a summary to stdout. The build
+# lives in /tmp (kept while the machine stays warm).
+out=${1:-build-hopper-gpu/logs}
+b=${ONYX_HOPPER_BUILD:-/tmp/build-hopper}
+mkdir -p "$out"
+. .deps/env.sh
+# The .pc files name the folder .deps was made in; point them at this checkout's.
+for pc in .deps/root/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; do
+  sed -i "s|^prefix=.*|prefix=$DEPS|" "$pc"
+done
+export PATH=/usr/local/cuda/bin:$PATH
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
+git log -1 --format='commit %h %s' 2>/dev/null
+cmake -S tests/cuda_attention -B "$b" -DCMAKE_CUDA_ARCHITECTURES=90a \
+  -DCMAKE_BUILD_TYPE=Release >"$out/cmake.log" 2>&1 || { tail -20 "$out/cmake.log"; exit 1; }
+make -C "$b" -j16 >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -30; exit 1; }
+grep -iE "warning" "$out/build.log" | head -5
+cuobjdump --dump-sass "$b/onyx_bench_attention_cuda" 2>/dev/null >"$out/sass_all.txt"
+grep -oE "HGMMA\.[0-9x]+\.[A-Z0-9.]*|UTMALDG\.[0-9A-Z]*|USETMAXREG\.[A-Z.]*" "$out/sass_all.txt" |
+  sort | uniq -c | tr '\n' ' '
+echo
+t=$b/onyx_cuda_attention_test
+ONYX_TEST_FILTER='test_hopper*' timeout 120 "$t" >"$out/test_hopper.log" 2>&1
+rc=$?
+echo "hopper tests exit $rc"
+grep -E "route|bad=[1-9]|FAILED|PASSED|ERROR|Assert|assert|status|mismatch" "$out/test_hopper.log" |
+  grep -v "bad=0" | sort | uniq -c | sort -rn | head -40
+[ $rc -eq 124 ] && { echo "hopper tests timed out: skipping the rest"; exit 1; }
+timeout 300 "$t" >"$out/test.log" 2>&1
+echo "full suite exit $?"
+grep -E "bad=[1-9]|FAILED|PASSED|ERROR|Assert|assert|status" "$out/test.log" | head -20
+echo "comparisons with bad=0: $(grep -cE "bad=0" "$out/test.log")"
+PYTHONUNBUFFERED=1 timeout 240 "$b/onyx_bench_attention_cuda" tools/torch_sdpa_gqa.py \
+  >"$out/bench.log" 2>&1
+echo "bench exit $?"
+grep -E "^onyx prefill" "$out/bench.log"
+tail -11 "$out/bench.log"
