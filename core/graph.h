@@ -1,9 +1,12 @@
 /*
  * The in-memory model: values, nodes, initializers. Internal to the core.
  *
- * A graph is built by the loader (model_load.c) from an ONNX ModelProto and is
- * immutable afterwards. All strings and arrays are owned by the graph and freed by
- * onyx__graph_free.
+ * A graph is built by the loader (model_load.c) from an ONNX ModelProto. Session
+ * creation then edits it once, in place, through graph_edit.h — the optimization
+ * passes (core/optimize/) fold, rewire and remove nodes, and initializers may be
+ * freed (data NULL, geometry kept) when nothing reads them any more — and it is
+ * immutable from placement on, for the session's life. All strings and arrays are
+ * owned by the graph and freed by onyx__graph_free.
  */
 #ifndef ONYX_CORE_GRAPH_H
 #define ONYX_CORE_GRAPH_H
@@ -20,7 +23,8 @@ typedef struct onyx__value {
   uint32_t dtype;              /* onyx_dtype; UNDEFINED when the model does not say */
   int32_t rank;                /* -1 when unknown */
   int64_t dims[ONYX_MAX_RANK]; /* -1 for a symbolic or unknown dim */
-  int32_t producer;            /* node index, or -1 for inputs and initializers */
+  int32_t producer;            /* node index, or -1 for inputs, initializers and values
+                                * whose node an optimization pass removed */
   bool is_input;               /* a graph input that is not an initializer */
   bool is_output;              /* a graph output */
   bool is_initializer;
@@ -60,9 +64,10 @@ typedef struct onyx__graph {
   onyx__opset *opsets;
   size_t opset_count;
   int64_t ir_version;
-  /* Name index over values, built by the loader: value_index_cap slots (a power of two,
-   * open addressing), each a value index or -1. NULL in a graph built by hand, where
-   * onyx__graph_find_value scans the values instead. Owned by the graph. */
+  /* Name index over values, built by the loader (and rebuilt by graph_edit.c, with the
+   * same hash): value_index_cap slots (a power of two, open addressing), each a value
+   * index or -1. NULL in a graph built by hand, where onyx__graph_find_value scans the
+   * values instead. Owned by the graph. */
   int32_t *value_index;
   size_t value_index_cap;
 } onyx__graph;

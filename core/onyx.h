@@ -78,6 +78,11 @@ typedef struct onyx_session_options {
    * waited for so that its time is its own (this serialises the device: profile to
    * find where time goes, not to measure speed). onyx_session_write_profile prints it. */
   bool profile;
+  /* Graph optimizations to skip at creation (docs/optimizations.md): NULL or "" runs
+   * every pass, "all" none, otherwise a comma-separated list of pass names
+   * (onyx_optimization_name), e.g. "constant_folding,identity_elimination". An unknown
+   * name fails creation with INVALID_ARGUMENT naming it. Read only during creation. */
+  const char *disable_optimizations;
 } onyx_session_options;
 
 /* Creates a session for the model at `path`; external data resolves in its folder.
@@ -95,6 +100,29 @@ ONYX_API void onyx_session_destroy(onyx_session *session);
 /* Writes the profile of a session created with `profile` to `stream` (a FILE *; NULL
  * for stdout): per node its calls, total, first and mean milliseconds, slowest first. */
 ONYX_API void onyx_session_write_profile(const onyx_session *session, void *stream);
+
+/* The graph optimization passes, in the order they run (static strings; NULL past
+ * the end): the name disable_optimizations takes and a one-line description. */
+ONYX_API size_t onyx_optimization_count(void);
+ONYX_API const char *onyx_optimization_name(size_t index);
+ONYX_API const char *onyx_optimization_description(size_t index);
+
+/* What one pass did when the session was created. */
+typedef struct onyx_optimization_stats {
+  uint32_t struct_size;        /* the caller sets sizeof(onyx_optimization_stats) */
+  bool ran;                    /* false: disabled */
+  uint64_t nodes_removed;      /* nodes the pass took out of the graph */
+  uint64_t nodes_folded;       /* of those, computed into initializers (constant folding) */
+  uint64_t nodes_skipped;      /* candidates left alone (no host kernel, a result too large) */
+  uint64_t bytes_added;        /* initializer bytes made, booked as weights */
+  uint64_t bytes_released;     /* initializer bytes freed and unbooked */
+  uint64_t weights_peak_bytes; /* initializer bytes the session held at the pass's peak */
+  double milliseconds;
+} onyx_optimization_stats;
+
+/* Fills *out for pass `index`; INVALID_ARGUMENT for a bad index or struct_size. */
+ONYX_API onyx_status onyx_session_optimization_stats(const onyx_session *session, size_t index,
+                                                     onyx_optimization_stats *out);
 
 /* Geometry of a graph input or output; dims are -1 where symbolic. */
 typedef struct onyx_value_info {

@@ -105,20 +105,18 @@ static onyx_status build_info(onyx_session *s, size_t i, onyx__placed_node *pn) 
   return ONYX_STATUS_OK;
 }
 
-/* Places `pn` on the first provider (placement order; host providers only when
- * `host_only`) with a kernel that matches it. Returns false when none does; `why_not`
- * (may be NULL) collects the providers' reasons. */
-static bool find_kernel(onyx_runtime *rt, onyx__placed_node *pn, bool host_only, char *why_not,
-                        size_t why_cap) {
+bool onyx__kernel_search(onyx_runtime *rt, const onyx_node_info *info, bool host_only,
+                         onyx__provider **out_provider, const onyx_kernel_table **out_kernel,
+                         char *why_not, size_t why_cap) {
   char reason[256];
   for (size_t p = 0; p < rt->provider_count; ++p) {
     onyx__provider *prov = &rt->providers[p];
     if (host_only && prov->table->device != ONYX_DEVICE_HOST) continue;
     for (size_t k = 0; k < prov->table->kernel_count; ++k) {
       reason[0] = '\0';
-      if (kernel_matches(prov->table->kernels[k], &pn->info, reason, sizeof reason)) {
-        pn->kernel = prov->table->kernels[k];
-        pn->provider = prov;
+      if (kernel_matches(prov->table->kernels[k], info, reason, sizeof reason)) {
+        *out_kernel = prov->table->kernels[k];
+        *out_provider = prov;
         return true;
       }
       size_t len = why_not ? strlen(why_not) : 0;
@@ -127,6 +125,14 @@ static bool find_kernel(onyx_runtime *rt, onyx__placed_node *pn, bool host_only,
     }
   }
   return false;
+}
+
+/* Places `pn` on the first provider with a kernel that matches it (see
+ * onyx__kernel_search). */
+static bool find_kernel(onyx_runtime *rt, onyx__placed_node *pn, bool host_only, char *why_not,
+                        size_t why_cap) {
+  return onyx__kernel_search(rt, &pn->info, host_only, &pn->provider, &pn->kernel, why_not,
+                             why_cap);
 }
 
 /* ------------------------------------------------------------ shape arithmetic */

@@ -30,6 +30,7 @@ void onyx_session_destroy(onyx_session *s) {
     (void)onyx__stream_sync(&s->runtime->providers[p]);
   onyx__unplace_nodes(s);
   onyx__weights_unbook_all(s);
+  free(s->opt_stats);
   free(s->device_inits);
   free(s->dtypes);
   free(s->last_use);
@@ -74,6 +75,14 @@ static onyx_status finish_create(onyx_runtime *rt, onyx__graph *g,
   }
   s->runtime = rt;
   s->graph = g;
+  /* The loader holds the initializers in host memory: book them as weights, then
+   * optimize the graph (docs/optimizations.md) before anything is sized for it. */
+  onyx_status gst = onyx__weights_book(s, err, sizeof err);
+  if (gst == ONYX_STATUS_OK) gst = onyx__optimize(s, options, err, sizeof err);
+  if (gst != ONYX_STATUS_OK) {
+    onyx_session_destroy(s);
+    return onyx__error_set(out_error, gst, err);
+  }
   size_t nv = g->value_count ? g->value_count : 1;
   s->dtypes = calloc(nv, sizeof *s->dtypes);
   s->last_use = calloc(nv, sizeof *s->last_use);
@@ -81,12 +90,6 @@ static onyx_status finish_create(onyx_runtime *rt, onyx__graph *g,
   if (!s->dtypes || !s->last_use || !s->device_inits) {
     onyx_session_destroy(s);
     return onyx__error_set(out_error, ONYX_STATUS_OUT_OF_MEMORY, NULL);
-  }
-  /* The loader holds the initializers in host memory: book them as weights. */
-  onyx_status gst = onyx__weights_book(s, err, sizeof err);
-  if (gst != ONYX_STATUS_OK) {
-    onyx_session_destroy(s);
-    return onyx__error_set(out_error, gst, err);
   }
   onyx__infer_dtypes(g, s->dtypes);
   compute_last_use(s);

@@ -44,6 +44,14 @@ struct onyx_session {
 /* Infers the dtype of every value the model leaves untyped (for placement). */
 void onyx__infer_dtypes(const onyx__graph *graph, uint32_t *dtypes);
 
+/* The first provider (placement order, the fallback last; host providers only when
+ * `host_only`) with a kernel that takes `info` — domain, op, opset, type constraint and
+ * its `supports` — into *out_provider and *out_kernel. False when none does, both left
+ * untouched; `why_not` (may be NULL) collects the providers' reasons. */
+bool onyx__kernel_search(onyx_runtime *runtime, const onyx_node_info *info, bool host_only,
+                         onyx__provider **out_provider, const onyx_kernel_table **out_kernel,
+                         char *why_not, size_t why_cap);
+
 /* Places every node and creates kernel states. On failure `err` names the node,
  * op and dtype and the providers tried; kernel states created so far are freed. */
 onyx_status onyx__place_nodes(onyx_session *session, char *err, size_t err_cap);

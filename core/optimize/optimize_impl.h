@@ -1,0 +1,61 @@
+/*
+ * Private to the optimization passes (the files of core/optimize): the pass list, the
+ * context a pass runs in, and what each pass reports.
+ */
+#ifndef ONYX_CORE_OPTIMIZE_IMPL_H
+#define ONYX_CORE_OPTIMIZE_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph_edit.h"
+#include "optimize.h"
+#include "session_impl.h"
+
+/* What one pass did; onyx_optimization_stats is its public copy. */
+typedef struct onyx__opt_stats {
+  bool ran;                    /* false: disabled */
+  uint64_t nodes_removed;      /* nodes taken out of the graph */
+  uint64_t nodes_folded;       /* of those, nodes computed into initializers */
+  uint64_t nodes_skipped;      /* candidates the pass left alone (see its file) */
+  uint64_t bytes_added;        /* initializer bytes the pass made, booked as weights */
+  uint64_t bytes_released;     /* initializer bytes the pass freed and unbooked */
+  uint64_t weights_peak_bytes; /* session weights held at the pass's busiest moment */
+  double milliseconds;
+} onyx__opt_stats;
+
+/* A pass at work on one session. */
+typedef struct onyx__opt_ctx {
+  onyx_session *session;
+  onyx__graph *graph;
+  onyx__opt_stats *stats; /* this pass's, zeroed before it runs */
+  char *err;
+  size_t err_cap;
+} onyx__opt_ctx;
+
+typedef onyx_status (*onyx__opt_fn)(onyx__opt_ctx *ctx);
+
+typedef struct onyx__opt_pass {
+  const char *name;        /* what disable_optimizations and --no-optimize name */
+  const char *description; /* one line for onyx-run --optimizations */
+  onyx__opt_fn run;
+} onyx__opt_pass;
+
+/* One file per pass. */
+onyx_status onyx__opt_dead_nodes(onyx__opt_ctx *ctx);       /* dead_nodes.c */
+onyx_status onyx__opt_identity(onyx__opt_ctx *ctx);         /* identity.c */
+onyx_status onyx__opt_constant_folding(onyx__opt_ctx *ctx); /* constant_folding.c */
+
+/* Releases every constant initializer no node reads and no graph output names,
+ * counting its bytes in ctx->stats->bytes_released. */
+onyx_status onyx__opt_release_unread(onyx__opt_ctx *ctx);
+
+/* Bytes of initializer data the session holds now (what the ledger books). */
+uint64_t onyx__opt_weights_held(const onyx_session *session);
+
+/* Records the weights held now, plus `pending` bytes booked for initializers not yet
+ * in the graph, in the pass's peak. */
+void onyx__opt_note_peak(onyx__opt_ctx *ctx, uint64_t pending);
+
+#endif /* ONYX_CORE_OPTIMIZE_IMPL_H */
