@@ -4,7 +4,7 @@
  *   onyx-generate MODEL [--config plugins.ini] (--prompt TEXT | --prompt-ids 3,14,15)
  *                 [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]
  *                 [--seed S] [--eos ID] [--kv-growth in-place|copy] [--graphs on|off]
- *                 [--fixed-mask] [--profile] [--quiet]
+ *                 [--fixed-mask] [--profile] [--no-optimize] [--quiet]
  *
  * MODEL is a model file or a folder holding model.onnx. The KV cache is owned by
  * this loop and governed (requester kv_cache): past and present share its buffers,
@@ -37,6 +37,7 @@ typedef struct options {
   uint64_t seed;
   uint32_t kv_layout, kv_growth;
   bool quiet, graphs, fixed_mask, profile;
+  bool no_optimize; /* skip the graph optimizations at session creation */
 } options;
 
 /* Where each graph input and output of the decoder is. */
@@ -69,7 +70,7 @@ static void usage(void) {
           "1,2,3)\n"
           "       [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
           "       [--eos ID] [--kv-growth in-place|copy] [--graphs on|off] [--fixed-mask]\n"
-          "       [--profile] [--quiet]\n");
+          "       [--profile] [--no-optimize] [--quiet]\n");
 }
 
 /* Parses "k.v" style indices out of names like "past_key_values.3.key". */
@@ -194,6 +195,10 @@ static int parse_args(int argc, char **argv, options *o) {
       o->model = a;
       continue;
     }
+    if (!strcmp(a, "--no-optimize")) {
+      o->no_optimize = true;
+      continue;
+    }
     if (!strcmp(a, "--quiet") || !strcmp(a, "--fixed-mask") || !strcmp(a, "--profile")) {
       *(a[2] == 'q' ? &o->quiet : a[2] == 'f' ? &o->fixed_mask : &o->profile) = true;
       continue;
@@ -301,7 +306,9 @@ int main(int argc, char **argv) {
   char path[4096];
   model_path(o.model, path, sizeof path);
   if (onyx_runtime_create(o.config, &rt, &e) != ONYX_STATUS_OK) return fail(o.config, e);
-  onyx_session_options so = {.struct_size = sizeof so, .profile = o.profile};
+  onyx_session_options so = {.struct_size = sizeof so,
+                             .profile = o.profile,
+                             .disable_optimizations = o.no_optimize ? "all" : NULL};
   if (onyx_session_create(rt, path, &so, &s, &e) != ONYX_STATUS_OK) return fail(path, e);
   decoder_io io;
   if (find_io(s, &io) != 0) return 1;

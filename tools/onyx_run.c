@@ -11,6 +11,9 @@
  * --profile prints each session's per-node times (first run and total) at its end.
  * --writable a,b lets kernels update those inputs in place and return them as outputs
  * (a shared past/present KV buffer), as a decoder loop does.
+ * --no-optimize skips the graph optimizations at session creation (--no-optimize=a,b
+ * only those passes); --optimizations lists the passes, and with a PATH says what
+ * each did (docs/optimizations.md).
  *
  * PATH is a test directory (model.onnx + test_data_set_N/), a model file (run on
  * random inputs), or with --conformance a folder of test directories: every test
@@ -40,6 +43,8 @@ typedef struct options {
   bool profile;         /* per-node times of each session's runs */
   const char *writable; /* comma-separated input names kernels may update in place */
   const char *skip_file;
+  const char *no_optimize; /* passes to skip (disable_optimizations), NULL: none */
+  bool optimizations;      /* list the passes, and what each did per session */
 } options;
 
 typedef struct counts {
@@ -276,12 +281,52 @@ static bool run_data_set(onyx_session *s, const char *set_dir, const options *o)
   return ok;
 }
 
+static void print_bytes(const char *what, uint64_t b) {
+  if (b >= (1u << 20))
+    printf("%s %.1f MiB", what, (double)b / (1 << 20));
+  else
+    printf("%s %llu bytes", what, (unsigned long long)b);
+}
+
+/* What each optimization pass did to the session's graph. */
+static void print_optimizations(onyx_runtime *rt, const onyx_session *s, const char *path) {
+  printf("optimizations of %s:\n", path);
+  for (size_t i = 0; i < onyx_optimization_count(); ++i) {
+    onyx_optimization_stats st = {.struct_size = sizeof st};
+    if (onyx_session_optimization_stats(s, i, &st) != ONYX_STATUS_OK) continue;
+    printf("  %-22s ", onyx_optimization_name(i));
+    if (!st.ran) {
+      printf("disabled\n");
+      continue;
+    }
+    printf("removed %llu nodes", (unsigned long long)st.nodes_removed);
+    if (st.nodes_folded) printf(" (%llu folded)", (unsigned long long)st.nodes_folded);
+    if (st.nodes_skipped) printf(", left %llu", (unsigned long long)st.nodes_skipped);
+    print_bytes(",", st.bytes_added);
+    print_bytes(" added,", st.bytes_released);
+    print_bytes(" released; weights peak", st.weights_peak_bytes);
+    printf(" (%.2f ms)\n", st.milliseconds);
+  }
+  uint64_t used[ONYX_REQUESTER_COUNT_], peak[ONYX_REQUESTER_COUNT_];
+  onyx_runtime_memory_usage(rt, used, peak);
+  print_bytes("  weights booked now", used[ONYX_REQUESTER_WEIGHTS]);
+  print_bytes(", governor peak", peak[ONYX_REQUESTER_WEIGHTS]);
+  printf("; %zu nodes remain\n", onyx_session_node_count(s));
+}
+
+static void list_optimizations(void) {
+  for (size_t i = 0; i < onyx_optimization_count(); ++i)
+    printf("%-22s %s\n", onyx_optimization_name(i), onyx_optimization_description(i));
+}
+
 /* Runs one ONNX test directory. Returns 1 pass, 0 fail, -1 not claimed. */
 static int run_test_dir(onyx_runtime *rt, const char *dir, const options *o, bool claim_only) {
   char model[4096];
   snprintf(model, sizeof model, "%s/model.onnx", dir);
-  onyx_session_options so = {
-      .struct_size = sizeof so, .print_placement = o->placement, .profile = o->profile};
+  onyx_session_options so = {.struct_size = sizeof so,
+                             .print_placement = o->placement,
+                             .profile = o->profile,
+                             .disable_optimizations = o->no_optimize};
   onyx_session *s = NULL;
   onyx_error *e = NULL;
   if (onyx_session_create(rt, model, &so, &s, &e) != ONYX_STATUS_OK) {
@@ -296,6 +341,7 @@ static int run_test_dir(onyx_runtime *rt, const char *dir, const options *o, boo
     onyx_error_free(e);
     return 0;
   }
+  if (o->optimizations) print_optimizations(rt, s, dir);
   size_t nsets = 0;
   char **sets = list_dir(dir, "test_data_set_", &nsets);
   bool ok = nsets > 0;
@@ -347,8 +393,10 @@ static bool random_tensor(const onyx_value_info *info, onyx_tensor *t) {
 }
 
 static int run_model(onyx_runtime *rt, const char *path, const options *o) {
-  onyx_session_options so = {
-      .struct_size = sizeof so, .print_placement = o->placement, .profile = o->profile};
+  onyx_session_options so = {.struct_size = sizeof so,
+                             .print_placement = o->placement,
+                             .profile = o->profile,
+                             .disable_optimizations = o->no_optimize};
   onyx_session *s = NULL;
   onyx_error *e = NULL;
   if (onyx_session_create(rt, path, &so, &s, &e) != ONYX_STATUS_OK) {
@@ -356,6 +404,7 @@ static int run_model(onyx_runtime *rt, const char *path, const options *o) {
     onyx_error_free(e);
     return 0;
   }
+  if (o->optimizations) print_optimizations(rt, s, path);
   size_t nin = onyx_session_input_count(s), nout = onyx_session_output_count(s);
   onyx_tensor *inputs = calloc(nin + 1, sizeof *inputs), *outs = calloc(nout + 1, sizeof *outs);
   bool ok = inputs && outs;
@@ -451,7 +500,9 @@ static void usage(void) {
   fprintf(stderr,
           "usage: onyx-run [--config plugins.ini] [--placement] [--plan] [--memory] [--rtol R]\n"
           "                [--atol A] [--bench N] [--graphs] [--profile] [--writable NAMES]\n"
-          "                [--conformance] [--skip FILE] [-q] PATH...\n");
+          "                [--no-optimize[=PASSES]] [--optimizations]\n"
+          "                [--conformance] [--skip FILE] [-q] PATH...\n"
+          "       onyx-run --optimizations   (lists the graph optimization passes)\n");
 }
 
 int main(int argc, char **argv) {
@@ -486,6 +537,12 @@ int main(int argc, char **argv) {
       o.rtol = atof(argv[++i]);
     else if (!strcmp(a, "--atol") && has_val)
       o.atol = atof(argv[++i]);
+    else if (!strcmp(a, "--no-optimize"))
+      o.no_optimize = "all";
+    else if (!strncmp(a, "--no-optimize=", 14))
+      o.no_optimize = a + 14;
+    else if (!strcmp(a, "--optimizations"))
+      o.optimizations = true;
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage();
       return 0;
@@ -497,6 +554,10 @@ int main(int argc, char **argv) {
       first_path = i;
       break;
     }
+  }
+  if (first_path >= argc && o.optimizations) {
+    list_optimizations();
+    return 0;
   }
   if (first_path >= argc) {
     usage();
