@@ -215,10 +215,14 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
     float kf = measure(state, &c, in, 7, &ws2);
     onyx__cuda_attn_force_hopper = -1;
     r->kernel64 = flops / kf / 1e9;
+    /* The Hopper kernel's variant without the consumers' ping-pong. */
+    onyx__cuda_attn_hopper_variant = 1;
+    float kv1 = measure(state, &c, in, 7, &ws2);
+    onyx__cuda_attn_hopper_variant = 0;
     printf("onyx prefill B=%d Hq=%d Hkv=%d S=%d D=%d causal: op (%s route) %.4f ms %.1f TFLOP/s | "
-           "flash kernel %.4f ms %.1f | workspace %llu B\n",
-           B, hq, hkv, S, D, route_name(r->route), ms, r->ours, kf, r->kernel64,
-           (unsigned long long)ws);
+           "no ping-pong %.4f ms %.1f | flash kernel %.4f ms %.1f | workspace %llu B\n",
+           B, hq, hkv, S, D, route_name(r->route), ms, r->ours, kv1, flops / kv1 / 1e9, kf,
+           r->kernel64, (unsigned long long)ws);
   } else {
     double bytes = 2.0 * B * hkv * (double)S_kv * D * 2.0;
     r->ours = bytes / ms / 1e6;

@@ -1288,7 +1288,8 @@ static void expect_route(const char *what, uint32_t want) {
 /* Prefill shapes the Hopper route takes: both types, head sizes 64 and 128, BNSH and
  * BSNH presents, causal and not, GQA groups 1 to 4, right-padded batches (keys past a
  * batch's length inside the tile), packed QKV, a growing cache with a past, several row
- * blocks. Each also runs on the flash kernel; both must match the float64 reference. */
+ * blocks. Each also runs without the ping-pong and on the flash kernel; all must match
+ * the float64 reference. */
 static void test_hopper_gqa(void **state) {
   (void)state;
   SKIP_WITHOUT_DEVICE();
@@ -1347,6 +1348,10 @@ static void test_hopper_gqa(void **state) {
         onyx__cuda_attn_force_hopper = -1;
         check_gqa(&cs[i], seed + (uint64_t)i);
         expect_route(cs[i].name, ONYX__CUDA_ROUTE_HOPPER);
+        onyx__cuda_attn_hopper_variant = 1; /* without the consumers' ping-pong */
+        check_gqa(&cs[i], seed + (uint64_t)i);
+        expect_route("  same without ping-pong", ONYX__CUDA_ROUTE_HOPPER);
+        onyx__cuda_attn_hopper_variant = 0;
         onyx__cuda_attn_force_hopper = 0;
         check_gqa(&cs[i], seed + (uint64_t)i);
         expect_route("  same on the flash kernel", ONYX__CUDA_ROUTE_FLASH);

@@ -75,8 +75,11 @@ template <int D> struct Cfg {
 /* Registers per thread after the split: 24 × 128 + 240 × 256 <= 64 K. */
 constexpr int kProducerRegs = 24;
 constexpr int kConsumerRegs = 240;
-/* Named barrier of the two consumer warpgroups (0 is __syncthreads). */
-constexpr int kBarConsumers = 1;
+/* Named barriers (0 is __syncthreads): kBarTurn + w is consumer w's turn to issue its
+ * wgmmas (the other consumer arrives on it once it has issued its own), kBarWg + w
+ * consumer w alone. */
+constexpr int kBarTurn = 1;
+constexpr int kBarWg = 3;
 
 template <typename T> struct Pack;
 template <> struct Pack<__nv_bfloat16> {
@@ -111,6 +114,101 @@ __device__ __forceinline__ void pv_step(float (&o)[D / 2], const uint32_t (&a)[4
     wgmma_rs_n64(Tag<T>(), o, a, b, 1);
 }
 
+/* Issues S(64×BN) = Q(64×D)·K(BN×D)ᵀ for one consumer warpgroup (no fence, no commit):
+ * D / 16 wgmmas, walking 32 bytes along a 128-byte row, then to the next column block. */
+template <typename T, int D, int BM, int BN>
+__device__ __forceinline__ void qk_issue(float (&sc)[BN / 2], uint32_t q_addr, uint32_t k_addr) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint32_t off = (kk & 3) * 32; /* 16 columns = 32 bytes into the block */
+    const uint64_t da = desc_sw128(q_addr + (kk >> 2) * BM * 128 + off, 16, 1024);
+    const uint64_t db = desc_sw128(k_addr + (kk >> 2) * BN * 128 + off, 16, 1024);
+    wgmma_ss_n128(Tag<T>(), sc, da, db, kk > 0);
+  }
+}
+
+/* Issues O(64×D) += P(64×BN)·V(BN×D): BN / 16 wgmmas, 16 keys (2 KB of rows) each. */
+template <typename T, int D, int BN>
+__device__ __forceinline__ void pv_issue(float (&o)[D / 2], const uint32_t (&pa)[BN / 16][4],
+                                         uint32_t v_addr) {
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk)
+    pv_step<T, D>(o, pa[kk], desc_sw128(v_addr + kk * 16 * 128, BN * 128, 1024));
+}
+
+/* Online softmax of one score tile in place: masks keys at or past each row's limit when
+ * `masked`, updates the running max m and sum l (log2 domain), turns the scores into
+ * probabilities and returns the factor the accumulator must be scaled by. */
+template <int BN>
+__device__ __forceinline__ void softmax_tile(float (&sc)[BN / 2], float (&m)[2], float (&l)[2],
+                                             float (&alpha)[2], const int (&lim)[2], int key0,
+                                             bool masked, float sl2) {
+  if (masked) {
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (key0 + 8 * i + (e & 1) >= lim[e >> 1]) sc[4 * i + e] = -INFINITY;
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i)
+      mx = fmaxf(mx, fmaxf(sc[4 * i + 2 * r], sc[4 * i + 2 * r + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mnew = fmaxf(m[r], mx * sl2);
+    const float muse = mnew == -INFINITY ? 0.0f : mnew;
+    alpha[r] = ex2(m[r] - muse);
+    m[r] = mnew;
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+      sc[4 * i + 2 * r] = ex2(fmaf(sc[4 * i + 2 * r], sl2, -muse));
+      sc[4 * i + 2 * r + 1] = ex2(fmaf(sc[4 * i + 2 * r + 1], sl2, -muse));
+      sum += sc[4 * i + 2 * r] + sc[4 * i + 2 * r + 1];
+    }
+    l[r] = l[r] * alpha[r] + sum;
+  }
+}
+
+/* Probabilities as the A operand of P·V: accumulator columns 8i..8i+7 are k-slice i / 2,
+ * registers 0, 1 (rows g, g + 8) for its first 8 keys and 2, 3 for the next 8. */
+template <typename T, int BN>
+__device__ __forceinline__ void to_operand(const float (&sc)[BN / 2], uint32_t (&pa)[BN / 16][4]) {
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+    pa[i >> 1][(i & 1) * 2 + 0] = Pack<T>::two(sc[4 * i + 0], sc[4 * i + 1]);
+    pa[i >> 1][(i & 1) * 2 + 1] = Pack<T>::two(sc[4 * i + 2], sc[4 * i + 3]);
+  }
+}
+
+template <int D> __device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&a)[2]) {
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) {
+    o[4 * i + 0] *= a[0];
+    o[4 * i + 1] *= a[0];
+    o[4 * i + 2] *= a[1];
+    o[4 * i + 3] *= a[1];
+  }
+}
+
+/* Zeroes value rows [r_lo, BN) of a V tile (D / 64 column blocks of 128-byte rows; the
+ * swizzle only moves 16-byte pieces inside a row), by the 128 threads of one warpgroup,
+ * and makes the zeros visible to its wgmmas. Both consumers zero the same rows (the
+ * same bytes), so neither waits for the other. */
+template <int D, int BN>
+__device__ __forceinline__ void zero_rows(unsigned char *vt, int r_lo, int wg_tid, int bar_id) {
+  const int n16 = (BN - r_lo) * 8;
+  for (int i = wg_tid; i < n16 * (D / 64); i += 128) {
+    const int c = i / n16, k = i % n16;
+    reinterpret_cast<uint4 *>(vt + c * BN * 128 + r_lo * 128)[k] = make_uint4(0u, 0u, 0u, 0u);
+  }
+  fence_async_smem();
+  bar_sync(bar_id, 128);
+}
+
 /* Which tile a CTA owns: heavy row blocks first, heads of one KV group side by side. */
 struct Tile {
   int b, h, g, m0;
@@ -129,7 +227,7 @@ __device__ __forceinline__ Tile tile_of(const onyx__cuda_attn_params &p, int m_b
 
 /* ------------------------------------------------------------------ the kernel */
 
-template <typename T, int D>
+template <typename T, int D, bool PING>
 __global__ void __launch_bounds__(384, 1)
     hopper_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                   const __grid_constant__ CUtensorMap tv, const onyx__cuda_attn_params p,
@@ -197,9 +295,13 @@ __global__ void __launch_bounds__(384, 1)
     return;
   }
 
-  /* ---------------- consumers: warpgroup cw owns rows [64·cw, 64·cw + 64) of the tile */
+  /* ---------------- consumers: warpgroup cw owns rows [64·cw, 64·cw + 64) of the tile.
+   * Per key tile j: issue S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} together, wait for S_j
+   * only, so the softmax of S_j runs while the tensor cores do P_{j-1}·V_{j-1}; the two
+   * consumers take turns to issue (ping-pong), so one's softmax also covers the other's
+   * matrix products. */
   regs_grow<kConsumerRegs>();
-  const int cw = wg - 1, wq = warp & 3, gq = lane >> 2, t4 = lane & 3;
+  const int cw = wg - 1, wq = warp & 3, gq = lane >> 2, t4 = lane & 3, wg_tid = tid - 128 * wg;
   const int row0 = tl.m0 + cw * 64 + wq * 16 + gq; /* this thread's rows: row0, row0 + 8 */
   T *ybase = (T *)p.y + (int64_t)tl.b * p.y_bs + (int64_t)tl.h * p.y_hs;
 
@@ -210,113 +312,82 @@ __global__ void __launch_bounds__(384, 1)
   for (int r = 0; r < 2; ++r) {
     int64_t l = geo.limit;
     if (p.causal && geo.qpos0 + row0 + 8 * r + 1 < l) l = geo.qpos0 + row0 + 8 * r + 1;
-    lim[r] = (int)max(l, (int64_t)-1);
+    lim[r] = (int)max(l, (int64_t)-1) - 2 * t4; /* compared with key0 + 8i + e */
   }
   int64_t first_lim = geo.limit;
   if (p.causal && geo.qpos0 + tl.m0 + 1 < first_lim) first_lim = geo.qpos0 + tl.m0 + 1;
+  /* Value rows at or past the limit may hold anything; the tile holding the limit gets
+   * them zeroed (0·NaN would reach O). Tiles run from the last down: it is tile 0. */
+  const int zero_from = geo.limit < p.kv_rows ? (int)(geo.limit - (n_tiles - 1) * BN) : BN;
   const float sl2 = p.scale * kLog2e;
+  const int my_turn = kBarTurn + cw, other_turn = kBarTurn + (cw ^ 1);
 
   float o[D / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha[2];
+  float sc[BN / 2];
+  uint32_t pa[BN / 16][4];
 
-  if (n_tiles > 0) mbar_wait(q_full, 0);
-  const uint32_t q_addr = saddr(qs) + cw * 64 * 128;
-  for (int it = 0; it < n_tiles; ++it) {
-    const int n0 = (n_tiles - 1 - it) * BN, s = it % ST;
-    const uint32_t ph = (uint32_t)(it / ST) & 1u;
-
-    /* S = Q·Kᵀ (64 × BN per warpgroup). */
-    float sc[BN / 2];
-    mbar_wait(&k_full[s], ph);
-    const uint32_t k_addr = saddr(ks + s * C::KV_BYTES);
+  if (n_tiles > 0) {
+    const uint32_t q_addr = saddr(qs) + cw * 64 * 128;
+    if (PING && cw == 1) bar_arrive(kBarTurn, 256); /* consumer 0 issues first */
+    mbar_wait(q_full, 0);
+    mbar_wait(&k_full[0], 0);
+    if (PING) bar_sync(my_turn, 256);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t off = (kk & 3) * 32; /* 16 columns = 32 bytes into the block */
-      const uint64_t da = desc_sw128(q_addr + (kk >> 2) * BM * 128 + off, 16, 1024);
-      const uint64_t db = desc_sw128(k_addr + (kk >> 2) * BN * 128 + off, 16, 1024);
-      wgmma_ss_n128(Tag<T>(), sc, da, db, kk > 0);
-    }
+    qk_issue<T, D, BM, BN>(sc, q_addr, saddr(ks));
     wgmma_commit();
+    if (PING) bar_arrive(other_turn, 256);
     wgmma_wait<0>();
     fence_regs(sc);
     __syncwarp();
-    if (lane == 0) mbar_arrive(&k_empty[s]);
+    if (lane == 0) mbar_arrive(&k_empty[0]);
+    const int key_top = (n_tiles - 1) * BN;
+    softmax_tile<BN>(sc, m, l, alpha, lim, key_top, key_top + BN > first_lim, sl2);
+    to_operand<T, BN>(sc, pa);
 
-    /* Mask (tiles that cross the first row's limit only), then the online softmax. */
-    if (n0 + BN > first_lim) {
-#pragma unroll
-      for (int i = 0; i < BN / 8; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int j = n0 + 8 * i + 2 * t4 + (e & 1);
-          if (j >= lim[e >> 1]) sc[4 * i + e] = -INFINITY;
-        }
-    }
-    float muse[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int i = 0; i < BN / 8; ++i)
-        mx = fmaxf(mx, fmaxf(sc[4 * i + 2 * r], sc[4 * i + 2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float mnew = fmaxf(m[r], mx * sl2);
-      muse[r] = mnew == -INFINITY ? 0.0f : mnew;
-      const float alpha = ex2(m[r] - muse[r]);
-      m[r] = mnew;
-      l[r] *= alpha;
-#pragma unroll
-      for (int i = 0; i < D / 8; ++i) {
-        o[4 * i + 2 * r] *= alpha;
-        o[4 * i + 2 * r + 1] *= alpha;
-      }
-    }
-    uint32_t pa[BN / 16][4];
-#pragma unroll
-    for (int i = 0; i < BN / 8; ++i) {
-      const float p0 = ex2(fmaf(sc[4 * i + 0], sl2, -muse[0]));
-      const float p1 = ex2(fmaf(sc[4 * i + 1], sl2, -muse[0]));
-      const float p2 = ex2(fmaf(sc[4 * i + 2], sl2, -muse[1]));
-      const float p3 = ex2(fmaf(sc[4 * i + 3], sl2, -muse[1]));
-      l[0] += p0 + p1;
-      l[1] += p2 + p3;
-      /* Accumulator columns 8i..8i+7 are k-slice i/2 of P as an A operand: registers
-       * 0, 1 (rows g, g + 8) for its first 8 keys, 2, 3 for the next 8. */
-      pa[i >> 1][(i & 1) * 2 + 0] = Pack<T>::two(p0, p1);
-      pa[i >> 1][(i & 1) * 2 + 1] = Pack<T>::two(p2, p3);
+    for (int it = 1; it < n_tiles; ++it) {
+      const int s = it % ST, sp = (it - 1) % ST, key0 = (n_tiles - 1 - it) * BN;
+      const uint32_t ph = (uint32_t)(it / ST) & 1u, php = (uint32_t)((it - 1) / ST) & 1u;
+      mbar_wait(&k_full[s], ph);
+      mbar_wait(&v_full[sp], php);
+      if (it == 1 && zero_from < BN)
+        zero_rows<D, BN>(vs + sp * C::KV_BYTES, zero_from, wg_tid, kBarWg + cw);
+      if (PING) bar_sync(my_turn, 256);
+      wgmma_fence();
+      qk_issue<T, D, BM, BN>(sc, q_addr, saddr(ks + s * C::KV_BYTES));
+      wgmma_commit();
+      pv_issue<T, D, BN>(o, pa, saddr(vs + sp * C::KV_BYTES));
+      wgmma_commit();
+      if (PING) bar_arrive(other_turn, 256);
+      wgmma_wait<1>(); /* S_it is ready; P·V of the tile before still runs */
+      fence_regs(sc);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&k_empty[s]);
+      softmax_tile<BN>(sc, m, l, alpha, lim, key0, key0 + BN > first_lim, sl2);
+      wgmma_wait<0>();
+      fence_regs(o);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&v_empty[sp]);
+      rescale<D>(o, alpha);
+      to_operand<T, BN>(sc, pa);
     }
 
-    /* O += P·V. */
-    mbar_wait(&v_full[s], ph);
-    if (n0 + BN > geo.limit && geo.limit < p.kv_rows) {
-      /* Value rows at or past the limit may hold anything: zero them (both consumer
-       * warpgroups share the tile, so they split the rows and meet at a barrier). */
-      const int r_lo = (int)max(geo.limit - n0, (int64_t)0);
-      const int n16 = (BN - r_lo) * 8; /* 16-byte pieces per column block */
-      for (int i = tid - 128; i < n16 * C::CHUNKS; i += 256) {
-        const int c = i / n16, k = i % n16;
-        uint4 *dst = reinterpret_cast<uint4 *>(vs + s * C::KV_BYTES + c * BN * 128 + r_lo * 128);
-        dst[k] = make_uint4(0u, 0u, 0u, 0u);
-      }
-      fence_async_smem();
-      bar_sync(kBarConsumers, 256);
-    }
-    const uint32_t v_addr = saddr(vs + s * C::KV_BYTES);
+    /* P·V of the last tile. Consumer 1 ends the turns (nothing waits on its arrival). */
+    const int sl = (n_tiles - 1) % ST;
+    mbar_wait(&v_full[sl], (uint32_t)((n_tiles - 1) / ST) & 1u);
+    if (n_tiles == 1 && zero_from < BN)
+      zero_rows<D, BN>(vs + sl * C::KV_BYTES, zero_from, wg_tid, kBarWg + cw);
+    if (PING) bar_sync(my_turn, 256);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      const uint64_t db = desc_sw128(v_addr + kk * 16 * 128, BN * 128, 1024);
-      pv_step<T, D>(o, pa[kk], db);
-    }
+    pv_issue<T, D, BN>(o, pa, saddr(vs + sl * C::KV_BYTES));
     wgmma_commit();
+    if (PING && cw == 0) bar_arrive(other_turn, 256);
     wgmma_wait<0>();
     fence_regs(o);
     __syncwarp();
-    if (lane == 0) mbar_arrive(&v_empty[s]);
+    if (lane == 0) mbar_arrive(&v_empty[sl]);
   }
 
   /* Epilogue: the row sums over the quad, then O / l straight to the output. */
@@ -393,7 +464,9 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, cudaStream_t stream) 
       !make_map(&tk, p.dtype, p.k, D, p.kv_rows, p.nkv, p.batch, p.k_rs, p.k_gs, p.k_bs, C::BN) ||
       !make_map(&tv, p.dtype, p.v, D, p.kv_rows, p.nkv, p.batch, p.v_rs, p.v_gs, p.v_bs, C::BN))
     return kNotTaken;
-  auto kern = hopper_kernel<T, D>;
+  /* Variant 1 (tests and the benchmark): no ping-pong between the consumers. */
+  auto kern =
+      onyx__cuda_attn_hopper_variant == 1 ? hopper_kernel<T, D, false> : hopper_kernel<T, D, true>;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
   if (e != cudaSuccess) return e;
   const int m_blocks = (p.sq + C::BM - 1) / C::BM;
@@ -415,10 +488,10 @@ static int probe(int dev) {
   if (major != 9 || minor != 0 || encode_fn() == nullptr) return 2;
   /* The kernels exist only as sm_90a machine code: an image must load for this device. */
   cudaFuncAttributes a;
-  const void *kernels[4] = {(const void *)hopper_kernel<__nv_bfloat16, 128>,
-                            (const void *)hopper_kernel<__nv_bfloat16, 64>,
-                            (const void *)hopper_kernel<__half, 128>,
-                            (const void *)hopper_kernel<__half, 64>};
+  const void *kernels[4] = {(const void *)hopper_kernel<__nv_bfloat16, 128, true>,
+                            (const void *)hopper_kernel<__nv_bfloat16, 64, true>,
+                            (const void *)hopper_kernel<__half, 128, true>,
+                            (const void *)hopper_kernel<__half, 64, true>};
   for (const void *k : kernels)
     if (cudaFuncGetAttributes(&a, k) != cudaSuccess) {
       (void)cudaGetLastError();

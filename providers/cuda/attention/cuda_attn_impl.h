@@ -157,6 +157,9 @@ extern int onyx__cuda_attn_force_split;
 /* Tests and the benchmark only: 0 keeps every problem off the Hopper route (-1: the
  * dispatcher decides). Not thread-safe; production code never sets it. */
 extern int onyx__cuda_attn_force_hopper;
+/* Tests and the benchmark only: a variant of the Hopper kernel (0: the production one;
+ * 1: without the consumers' ping-pong). */
+extern int onyx__cuda_attn_hopper_variant;
 /* Tests only: the route (onyx__cuda_attn_route) of the last dispatched problem. */
 uint32_t onyx__cuda_attn_last_route(void);
 

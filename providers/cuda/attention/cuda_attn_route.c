@@ -15,6 +15,7 @@
 #include "onyx_tensor.h"
 
 int onyx__cuda_attn_force_hopper = -1;
+int onyx__cuda_attn_hopper_variant = 0;
 
 static _Atomic uint32_t last_route = ONYX__CUDA_ROUTE_FLASH;
 
