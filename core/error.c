@@ -41,3 +41,7 @@ onyx_status onyx_error_status(const onyx_error *error) {
 const char *onyx_error_message(const onyx_error *error) { return error ? error->message : ""; }
 
 void onyx_error_free(onyx_error *error) { free(error); }
+
+onyx_status onyx_error_create(onyx_error **out_error, onyx_status status, const char *message) {
+  return onyx__error_set(out_error, status, message);
+}

@@ -35,6 +35,11 @@ typedef struct onyx_error onyx_error;
 ONYX_API onyx_status onyx_error_status(const onyx_error *error);
 ONYX_API const char *onyx_error_message(const onyx_error *error); /* owned by error */
 ONYX_API void onyx_error_free(onyx_error *error);
+/* Stores a new error with `status` and a copy of `message` (NULL: the status's text)
+ * in *out_error when out_error is non-NULL, and returns `status`: for libraries built
+ * over this API (genai/) whose callers read one error channel. */
+ONYX_API onyx_status onyx_error_create(onyx_error **out_error, onyx_status status,
+                                       const char *message);
 
 /* ------------------------------------------------------------------ runtime */
 

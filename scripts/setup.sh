@@ -6,7 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-pkgs="build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libinih-dev libcmocka-dev"
+# libjansson-dev: the JSON parser genai/ reads genai_config.json with (genai/CMakeLists.txt says why).
+pkgs="build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libinih-dev libcmocka-dev
+      libjansson-dev"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
