@@ -1,499 +1,401 @@
 /*
- * onyx-generate: token generation from a decoder in the ONNX Runtime GenAI layout.
+ * onyx-generate: text from a decoder model folder, as ONNX Runtime GenAI's model
+ * builder and mobius write it (genai_config.json beside the model).
  *
  *   onyx-generate MODEL [--config plugins.ini] (--prompt TEXT | --prompt-ids 3,14,15)
- *                 [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]
- *                 [--seed S] [--eos ID] [--kv-growth in-place|copy] [--graphs on|off]
- *                 [--fixed-mask] [--profile] [--no-optimize] [--quiet]
+ *                 [--max-new-tokens N] [--do-sample | --greedy] [--temperature T]
+ *                 [--top-k K] [--top-p P] [--repetition-penalty R] [--seed S]
+ *                 [--eos ID[,ID...] | --eos none] [--kv-growth in-place|copy]
+ *                 [--graphs on|off] [--fixed-mask] [--profile] [--no-optimize] [--quiet]
  *
- * MODEL is a model file or a folder holding model.onnx. The KV cache is owned by
- * this loop and governed (requester kv_cache): past and present share its buffers,
- * which grow in place (mapped zones) or by copy into capacity buckets. Their layout
- * (BNSH or BSNH) is the one the model's GroupQueryAttention nodes declare in their
- * kv_layout attribute. Before the
- * request starts, its worst case (prompt + max new tokens) is admitted or refused.
- * Where a device provider runs the model and can capture, decode steps are recorded
- * once as a device graph and replayed (--graphs off runs them node by node): their
- * attention mask then spans the whole KV view, zeros after the live tokens, so
- * that every decode step has the same geometry (--fixed-mask does the same without
- * graphs, on any provider: the tokens must not change).
- * Byte-level vocabularies stream text; others stream ids. The last lines give the
- * ids, the speeds, the peak bytes per requester and the KV growth.
+ * MODEL is a model folder, or a model file inside one. The loop is the generation
+ * library's (genai/onyx_genai.h): this command parses arguments, streams the ids
+ * (as text for a byte vocabulary) and prints what happened: the ids, the search
+ * settings used, the speeds, the peak bytes per requester, the KV cache and the
+ * device graphs.
+ *
+ * The config's search section gives the defaults; options override them: without
+ * --max-new-tokens the sequence may grow to search.max_length. --temperature,
+ * --top-k and --top-p turn sampling on unless --greedy is given; a temperature of 0
+ * is greedy.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 
-#include "onyx.h"
-#include "sampling.h"
+#include "config_lookup.h"
+#include "onyx_genai.h"
 
 typedef struct options {
-  const char *model, *config, *prompt, *prompt_ids;
-  int64_t max_new, eos, top_k;
-  float temperature, top_p;
+  const char *model, *config, *prompt, *prompt_ids, *eos;
+  int64_t max_new;    /* 0: up to search.max_length */
+  int sample;         /* -1: the config's, 0: greedy, 1: sample */
+  bool sampling_knob; /* --temperature, --top-k or --top-p given */
+  bool has_temperature, has_top_k, has_top_p, has_penalty, has_seed;
+  float temperature, top_p, penalty;
+  int64_t top_k;
   uint64_t seed;
-  uint32_t kv_layout, kv_growth;
+  uint32_t kv_growth;
   bool quiet, graphs, fixed_mask, profile;
   bool no_optimize; /* skip the graph optimizations at session creation */
 } options;
-
-/* Where each graph input and output of the decoder is. */
-typedef struct decoder_io {
-  size_t input_ids, attention_mask, position_ids; /* SIZE_MAX when absent */
-  size_t layers;
-  size_t *past_key, *past_value; /* input index per layer */
-  size_t logits;
-  size_t *present_key, *present_value; /* output index per layer */
-  int64_t kv_heads, head_size;
-  uint32_t kv_dtype;
-} decoder_io;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int fail(const char *what, onyx_error *e) {
-  fprintf(stderr, "onyx-generate: %s: %s: %s\n", what, onyx_status_str(onyx_error_status(e)),
-          onyx_error_message(e));
-  onyx_error_free(e);
-  return 1;
-}
 
 static void usage(void) {
   fprintf(stderr,
           "usage: onyx-generate MODEL [--config plugins.ini] (--prompt TEXT | --prompt-ids "
           "1,2,3)\n"
-          "       [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
-          "       [--eos ID] [--kv-growth in-place|copy] [--graphs on|off] [--fixed-mask]\n"
-          "       [--profile] [--no-optimize] [--quiet]\n");
+          "       [--max-new-tokens N] [--do-sample | --greedy] [--temperature T] [--top-k K]\n"
+          "       [--top-p P] [--repetition-penalty R] [--seed S] [--eos ID[,ID...] | none]\n"
+          "       [--kv-growth in-place|copy] [--graphs on|off] [--fixed-mask] [--profile]\n"
+          "       [--no-optimize] [--quiet]\n");
 }
 
-/* Parses "k.v" style indices out of names like "past_key_values.3.key". */
-static bool layer_of(const char *name, const char *prefix, const char *suffix, size_t *out) {
-  size_t pl = strlen(prefix), sl = strlen(suffix), nl = strlen(name);
-  if (nl <= pl + sl || strncmp(name, prefix, pl) || strcmp(name + nl - sl, suffix)) return false;
+static int bad_value(const char *option, const char *want, const char *got) {
+  fprintf(stderr, "onyx-generate: %s wants %s, got '%s'\n", option, want, got);
+  return -1;
+}
+
+/* A whole decimal integer in [min, max]; nothing else in the text. */
+static int parse_int(const char *option, const char *text, int64_t min, int64_t max,
+                     const char *want, int64_t *out) {
   char *end = NULL;
-  unsigned long v = strtoul(name + pl, &end, 10);
-  if (end != name + nl - sl) return false;
-  *out = v;
-  return true;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (end == text || *end != '\0' || errno != 0 || v < min || v > max || text[0] == ' ')
+    return bad_value(option, want, text);
+  *out = (int64_t)v;
+  return 0;
 }
 
-static int find_io(const onyx_session *s, decoder_io *io) {
-  memset(io, 0, sizeof *io);
-  io->input_ids = io->attention_mask = io->position_ids = io->logits = SIZE_MAX;
-  size_t nin = onyx_session_input_count(s), nout = onyx_session_output_count(s), layer;
-  for (size_t i = 0; i < nin; ++i) {
-    onyx_value_info v = onyx_session_input_info(s, i);
-    if (layer_of(v.name, "past_key_values.", ".key", &layer) && layer + 1 > io->layers)
-      io->layers = layer + 1;
+/* A finite number in [min, max] (above min only, when `open_min`). */
+static int parse_float(const char *option, const char *text, double min, bool open_min, double max,
+                       const char *want, float *out) {
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (end == text || *end != '\0' || errno != 0 || !isfinite(v) || v < min ||
+      (open_min && v == min) || v > max || text[0] == ' ')
+    return bad_value(option, want, text);
+  *out = (float)v;
+  return 0;
+}
+
+static int parse_seed(const char *text, uint64_t *out) {
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (end == text || *end != '\0' || errno != 0 || text[0] < '0' || text[0] > '9')
+    return bad_value("--seed", "an integer from 0 to 2^64-1", text);
+  *out = v;
+  return 0;
+}
+
+/* Comma-separated ids ("3,14,15"): each a whole integer >= 0. */
+static int parse_ids(const char *option, const char *text, int64_t *ids, size_t cap,
+                     size_t *count) {
+  size_t n = 0;
+  const char *p = text;
+  while (*p) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || errno != 0 || v < 0 || (*end != ',' && *end != '\0') || n == cap || *p < '0' ||
+        *p > '9')
+      return bad_value(option, "comma-separated ids (integers >= 0)", text);
+    ids[n++] = v;
+    p = *end == ',' ? end + 1 : end;
+    if (*end == ',' && *p == '\0') return bad_value(option, "comma-separated ids", text);
   }
-  io->past_key = calloc(io->layers + 1, sizeof(size_t));
-  io->past_value = calloc(io->layers + 1, sizeof(size_t));
-  io->present_key = calloc(io->layers + 1, sizeof(size_t));
-  io->present_value = calloc(io->layers + 1, sizeof(size_t));
-  if (!io->past_key || !io->past_value || !io->present_key || !io->present_value) return -1;
-  for (size_t l = 0; l < io->layers; ++l)
-    io->past_key[l] = io->past_value[l] = io->present_key[l] = io->present_value[l] = SIZE_MAX;
-  for (size_t i = 0; i < nin; ++i) {
-    onyx_value_info v = onyx_session_input_info(s, i);
-    if (!strcmp(v.name, "input_ids"))
-      io->input_ids = i;
-    else if (!strcmp(v.name, "attention_mask"))
-      io->attention_mask = i;
-    else if (!strcmp(v.name, "position_ids"))
-      io->position_ids = i;
-    else if (layer_of(v.name, "past_key_values.", ".key", &layer)) {
-      io->past_key[layer] = i;
-      if (v.rank != 4) {
-        fprintf(stderr, "onyx-generate: input '%s' must have rank 4 (B, Nkv, past, H)\n", v.name);
-        return -1;
-      }
-      io->kv_heads = v.dims[1];
-      io->head_size = v.dims[3];
-      io->kv_dtype = v.dtype;
-    } else if (layer_of(v.name, "past_key_values.", ".value", &layer) && layer < io->layers) {
-      io->past_value[layer] = i;
-    } else {
-      fprintf(stderr,
-              "onyx-generate: unexpected model input '%s' (the GenAI layout has "
-              "input_ids, attention_mask, position_ids, past_key_values.N.key/value)\n",
-              v.name);
-      return -1;
-    }
-  }
-  for (size_t o = 0; o < nout; ++o) {
-    onyx_value_info v = onyx_session_output_info(s, o);
-    if (!strcmp(v.name, "logits"))
-      io->logits = o;
-    else if (layer_of(v.name, "present.", ".key", &layer) && layer < io->layers)
-      io->present_key[layer] = o;
-    else if (layer_of(v.name, "present.", ".value", &layer) && layer < io->layers)
-      io->present_value[layer] = o;
-  }
-  if (io->input_ids == SIZE_MAX || io->attention_mask == SIZE_MAX || io->logits == SIZE_MAX ||
-      io->layers == 0 || io->kv_heads <= 0 || io->head_size <= 0) {
-    fprintf(stderr, "onyx-generate: the model is not a decoder in the GenAI layout (needs "
-                    "input_ids, attention_mask, past_key_values.N.key/value with fixed heads and "
-                    "head size, logits)\n");
+  if (n == 0) return bad_value(option, "at least one id", text);
+  *count = n;
+  return 0;
+}
+
+static int parse_flag(const char *a, options *o) {
+  if (!strcmp(a, "--quiet"))
+    o->quiet = true;
+  else if (!strcmp(a, "--fixed-mask"))
+    o->fixed_mask = true;
+  else if (!strcmp(a, "--profile"))
+    o->profile = true;
+  else if (!strcmp(a, "--no-optimize"))
+    o->no_optimize = true;
+  else if (!strcmp(a, "--do-sample"))
+    o->sample = 1;
+  else if (!strcmp(a, "--greedy"))
+    o->sample = 0;
+  else
+    return 0;
+  return 1;
+}
+
+static int parse_valued(const char *a, const char *v, options *o) {
+  if (!strcmp(a, "--config")) {
+    o->config = v;
+  } else if (!strcmp(a, "--prompt")) {
+    o->prompt = v;
+  } else if (!strcmp(a, "--prompt-ids")) {
+    o->prompt_ids = v;
+  } else if (!strcmp(a, "--eos")) {
+    o->eos = v;
+  } else if (!strcmp(a, "--max-new-tokens")) {
+    return parse_int(a, v, 1, INT32_MAX, "an integer >= 1", &o->max_new);
+  } else if (!strcmp(a, "--temperature")) {
+    o->has_temperature = o->sampling_knob = true;
+    return parse_float(a, v, 0, false, 1e6, "a number >= 0", &o->temperature);
+  } else if (!strcmp(a, "--top-k")) {
+    o->has_top_k = o->sampling_knob = true;
+    return parse_int(a, v, 0, INT32_MAX, "an integer >= 0 (0: off)", &o->top_k);
+  } else if (!strcmp(a, "--top-p")) {
+    o->has_top_p = o->sampling_knob = true;
+    return parse_float(a, v, 0, true, 1, "a number in (0, 1]", &o->top_p);
+  } else if (!strcmp(a, "--repetition-penalty")) {
+    o->has_penalty = true;
+    return parse_float(a, v, 0, true, 1e6, "a number > 0 (1: off)", &o->penalty);
+  } else if (!strcmp(a, "--seed")) {
+    o->has_seed = true;
+    return parse_seed(v, &o->seed);
+  } else if (!strcmp(a, "--graphs")) {
+    if (strcmp(v, "on") && strcmp(v, "off")) return bad_value(a, "on or off", v);
+    o->graphs = !strcmp(v, "on");
+  } else if (!strcmp(a, "--kv-growth")) {
+    if (strcmp(v, "in-place") && strcmp(v, "copy")) return bad_value(a, "in-place or copy", v);
+    o->kv_growth = !strcmp(v, "copy") ? ONYX_KV_GROWTH_REALLOC : ONYX_KV_GROWTH_IN_PLACE;
+  } else {
+    fprintf(stderr, "onyx-generate: unknown option %s\n", a);
     return -1;
-  }
-  for (size_t l = 0; l < io->layers; ++l) {
-    if (io->past_key[l] == SIZE_MAX || io->past_value[l] == SIZE_MAX) {
-      fprintf(stderr, "onyx-generate: layer %zu lacks a past key or value input\n", l);
-      return -1;
-    }
   }
   return 0;
 }
 
-static int parse_ids(const char *text, int64_t **out, size_t *count) {
-  size_t n = 0, cap = 16;
-  int64_t *ids = malloc(cap * sizeof *ids);
-  const char *p = text;
-  while (ids && *p) {
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(p, &end, 10);
-    if (end == p || errno || v < 0) {
-      free(ids);
-      return -1;
-    }
-    if (n == cap) {
-      int64_t *g = realloc(ids, (cap *= 2) * sizeof *ids);
-      if (!g) break;
-      ids = g;
-    }
-    ids[n++] = v;
-    p = *end == ',' ? end + 1 : end;
-    if (*end && *end != ',') {
-      free(ids);
-      return -1;
-    }
-  }
-  *out = ids;
-  *count = n;
-  return ids && n > 0 ? 0 : -1;
-}
-
 static int parse_args(int argc, char **argv, options *o) {
-  *o = (options){.config = getenv("ONYX_CONFIG") ? getenv("ONYX_CONFIG") : "plugins.ini",
-                 .max_new = 64,
-                 .eos = -1,
-                 .top_p = 1.0f,
-                 .seed = 42,
-                 .graphs = true};
+  *o = (options){.sample = -1, .graphs = true};
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (a[0] != '-' && o->model == NULL) {
       o->model = a;
       continue;
     }
-    if (!strcmp(a, "--no-optimize")) {
-      o->no_optimize = true;
-      continue;
-    }
-    if (!strcmp(a, "--quiet") || !strcmp(a, "--fixed-mask") || !strcmp(a, "--profile")) {
-      *(a[2] == 'q' ? &o->quiet : a[2] == 'f' ? &o->fixed_mask : &o->profile) = true;
-      continue;
-    }
-    if (v == NULL) {
+    if (parse_flag(a, o)) continue;
+    if (i + 1 >= argc) {
       fprintf(stderr, "onyx-generate: %s needs a value\n", a);
       return -1;
     }
-    ++i;
-    if (!strcmp(a, "--config"))
-      o->config = v;
-    else if (!strcmp(a, "--prompt"))
-      o->prompt = v;
-    else if (!strcmp(a, "--prompt-ids"))
-      o->prompt_ids = v;
-    else if (!strcmp(a, "--max-new-tokens"))
-      o->max_new = atoll(v);
-    else if (!strcmp(a, "--temperature"))
-      o->temperature = (float)atof(v);
-    else if (!strcmp(a, "--top-k"))
-      o->top_k = atoll(v);
-    else if (!strcmp(a, "--top-p"))
-      o->top_p = (float)atof(v);
-    else if (!strcmp(a, "--seed"))
-      o->seed = strtoull(v, NULL, 10);
-    else if (!strcmp(a, "--eos"))
-      o->eos = atoll(v);
-    else if (!strcmp(a, "--graphs") && (!strcmp(v, "on") || !strcmp(v, "off")))
-      o->graphs = !strcmp(v, "on");
-    else if (!strcmp(a, "--kv-growth") && (!strcmp(v, "in-place") || !strcmp(v, "copy")))
-      o->kv_growth = !strcmp(v, "copy") ? ONYX_KV_GROWTH_REALLOC : ONYX_KV_GROWTH_IN_PLACE;
-    else {
-      fprintf(stderr, "onyx-generate: bad option %s %s\n", a, v);
-      return -1;
-    }
+    if (parse_valued(a, argv[++i], o) != 0) return -1;
   }
-  if (o->model == NULL || (o->prompt == NULL) == (o->prompt_ids == NULL) || o->max_new < 0) {
+  if (o->model == NULL || (o->prompt == NULL) == (o->prompt_ids == NULL)) {
     usage();
+    return -1;
+  }
+  if (o->prompt && o->prompt[0] == '\0') {
+    fprintf(stderr, "onyx-generate: empty prompt\n");
     return -1;
   }
   return 0;
 }
 
-/* The model file for MODEL (a file, or a folder with model.onnx). */
-static void model_path(const char *model, char *buf, size_t cap) {
-  struct stat st;
-  if (stat(model, &st) == 0 && S_ISDIR(st.st_mode))
-    snprintf(buf, cap, "%s/model.onnx", model);
-  else
-    snprintf(buf, cap, "%s", model);
+static int fail(const char *what, onyx_error *e) {
+  fprintf(stderr, "onyx-generate: %s%s%s: %s\n", what ? what : "", what ? ": " : "",
+          onyx_status_str(onyx_error_status(e)), onyx_error_message(e));
+  onyx_error_free(e);
+  return 1;
 }
 
-typedef struct step_buffers {
-  onyx_tensor *inputs, *outputs;
-  bool *writable, *borrowed;
-  int64_t *ids, *mask, *pos;
-} step_buffers;
-
-/* Fills the inputs for a step feeding `count` tokens after `past` cached ones. The
- * attention mask spans `mask_len` >= past + count tokens, zeros after the live ones
- * (seqlens_k counts the ones; a fixed length keeps decode steps one geometry). */
-static void fill_step(const decoder_io *io, const onyx_kv_cache *kv, step_buffers *b,
-                      const int64_t *tokens, int64_t past, int64_t count, int64_t mask_len) {
-  int64_t total = past + count;
-  for (int64_t i = 0; i < count; ++i) b->ids[i] = tokens[i];
-  for (int64_t i = 0; i < mask_len; ++i) b->mask[i] = i < total;
-  for (int64_t i = 0; i < count; ++i) b->pos[i] = past + i;
-  b->inputs[io->input_ids] =
-      (onyx_tensor){.dtype = ONYX_DTYPE_INT64, .rank = 2, .dims = {1, count}, .data = b->ids};
-  b->inputs[io->attention_mask] =
-      (onyx_tensor){.dtype = ONYX_DTYPE_INT64, .rank = 2, .dims = {1, mask_len}, .data = b->mask};
-  if (io->position_ids != SIZE_MAX)
-    b->inputs[io->position_ids] =
-        (onyx_tensor){.dtype = ONYX_DTYPE_INT64, .rank = 2, .dims = {1, count}, .data = b->pos};
-  for (size_t l = 0; l < io->layers; ++l) {
-    onyx_kv_cache_views(kv, (uint32_t)l, &b->inputs[io->past_key[l]],
-                        &b->inputs[io->past_value[l]]);
-    b->writable[io->past_key[l]] = b->writable[io->past_value[l]] = true;
+/* The options over the model's defaults. */
+static int generator_options(const options *o, const onyx_genai_model *m, size_t prompt_len,
+                             onyx_generator_options *go) {
+  onyx_generator_options_init(m, go);
+  onyx_genai_search *s = &go->search;
+  if (o->max_new > 0) s->max_length = (int64_t)prompt_len + o->max_new;
+  if (o->sample >= 0)
+    s->do_sample = o->sample == 1;
+  else if (o->sampling_knob)
+    s->do_sample = true;
+  if (o->has_temperature) s->temperature = o->temperature;
+  if (o->has_top_k) s->top_k = o->top_k;
+  if (o->has_top_p) s->top_p = o->top_p;
+  if (o->has_penalty) s->repetition_penalty = o->penalty;
+  if (o->has_seed) go->seed = o->seed;
+  go->kv_growth = o->kv_growth;
+  go->graphs = o->graphs;
+  go->fixed_mask = o->fixed_mask;
+  if (o->eos && !strcmp(o->eos, "none")) {
+    go->eos_count = 0;
+  } else if (o->eos) {
+    size_t n = 0;
+    if (parse_ids("--eos", o->eos, go->eos, ONYX_GENAI_MAX_EOS, &n) != 0) return -1;
+    go->eos_count = (uint32_t)n;
   }
+  return 0;
+}
+
+static void print_search(const onyx_generator_options *go, size_t prompt_len) {
+  const onyx_genai_search *s = &go->search;
+  bool greedy = !s->do_sample || s->top_k == 1 || s->temperature <= 0;
+  if (greedy)
+    printf("search: greedy%s", s->do_sample ? " (sampling with top_k 1 or temperature 0)" : "");
+  else
+    printf("search: sampling, temperature %g, top_k %lld, top_p %g, seed %llu",
+           (double)s->temperature, (long long)s->top_k, (double)s->top_p,
+           (unsigned long long)go->seed);
+  printf("; max_length %lld (%zu prompt + up to %lld new); repetition_penalty %g; eos",
+         (long long)s->max_length, prompt_len, (long long)s->max_length - (long long)prompt_len,
+         (double)s->repetition_penalty);
+  if (go->eos_count == 0) printf(" none");
+  for (uint32_t i = 0; i < go->eos_count; ++i)
+    printf("%s%lld", i ? "," : " ", (long long)go->eos[i]);
+  printf("\n");
+}
+
+static void print_kv(const onyx_genai_model_info *mi, const onyx_generator_stats *gs) {
+  const onyx_kv_cache_stats *ks = &gs->kv;
+  if (gs->kv_kind == ONYX_GENAI_KV_SHARED)
+    printf("kv cache: shared past/present buffer, %s, %s, capacity %lld tokens, %llu bytes "
+           "committed, %llu growth events, KV bytes moved %llu\n",
+           mi->kv_layout ? "BSNH" : "BNSH", ks->in_place ? "in place" : "by copy",
+           (long long)ks->capacity, (unsigned long long)ks->committed_bytes,
+           (unsigned long long)ks->growth_events, (unsigned long long)gs->kv_bytes_moved);
+  else
+    printf("kv cache: present = concat(past, new rows) fed back as past (%s), %llu bytes now, "
+           "KV bytes moved %llu (%llu copied by the model into present, %llu copied out of "
+           "the runs)\n",
+           mi->attention, (unsigned long long)gs->kv_bytes_now,
+           (unsigned long long)gs->kv_bytes_moved, (unsigned long long)gs->kv_bytes_model,
+           (unsigned long long)gs->kv_bytes_out);
+}
+
+static void print_stats(onyx_runtime *rt, onyx_genai_model *m, const onyx_generator *g,
+                        const options *o) {
+  onyx_genai_model_info mi = {.struct_size = sizeof mi};
+  onyx_genai_model_get_info(m, &mi);
+  onyx_generator_stats gs = {.struct_size = sizeof gs};
+  onyx_generator_get_stats(g, &gs);
+  double tp = gs.prefill_seconds, td = gs.decode_seconds;
+  printf("prefill: %llu tokens in %.2f ms (%.1f tokens/s); decode: %llu tokens in %.2f ms "
+         "(%.1f tokens/s)\n",
+         (unsigned long long)gs.prefill_tokens, tp * 1e3,
+         tp > 0 ? (double)gs.prefill_tokens / tp : 0, (unsigned long long)gs.decode_tokens,
+         td * 1e3, td > 0 ? (double)gs.decode_tokens / td : 0);
+  uint64_t peak[ONYX_REQUESTER_COUNT_];
+  onyx_runtime_memory_usage(rt, NULL, peak);
+  printf("peak bytes:");
+  for (uint32_t r = 0; r < ONYX_REQUESTER_COUNT_; ++r)
+    printf(" %s=%llu", onyx_requester_name(r), (unsigned long long)peak[r]);
+  printf("\n");
+  print_kv(&mi, &gs);
+  onyx_graph_stats graphs = {.struct_size = sizeof graphs};
+  onyx_session_graph_stats(onyx_genai_model_session(m), &graphs);
+  if (!gs.graphs)
+    printf("device graphs: off (%s)\n", !o->graphs ? "--graphs off"
+                                        : gs.kv_kind != ONYX_GENAI_KV_SHARED
+                                            ? "a KV cache grown by concatenation changes "
+                                              "every step's geometry"
+                                            : "no device provider here records graphs");
+  else
+    printf("device graphs: %llu captures, %llu replays, %llu invalidations, %llu reclaims, "
+           "%llu refusals%s%s, %llu bytes held\n",
+           (unsigned long long)graphs.captures, (unsigned long long)graphs.replays,
+           (unsigned long long)graphs.invalidations, (unsigned long long)graphs.reclaims,
+           (unsigned long long)graphs.refusals, graphs.last_refusal[0] ? ": " : "",
+           graphs.last_refusal, (unsigned long long)graphs.held_bytes);
+}
+
+/* Streams one id: a byte of text for a byte vocabulary, else the number. */
+static void stream(int64_t id, bool bytes, size_t index) {
+  if (bytes && id < 256)
+    putchar((int)id);
+  else
+    printf("%s%lld", index ? " " : "[", (long long)id);
+  fflush(stdout);
+}
+
+static int generate(const options *o, onyx_runtime *rt, onyx_genai_model *m, const int64_t *prompt,
+                    size_t prompt_len) {
+  onyx_generator_options go;
+  if (generator_options(o, m, prompt_len, &go) != 0) return 2;
+  onyx_genai_model_info mi = {.struct_size = sizeof mi};
+  onyx_genai_model_get_info(m, &mi);
+  bool bytes = o->prompt != NULL && mi.vocab_size >= 256 && mi.vocab_size <= 260;
+  onyx_generator *g = NULL;
+  onyx_error *e = NULL;
+  if (onyx_generator_create(m, &go, &g, &e) != ONYX_STATUS_OK) return fail(NULL, e);
+  if (onyx_generator_append_tokens(g, prompt, prompt_len, &e) != ONYX_STATUS_OK) {
+    onyx_generator_destroy(g);
+    return fail(NULL, e);
+  }
+  if (!o->quiet && o->prompt) {
+    fputs(o->prompt, stdout);
+    fflush(stdout);
+  }
+  int rc = 0;
+  size_t made = 0;
+  while (!onyx_generator_is_done(g)) {
+    if (onyx_generator_generate_next(g, &e) != ONYX_STATUS_OK) {
+      if (!o->quiet && made) printf("%s\n", bytes ? "" : "]");
+      rc = fail(NULL, e);
+      break;
+    }
+    if (!o->quiet) stream(onyx_generator_last_token(g), bytes, made);
+    ++made;
+  }
+  if (rc == 0 && !o->quiet) printf("%s\n", bytes ? "" : "]");
+  size_t n = 0;
+  const int64_t *seq = onyx_generator_sequence(g, &n);
+  if (made > 0) {
+    printf("ids:");
+    for (size_t i = prompt_len; i < n; ++i) printf(" %lld", (long long)seq[i]);
+    printf("\n");
+  }
+  if (rc == 0) {
+    print_search(&go, prompt_len);
+    print_stats(rt, m, g, o);
+  }
+  onyx_generator_destroy(g);
+  return rc;
 }
 
 int main(int argc, char **argv) {
   options o;
   if (parse_args(argc, argv, &o) != 0) return 2;
-  int64_t *prompt = NULL;
   size_t prompt_len = 0;
+  int64_t *prompt = NULL;
   if (o.prompt_ids) {
-    if (parse_ids(o.prompt_ids, &prompt, &prompt_len) != 0) {
-      fprintf(stderr, "onyx-generate: --prompt-ids wants comma-separated ids, got '%s'\n",
-              o.prompt_ids);
+    size_t cap = strlen(o.prompt_ids) / 2 + 1;
+    prompt = malloc(cap * sizeof *prompt);
+    if (prompt == NULL || parse_ids("--prompt-ids", o.prompt_ids, prompt, cap, &prompt_len) != 0) {
+      free(prompt);
       return 2;
     }
   } else {
     prompt_len = strlen(o.prompt);
-    prompt = malloc((prompt_len + 1) * sizeof *prompt);
+    prompt = malloc(prompt_len * sizeof *prompt);
     for (size_t i = 0; prompt && i < prompt_len; ++i) prompt[i] = (unsigned char)o.prompt[i];
-    if (prompt_len == 0) {
-      fprintf(stderr, "onyx-generate: empty prompt\n");
-      return 2;
-    }
+  }
+  char config[4096], why[8192];
+  if (prompt == NULL || onyx_tool_find_config(o.config, config, sizeof config, why, sizeof why)) {
+    fprintf(stderr, "onyx-generate: %s\n", prompt ? why : "out of memory");
+    free(prompt);
+    return 2;
   }
   onyx_runtime *rt = NULL;
-  onyx_session *s = NULL;
+  onyx_genai_model *m = NULL;
   onyx_error *e = NULL;
-  char path[4096];
-  model_path(o.model, path, sizeof path);
-  if (onyx_runtime_create(o.config, &rt, &e) != ONYX_STATUS_OK) return fail(o.config, e);
+  int rc = 1;
   onyx_session_options so = {.struct_size = sizeof so,
                              .profile = o.profile,
                              .disable_optimizations = o.no_optimize ? "all" : NULL};
-  if (onyx_session_create(rt, path, &so, &s, &e) != ONYX_STATUS_OK) return fail(path, e);
-  decoder_io io;
-  if (find_io(s, &io) != 0) return 1;
-
-  /* The KV cache lives where attention runs, in the layout attention declares. */
-  const char *kv_provider = NULL;
-  bool first = true;
-  for (size_t n = 0; n < onyx_session_node_count(s); ++n) {
-    if (strcmp(onyx_session_node_op(s, n), "GroupQueryAttention") != 0) continue;
-    uint32_t layout = (uint32_t)onyx_session_node_attr_int(s, n, "kv_layout", 0);
-    if (!first && layout != o.kv_layout) {
-      fprintf(stderr, "onyx-generate: GroupQueryAttention nodes disagree on kv_layout\n");
-      return 1;
-    }
-    if (first) kv_provider = onyx_session_node_provider(s, n);
-    o.kv_layout = layout;
-    first = false;
-  }
-  int64_t max_total = (int64_t)prompt_len + o.max_new;
-  onyx_kv_cache_options ko = {.struct_size = sizeof ko,
-                              .layers = (uint32_t)io.layers,
-                              .batch = 1,
-                              .kv_heads = io.kv_heads,
-                              .head_size = io.head_size,
-                              .dtype = io.kv_dtype,
-                              .layout = o.kv_layout,
-                              .max_length = max_total,
-                              .growth = o.kv_growth,
-                              .provider = kv_provider};
-  onyx_kv_cache *kv = NULL;
-  if (onyx_kv_cache_create(rt, &ko, &kv, &e) != ONYX_STATUS_OK) return fail("KV cache", e);
-
-  /* Admission: the whole request's KV, before anything runs. */
-  if (onyx_kv_cache_check(kv, max_total, &e) != ONYX_STATUS_OK)
-    return fail("admission refused (prompt + max new tokens)", e);
-
-  /* A fixed mask spans the KV views, which may be longer than the request (in place,
-   * they are rounded up to whole granules; by copy, they never exceed it). */
-  onyx_kv_cache_stats kv0;
-  onyx_kv_cache_get_stats(kv, &kv0);
-  int64_t mask_cap = kv0.view_length > max_total ? kv0.view_length : max_total;
-  size_t nin = onyx_session_input_count(s), nout = onyx_session_output_count(s);
-  step_buffers b = {.inputs = calloc(nin, sizeof(onyx_tensor)),
-                    .outputs = calloc(nout, sizeof(onyx_tensor)),
-                    .writable = calloc(nin, sizeof(bool)),
-                    .borrowed = calloc(nout, sizeof(bool)),
-                    .ids = malloc((size_t)max_total * sizeof(int64_t)),
-                    .mask = malloc((size_t)mask_cap * sizeof(int64_t)),
-                    .pos = malloc((size_t)max_total * sizeof(int64_t))};
-  int64_t *generated = malloc(((size_t)o.max_new + 1) * sizeof(int64_t));
-  if (!b.inputs || !b.outputs || !b.writable || !b.borrowed || !b.ids || !b.mask || !b.pos ||
-      !generated) {
-    fprintf(stderr, "onyx-generate: out of memory\n");
-    return 1;
-  }
-  onyx_run_options ro = {
-      .struct_size = sizeof ro, .writable_inputs = b.writable, .out_borrowed = b.borrowed};
-  onyx_graph_stats gs = {.struct_size = sizeof gs};
-  onyx_session_graph_stats(s, &gs);
-  const bool graphs = o.graphs && gs.available;
-  sampler smp;
-  bool sampler_ready = false;
-  bool byte_vocab = false;
-  int64_t past = 0, n_gen = 0;
-  double t_prefill = 0, t_decode = 0;
-  const int64_t *feed = prompt;
-  int64_t feed_len = (int64_t)prompt_len;
-  int rc = 0;
-  if (!o.quiet && o.prompt) {
-    fputs(o.prompt, stdout);
-    fflush(stdout);
-  }
-  while (n_gen < o.max_new) {
-    if (onyx_kv_cache_reserve(kv, past + feed_len, &e) != ONYX_STATUS_OK) {
-      rc = fail("KV cache growth", e);
-      break;
-    }
-    /* Decode steps with graphs: the mask spans the KV view, one geometry throughout. */
-    onyx_kv_cache_stats ks;
-    onyx_kv_cache_get_stats(kv, &ks);
-    bool decode = past > 0;
-    int64_t mask_len = (graphs || o.fixed_mask) && decode ? ks.view_length : past + feed_len;
-    ro.capture_graph = graphs && decode;
-    fill_step(&io, kv, &b, feed, past, feed_len, mask_len);
-    if (past == 0) {
-      /* Admission, continued: the prefill's workspace plan must fit too. */
-      onyx_plan *plan = NULL;
-      if (onyx_session_plan(s, b.inputs, nin, &plan, &e) != ONYX_STATUS_OK ||
-          onyx_plan_check(plan, &e) != ONYX_STATUS_OK) {
-        onyx_plan_destroy(plan);
-        rc = fail("admission refused (prefill workspace)", e);
-        break;
-      }
-      onyx_plan_destroy(plan);
-    }
-    double t0 = now_s();
-    if (onyx_session_run(s, &ro, b.inputs, nin, b.outputs, &e) != ONYX_STATUS_OK) {
-      rc = fail(past == 0 ? "prefill" : "decode step", e);
-      break;
-    }
-    double dt = now_s() - t0;
-    if (past == 0)
-      t_prefill += dt;
-    else
-      t_decode += dt;
-    const onyx_tensor *logits = &b.outputs[io.logits];
-    int64_t vocab = logits->dims[logits->rank - 1];
-    if (!sampler_ready) {
-      if (logits->dtype != ONYX_DTYPE_FLOAT32 ||
-          sampler_init(&smp, vocab, o.temperature, o.top_k, o.top_p, o.seed) != 0) {
-        fprintf(stderr, "onyx-generate: logits must be float32 (got dtype %u)\n", logits->dtype);
-        rc = 1;
-        break;
-      }
-      sampler_ready = true;
-      byte_vocab = vocab >= 256 && vocab <= 260 && o.prompt != NULL;
-    }
-    const float *last = (const float *)logits->data + (feed_len - 1) * vocab;
-    int64_t next = sampler_pick(&smp, last);
-    for (size_t k = 0; k < nout; ++k)
-      if (!b.borrowed[k]) onyx_tensor_data_free(b.outputs[k].data);
-    past += feed_len;
-    generated[n_gen++] = next;
-    if (!o.quiet) {
-      if (byte_vocab && next < 256)
-        putchar((int)next);
-      else
-        printf("%s%lld", n_gen > 1 ? " " : "[", (long long)next);
-      fflush(stdout);
-    }
-    if (next == o.eos) break;
-    feed = &generated[n_gen - 1];
-    feed_len = 1;
-  }
-  if (!o.quiet) printf("%s\n", byte_vocab ? "" : "]");
-  printf("ids:");
-  for (int64_t i = 0; i < n_gen; ++i) printf(" %lld", (long long)generated[i]);
-  printf("\n");
-  if (rc == 0) {
-    onyx_kv_cache_stats ks;
-    onyx_kv_cache_get_stats(kv, &ks);
-    uint64_t peak[ONYX_REQUESTER_COUNT_];
-    onyx_runtime_memory_usage(rt, NULL, peak);
-    int64_t decoded = n_gen > 1 ? n_gen - 1 : 0;
-    printf("prefill: %zu tokens in %.2f ms (%.1f tokens/s); decode: %lld tokens in %.2f ms "
-           "(%.1f tokens/s)\n",
-           prompt_len, t_prefill * 1e3, t_prefill > 0 ? (double)prompt_len / t_prefill : 0,
-           (long long)decoded, t_decode * 1e3, t_decode > 0 ? (double)decoded / t_decode : 0);
-    printf("peak bytes:");
-    for (uint32_t r = 0; r < ONYX_REQUESTER_COUNT_; ++r)
-      printf(" %s=%llu", onyx_requester_name(r), (unsigned long long)peak[r]);
-    printf("\nkv cache: %s, %s, capacity %lld tokens, %llu bytes committed, %llu growth "
-           "events, %llu bytes moved\n",
-           o.kv_layout ? "BSNH" : "BNSH", ks.in_place ? "in place" : "by copy",
-           (long long)ks.capacity, (unsigned long long)ks.committed_bytes,
-           (unsigned long long)ks.growth_events, (unsigned long long)ks.bytes_moved);
-    onyx_session_graph_stats(s, &gs);
-    if (!graphs)
-      printf("device graphs: off (%s)\n",
-             o.graphs ? "no device provider here records graphs" : "--graphs off");
-    else
-      printf("device graphs: %llu captures, %llu replays, %llu invalidations, %llu reclaims, "
-             "%llu refusals%s%s, %llu bytes held\n",
-             (unsigned long long)gs.captures, (unsigned long long)gs.replays,
-             (unsigned long long)gs.invalidations, (unsigned long long)gs.reclaims,
-             (unsigned long long)gs.refusals, gs.last_refusal[0] ? ": " : "", gs.last_refusal,
-             (unsigned long long)gs.held_bytes);
-  }
-  if (o.profile) onyx_session_write_profile(s, stdout);
-  if (sampler_ready) sampler_free(&smp);
-  free(generated);
-  free(b.inputs);
-  free(b.outputs);
-  free(b.writable);
-  free(b.borrowed);
-  free(b.ids);
-  free(b.mask);
-  free(b.pos);
-  free(io.past_key);
-  free(io.past_value);
-  free(io.present_key);
-  free(io.present_value);
-  free(prompt);
-  onyx_kv_cache_destroy(kv);
-  onyx_session_destroy(s);
+  onyx_genai_model_options mo = {.struct_size = sizeof mo, .session = &so};
+  if (onyx_runtime_create(config, &rt, &e) != ONYX_STATUS_OK)
+    rc = fail(config, e);
+  else if (onyx_genai_model_open(rt, o.model, &mo, &m, &e) != ONYX_STATUS_OK)
+    rc = fail(o.model, e);
+  else
+    rc = generate(&o, rt, m, prompt, prompt_len);
+  if (m && o.profile) onyx_session_write_profile(onyx_genai_model_session(m), stdout);
+  onyx_genai_model_destroy(m);
   onyx_runtime_destroy(rt);
+  free(prompt);
   return rc;
 }

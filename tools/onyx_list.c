@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_lookup.h"
 #include "onyx.h"
 #include "tensor_compare.h"
 
@@ -25,17 +26,22 @@ static void print_types(uint64_t mask) {
 }
 
 int main(int argc, char **argv) {
-  const char *config = getenv("ONYX_CONFIG") ? getenv("ONYX_CONFIG") : "plugins.ini";
+  const char *given = NULL;
   bool kernels = false;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--config") && i + 1 < argc)
-      config = argv[++i];
+      given = argv[++i];
     else if (!strcmp(argv[i], "--kernels"))
       kernels = true;
     else {
       fprintf(stderr, "usage: onyx-list [--config plugins.ini] [--kernels]\n");
       return 2;
     }
+  }
+  char config[4096], why[8192];
+  if (onyx_tool_find_config(given, config, sizeof config, why, sizeof why) != 0) {
+    fprintf(stderr, "onyx-list: %s\n", why);
+    return 2;
   }
   onyx_runtime *rt = NULL;
   onyx_error *e = NULL;

@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "config_lookup.h"
 #include "graph.h"
 #include "onyx.h"
 #include "tensor_compare.h"
@@ -490,12 +491,6 @@ static void run_conformance(onyx_runtime *rt, const char *root, const options *o
   free_list(tests, n);
 }
 
-static const char *default_config(void) {
-  const char *env = getenv("ONYX_CONFIG");
-  if (env && *env) return env;
-  return "plugins.ini";
-}
-
 static void usage(void) {
   fprintf(stderr,
           "usage: onyx-run [--config plugins.ini] [--placement] [--plan] [--memory] [--rtol R]\n"
@@ -506,7 +501,7 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
-  options o = {.config = default_config(), .rtol = -1, .atol = -1};
+  options o = {.rtol = -1, .atol = -1};
   int first_path = argc;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
@@ -563,9 +558,14 @@ int main(int argc, char **argv) {
     usage();
     return 2;
   }
+  char config[4096], why[8192];
+  if (onyx_tool_find_config(o.config, config, sizeof config, why, sizeof why) != 0) {
+    fprintf(stderr, "onyx-run: %s\n", why);
+    return 2;
+  }
   onyx_runtime *rt = NULL;
   onyx_error *e = NULL;
-  if (onyx_runtime_create(o.config, &rt, &e) != ONYX_STATUS_OK) {
+  if (onyx_runtime_create(config, &rt, &e) != ONYX_STATUS_OK) {
     report_error("onyx-run", e);
     onyx_error_free(e);
     return 2;

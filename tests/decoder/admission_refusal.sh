@@ -6,7 +6,7 @@ gen=$1 cpu_so=$2 model=$3 work=$4
 mkdir -p "$work"
 ini="$work/tight.ini"
 printf '[governor]\nrequester.kv_cache = 64KiB\n[provider.cpu]\npath = %s\n' "$cpu_so" >"$ini"
-out=$("$gen" "$model" --config "$ini" --prompt-ids 1,2,3 --max-new-tokens 4000 2>&1)
+out=$("$gen" "$model" --config "$ini" --prompt-ids 1,2,3 --max-new-tokens 1000 2>&1)
 rc=$?
 echo "$out"
 [ $rc -ne 0 ] || { echo "FAIL: the request was not refused"; exit 1; }

@@ -10,7 +10,9 @@
 #    place on device virtual memory, graphs must be captured and replayed, and stay
 #    valid across in-place KV growth;
 # 4. times the CUDA attention against PyTorch SDPA (tools/torch_sdpa_gqa.py).
-# Logs go to OUT_DIR; a summary to stdout.
+# Logs go to OUT_DIR; a summary to stdout. .deps must hold jansson too (genai/ reads
+# genai_config.json with it): put `apt-get download libjansson4 libjansson-dev` into
+# .deps/debs and run ../shared/tools/device-deps.sh .deps again (it unpacks every .deb there).
 set -u
 node=$1 out=$2
 mkdir -p "$out"
@@ -66,7 +68,7 @@ grep -E "^  (cuda|cpu): " "$out/placement.log"
 
 echo "== a decode graph across in-place KV growth (1 KiB rows: a 2 MiB granule every 2048 tokens)"
 python3 tools/decoder/make_random_decoder.py --out "$out/grow" --layers 1 --hidden 512 --heads 2 \
-  --kv-heads 1 --head-dim 256 --mlp 512 --vocab 128 >/dev/null 2>&1
+  --kv-heads 1 --head-dim 256 --mlp 512 --vocab 128 --max-length 8192 >/dev/null 2>&1
 for run in "graphs --graphs on" "plain --graphs off --fixed-mask"; do
   set -- $run
   n=$1; shift

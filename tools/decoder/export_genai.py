@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Exports the weights train_tiny.py saved (.npz) to an ONNX model in the ONNX Runtime
-GenAI layout (graph built by hand in genai_graph.py), with config.json beside it, and
-checks ONNX Runtime's prefill logits against a plain numpy forward pass.
+GenAI layout (graph built by hand in genai_graph.py), with genai_config.json (as the
+GenAI model builder writes it) and model_info.json beside it, and checks ONNX Runtime's
+prefill logits against a plain numpy forward pass.
 
     python3 tools/decoder/export_genai.py --weights /tmp/tiny.npz --out models/tiny-decoder
 """
@@ -17,37 +18,70 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import genai_graph  # noqa: E402
 
 
-def write_config(out_dir, cfg, extra=None):
-    """config.json: what a runtime needs to drive the model without reading the graph."""
-    conf = {
-        "model_type": "onyx-tiny-decoder",
-        "filename": "model.onnx",
-        "vocab": "bytes" if cfg["vocab_size"] == 256 else "ids",
+def genai_config(cfg, eos_token_id=None, bos_token_id=None):
+    """genai_config.json as ONNX Runtime GenAI's model builder writes it: what a runtime
+    needs to drive the model without reading the graph. Only keys GenAI knows (it
+    refuses others); the graph's own numbers go to model_info.json."""
+    model = {
+        "context_length": cfg["max_length"],
+        "decoder": {
+            "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
+            "filename": "model.onnx",
+            "head_size": cfg["head_dim"],
+            "hidden_size": cfg["hidden"],
+            "inputs": {"input_ids": "input_ids", "attention_mask": "attention_mask",
+                       "past_key_names": "past_key_values.%d.key",
+                       "past_value_names": "past_key_values.%d.value"},
+            "outputs": {"logits": "logits", "present_key_names": "present.%d.key",
+                        "present_value_names": "present.%d.value"},
+            "num_attention_heads": cfg["num_heads"],
+            "num_hidden_layers": cfg["num_layers"],
+            "num_key_value_heads": cfg["num_kv_heads"],
+        },
+        "type": "llama",  # the architecture family: RMSNorm, rotary GQA, SwiGLU
         "vocab_size": cfg["vocab_size"],
-        "hidden_size": cfg["hidden"],
-        "num_layers": cfg["num_layers"],
-        "num_attention_heads": cfg["num_heads"],
-        "num_kv_heads": cfg["num_kv_heads"],
-        "head_dim": cfg["head_dim"],
+    }
+    if bos_token_id is not None:
+        model["bos_token_id"] = bos_token_id
+    if eos_token_id is not None:
+        model["eos_token_id"] = eos_token_id
+    search = {
+        "diversity_penalty": 0.0, "do_sample": False, "early_stopping": True,
+        "length_penalty": 1.0, "max_length": cfg["max_length"], "min_length": 0,
+        "no_repeat_ngram_size": 0, "num_beams": 1, "num_return_sequences": 1,
+        "past_present_share_buffer": True, "repetition_penalty": 1.0, "temperature": 1.0,
+        "top_k": 50, "top_p": 1.0,
+    }
+    return {"model": model, "search": search}
+
+
+def model_info(cfg, extra=None):
+    """model_info.json: the graph's numbers genai_config.json has no key for (rotary
+    base, norm epsilon, MLP width, the KV layout) and where the weights came from."""
+    info = {
+        "model_type": "onyx-tiny-decoder",
+        "vocab": "bytes" if cfg["vocab_size"] == 256 else "ids",
         "intermediate_size": cfg["mlp"],
-        "max_length": cfg["max_length"],
         "rope_theta": cfg["rope_theta"],
         "rms_norm_eps": cfg["rms_eps"],
-        "bos_token_id": None,
-        "eos_token_id": None,
-        "inputs": {"input_ids": "input_ids", "attention_mask": "attention_mask",
-                   "past_key": "past_key_values.%d.key",
-                   "past_value": "past_key_values.%d.value"},
-        "outputs": {"logits": "logits", "present_key": "present.%d.key",
-                    "present_value": "present.%d.value"},
         "kv_layout": "BNSH",
         "dtype": "float32",
     }
     if extra:
-        conf.update(extra)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(conf, f, indent=2)
+        info.update(extra)
+    return info
+
+
+def write_json(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=4 if os.path.basename(path) == "genai_config.json" else 2)
         f.write("\n")
+
+
+def write_config(out_dir, cfg, extra=None):
+    """genai_config.json and model_info.json beside the model."""
+    write_json(os.path.join(out_dir, "genai_config.json"), genai_config(cfg))
+    write_json(os.path.join(out_dir, "model_info.json"), model_info(cfg, extra))
 
 
 def check_with_ort(model_path, cfg, weights, ids):

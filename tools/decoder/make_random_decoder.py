@@ -68,8 +68,8 @@ def main():
         ext.close()
     path = os.path.join(args.out, "model.onnx")
     onnx.save_model(model, path)
-    write_config(args.out, cfg, {"vocab": "ids", "random_weights": {"seed": args.seed,
-                                                                   "std": args.std}})
+    write_config(args.out, cfg, {"model_type": "onyx-random-decoder", "vocab": "ids",
+                                 "random_weights": {"seed": args.seed, "std": args.std}})
     print(f"wrote {path} in {time.time() - t0:.1f}s; ops: {' '.join(genai_graph.ops_used(model))}")
 
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Reference greedy generation with ONNX Runtime (CPU) on a decoder in the GenAI layout,
-in the loop structure onyx-generate uses:
+driven by its genai_config.json (names, eos, context length), in the loop structure
+onyx-generate uses:
 
-  prefill   input_ids = the prompt (1, S), attention_mask = ones (1, S),
-            past_key_values.* of shape (1, Nkv, 0, H)
+  prefill   input_ids = the prompt (1, S), attention_mask = ones (1, S), position_ids
+            0..S-1 when the model has them, past_key_values.* of shape (1, Nkv, 0, H)
   decode    input_ids = the last chosen token (1, 1), attention_mask = ones (1, T)
             growing by one each step, past_key_values.* = the previous step's present.*
   choice    argmax of logits[0, -1] (the lowest id on ties, as numpy.argmax)
@@ -28,70 +29,98 @@ import onnxruntime as ort
 
 
 def load(path):
-    model_path = os.path.join(path, "model.onnx") if os.path.isdir(path) else path
-    conf_path = os.path.join(os.path.dirname(model_path), "config.json")
+    """The session and what genai_config.json says: the names, eos, context length."""
+    model_dir = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    conf_path = os.path.join(model_dir, "genai_config.json")
     conf = json.load(open(conf_path)) if os.path.exists(conf_path) else {}
+    model_conf = conf.get("model", {})
+    dec = model_conf.get("decoder", {})
+    model_path = (os.path.join(path, dec.get("filename", "model.onnx")) if os.path.isdir(path)
+                  else path)
+    names = {"input_ids": "input_ids", "attention_mask": "attention_mask",
+             "position_ids": "position_ids", "past_key_names": "past_key_values.%d.key",
+             "past_value_names": "past_key_values.%d.value", "logits": "logits",
+             "present_key_names": "present.%d.key", "present_value_names": "present.%d.value"}
+    names.update(dec.get("inputs", {}))
+    names.update(dec.get("outputs", {}))
     so = ort.SessionOptions()
     so.log_severity_level = 3
     sess = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
-    pasts = [i for i in sess.get_inputs() if i.name.startswith("past_key_values.")]
-    layers = len(pasts) // 2
-    _, nkv, _, h = pasts[0].shape
-    return sess, conf, layers, int(nkv), int(h)
+    inputs = {i.name: i for i in sess.get_inputs()}
+    layers = dec.get("num_hidden_layers") or sum(
+        1 for n in inputs if n.startswith(names["past_key_names"].split("%d")[0])
+        and n.endswith(names["past_key_names"].split("%d")[1]))
+    shape = inputs[names["past_key_names"] % 0].shape
+    nkv = shape[1] if isinstance(shape[1], int) else dec["num_key_value_heads"]
+    h = shape[3] if isinstance(shape[3], int) else dec["head_size"]
+    return sess, conf, names, int(layers), int(nkv), int(h)
 
 
-def greedy_plain(sess, layers, nkv, h, prompt, n_new, eos):
-    out, cur = [], np.array([prompt], dtype=np.int64)
-    total = len(prompt)
+def feeds_for(sess, names, ids, total, past_len):
+    """input_ids, attention_mask and (when the model has it) position_ids of a step."""
+    have = {i.name for i in sess.get_inputs()}
+    feeds = {names["input_ids"]: np.array([ids], dtype=np.int64)}
+    if names["attention_mask"] in have:
+        feeds[names["attention_mask"]] = np.ones((1, total), np.int64)
+    if names["position_ids"] in have:
+        feeds[names["position_ids"]] = np.arange(past_len, past_len + len(ids),
+                                                 dtype=np.int64)[None]
+    return feeds
+
+
+def greedy_plain(sess, names, layers, nkv, h, prompt, n_new, eos):
+    out, cur, total = [], list(prompt), len(prompt)
     past = {}
     for i in range(layers):
-        for kv in ("key", "value"):
-            past[f"past_key_values.{i}.{kv}"] = np.zeros((1, nkv, 0, h), np.float32)
-    names = ["logits"] + [f"present.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
+        for kind in ("key", "value"):
+            past[names[f"past_{kind}_names"] % i] = np.zeros((1, nkv, 0, h), np.float32)
+    outs = [names["logits"]] + [names[f"present_{kind}_names"] % i
+                                for i in range(layers) for kind in ("key", "value")]
     while len(out) < n_new:
-        feeds = {"input_ids": cur, "attention_mask": np.ones((1, total), np.int64), **past}
-        res = sess.run(names, feeds)
+        feeds = {**feeds_for(sess, names, cur, total, total - len(cur)), **past}
+        res = sess.run(outs, feeds)
         tok = int(np.argmax(res[0][0, -1]))
         out.append(tok)
-        if tok == eos:
+        if tok in eos:
             break
-        for j, name in enumerate(names[1:]):
-            past[name.replace("present.", "past_key_values.")] = res[1 + j]
-        cur = np.array([[tok]], dtype=np.int64)
+        for j, (i, kind) in enumerate((i, k) for i in range(layers) for k in ("key", "value")):
+            past[names[f"past_{kind}_names"] % i] = res[1 + j]
+        cur = [tok]
         total += 1
     return out
 
 
-def greedy_shared(sess, layers, nkv, h, prompt, n_new, eos, capacity):
+def greedy_shared(sess, names, layers, nkv, h, prompt, n_new, eos, capacity):
     if len(prompt) + n_new > capacity:
         sys.exit(f"prompt + new tokens exceed the buffer capacity {capacity}")
     bufs = {}
     for i in range(layers):
-        for kv in ("key", "value"):
-            bufs[(i, kv)] = ort.OrtValue.ortvalue_from_numpy(np.zeros((1, nkv, capacity, h), np.float32))
-    out, cur, total = [], np.array([prompt], dtype=np.int64), len(prompt)
+        for kind in ("key", "value"):
+            bufs[(i, kind)] = ort.OrtValue.ortvalue_from_numpy(
+                np.zeros((1, nkv, capacity, h), np.float32))
+    out, cur, total = [], list(prompt), len(prompt)
     while len(out) < n_new:
         io = sess.io_binding()
-        io.bind_cpu_input("input_ids", cur)
-        io.bind_cpu_input("attention_mask", np.ones((1, total), np.int64))
-        io.bind_output("logits")  # first: get_outputs() lists outputs in binding order
-        for (i, kv), buf in bufs.items():
-            io.bind_ortvalue_input(f"past_key_values.{i}.{kv}", buf)
-            io.bind_ortvalue_output(f"present.{i}.{kv}", buf)
+        for name, value in feeds_for(sess, names, cur, total, total - len(cur)).items():
+            io.bind_cpu_input(name, value)
+        io.bind_output(names["logits"])  # first: get_outputs() lists outputs in binding order
+        for (i, kind), buf in bufs.items():
+            io.bind_ortvalue_input(names[f"past_{kind}_names"] % i, buf)
+            io.bind_ortvalue_output(names[f"present_{kind}_names"] % i, buf)
         sess.run_with_iobinding(io)
         logits = io.get_outputs()[0].numpy()
         tok = int(np.argmax(logits[0, -1]))
         out.append(tok)
-        if tok == eos:
+        if tok in eos:
             break
-        cur = np.array([[tok]], dtype=np.int64)
+        cur = [tok]
         total += 1
     return out
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("model", help="model directory (model.onnx + config.json) or .onnx file")
+    ap.add_argument("model", help="model folder (genai_config.json beside the model) or .onnx file")
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--prompt", help="text; its UTF-8 bytes are the ids (byte vocabulary)")
     g.add_argument("--prompt-ids", help="comma-separated token ids")
@@ -100,39 +129,44 @@ def main():
     ap.add_argument("--shared-buffer", action="store_true",
                     help="past and present bound to one max-length buffer (IO binding)")
     ap.add_argument("--max-length", type=int, default=None,
-                    help="shared-buffer capacity (default: config.json max_length)")
+                    help="shared-buffer capacity (default: model.context_length)")
     ap.add_argument("--verify", action="store_true",
                     help="also run one prefill over prompt + generated tokens and check that "
                          "its argmax at every position reproduces the generated ids")
     args = ap.parse_args()
 
-    sess, conf, layers, nkv, h = load(args.model)
+    sess, conf, names, layers, nkv, h = load(args.model)
+    model_conf = conf.get("model", {})
     prompt = (list(args.prompt.encode()) if args.prompt is not None
               else [int(t) for t in args.prompt_ids.split(",") if t.strip()])
     if not prompt:
         sys.exit("empty prompt")
-    eos = args.eos if args.eos is not None else conf.get("eos_token_id")
-    if args.shared_buffer:
-        cap = args.max_length or conf.get("max_length") or len(prompt) + args.max_new_tokens
-        ids = greedy_shared(sess, layers, nkv, h, prompt, args.max_new_tokens, eos, cap)
+    if args.eos is not None:
+        eos = {args.eos}
     else:
-        ids = greedy_plain(sess, layers, nkv, h, prompt, args.max_new_tokens, eos)
+        conf_eos = model_conf.get("eos_token_id", [])
+        eos = set(conf_eos if isinstance(conf_eos, list) else [conf_eos])
+    if args.shared_buffer:
+        cap = (args.max_length or model_conf.get("context_length")
+               or len(prompt) + args.max_new_tokens)
+        ids = greedy_shared(sess, names, layers, nkv, h, prompt, args.max_new_tokens, eos, cap)
+    else:
+        ids = greedy_plain(sess, names, layers, nkv, h, prompt, args.max_new_tokens, eos)
 
     if args.verify and len(ids) > 1:
         seq = prompt + ids[:-1]
-        feeds = {"input_ids": np.array([seq], np.int64),
-                 "attention_mask": np.ones((1, len(seq)), np.int64)}
+        feeds = feeds_for(sess, names, seq, len(seq), 0)
         for i in range(layers):
-            for kv in ("key", "value"):
-                feeds[f"past_key_values.{i}.{kv}"] = np.zeros((1, nkv, 0, h), np.float32)
-        logits = sess.run(["logits"], feeds)[0][0, len(prompt) - 1:]
+            for kind in ("key", "value"):
+                feeds[names[f"past_{kind}_names"] % i] = np.zeros((1, nkv, 0, h), np.float32)
+        logits = sess.run([names["logits"]], feeds)[0][0, len(prompt) - 1:]
         again = [int(t) for t in np.argmax(logits, axis=-1)]
         if again != ids:
             first = next(j for j, (a, b) in enumerate(zip(again, ids)) if a != b)
             sys.exit(f"verify: one-shot prefill disagrees with the cached loop at token {first}")
         print(f"verify: one-shot prefill reproduces all {len(ids)} tokens", file=sys.stderr)
 
-    if conf.get("vocab") == "bytes":
+    if model_conf.get("vocab_size") == 256:  # a byte vocabulary: ids are the text's bytes
         text = bytes(prompt).decode("utf-8", "replace") + bytes(ids).decode("utf-8", "replace")
         print(text)
     print("prompt_ids:", " ".join(map(str, prompt)))
