@@ -33,26 +33,30 @@
 #define CONFIG_MAX_BYTES ((size_t)4 << 20)
 
 static const struct {
-  const char *section, *key, *fallback;
+  const char *section, *key, *path, *fallback;
   bool pattern;
 } name_table[ONYX__NAME_COUNT_] = {
-    [ONYX__NAME_INPUT_IDS] = {"inputs", "input_ids", "input_ids", false},
-    [ONYX__NAME_ATTENTION_MASK] = {"inputs", "attention_mask", "attention_mask", false},
-    [ONYX__NAME_POSITION_IDS] = {"inputs", "position_ids", "position_ids", false},
-    [ONYX__NAME_PAST_KEY] = {"inputs", "past_key_names", "past_key_values.%d.key", true},
-    [ONYX__NAME_PAST_VALUE] = {"inputs", "past_value_names", "past_key_values.%d.value", true},
-    [ONYX__NAME_LOGITS] = {"outputs", "logits", "logits", false},
-    [ONYX__NAME_PRESENT_KEY] = {"outputs", "present_key_names", "present.%d.key", true},
-    [ONYX__NAME_PRESENT_VALUE] = {"outputs", "present_value_names", "present.%d.value", true},
+    [ONYX__NAME_INPUT_IDS] = {"inputs", "input_ids", "model.decoder.inputs.input_ids", "input_ids",
+                              false},
+    [ONYX__NAME_ATTENTION_MASK] = {"inputs", "attention_mask",
+                                   "model.decoder.inputs.attention_mask", "attention_mask", false},
+    [ONYX__NAME_POSITION_IDS] = {"inputs", "position_ids", "model.decoder.inputs.position_ids",
+                                 "position_ids", false},
+    [ONYX__NAME_PAST_KEY] = {"inputs", "past_key_names", "model.decoder.inputs.past_key_names",
+                             "past_key_values.%d.key", true},
+    [ONYX__NAME_PAST_VALUE] = {"inputs", "past_value_names",
+                               "model.decoder.inputs.past_value_names", "past_key_values.%d.value",
+                               true},
+    [ONYX__NAME_LOGITS] = {"outputs", "logits", "model.decoder.outputs.logits", "logits", false},
+    [ONYX__NAME_PRESENT_KEY] = {"outputs", "present_key_names",
+                                "model.decoder.outputs.present_key_names", "present.%d.key", true},
+    [ONYX__NAME_PRESENT_VALUE] = {"outputs", "present_value_names",
+                                  "model.decoder.outputs.present_value_names", "present.%d.value",
+                                  true},
 };
 
 const char *onyx__genai_name_key(onyx__genai_name name) {
-  static char keys[ONYX__NAME_COUNT_][64];
-  if (name >= ONYX__NAME_COUNT_) return "?";
-  if (keys[name][0] == '\0')
-    snprintf(keys[name], sizeof keys[name], "model.decoder.%s.%s", name_table[name].section,
-             name_table[name].key);
-  return keys[name];
+  return name < ONYX__NAME_COUNT_ ? name_table[name].path : "?";
 }
 
 /* ------------------------------------------------------------ reading the file */
