@@ -17,6 +17,9 @@
 
 #include "onyx_abi.h"
 
+struct onyx__functions;      /* model-local functions as loaded (model_functions.h) */
+struct onyx__function_notes; /* what inlining did with each call (model_functions.h) */
+
 /* A named value: graph input, initializer, or node output. */
 typedef struct onyx__value {
   char *name;
@@ -70,6 +73,13 @@ typedef struct onyx__graph {
    * values instead. Owned by the graph. */
   int32_t *value_index;
   size_t value_index_cap;
+  /* The model's local functions, NULL when it defines none; a node calling one is an
+   * ordinary node until session creation inlines it (onyx__graph_inline_functions),
+   * which frees these. Owned by the graph. */
+  struct onyx__functions *functions;
+  /* What became of each function call (inlined, or kept for a provider), NULL when
+   * no node called one. Owned by the graph. */
+  struct onyx__function_notes *function_notes;
 } onyx__graph;
 
 /* Limits a loader enforces on untrusted files. */

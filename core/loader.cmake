@@ -18,6 +18,7 @@ add_custom_command(
 set_source_files_properties(${ONYX_LOADER_GEN_DIR}/onnx.pb-c.c PROPERTIES COMPILE_OPTIONS -w)
 
 add_library(onyx_loader STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/model_functions.c
   ${CMAKE_CURRENT_LIST_DIR}/model_load.c
   ${CMAKE_CURRENT_LIST_DIR}/model_load_attr.c
   ${CMAKE_CURRENT_LIST_DIR}/model_load_io.c

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_functions.h"
 #include "model_load_impl.h"
 
 /* ------------------------------------------------------------------ name index */
@@ -78,6 +79,8 @@ void onyx__graph_free(onyx__graph *graph) {
   for (size_t i = 0; i < graph->opset_count; ++i) free(graph->opsets[i].domain);
   free(graph->opsets);
   free(graph->value_index);
+  onyx__functions_free(graph->functions);
+  onyx__function_notes_free(graph->function_notes);
   free(graph);
 }
 
@@ -138,9 +141,7 @@ typedef struct builder {
   onyx__load_ctx *ctx;
   onyx__graph *g;
   const Onnx__GraphProto *gp;
-  sorted_key *opset_keys;    /* g->opsets sorted by domain */
-  sorted_key *function_keys; /* model-local functions sorted by (domain, name) */
-  size_t function_count;
+  sorted_key *opset_keys; /* g->opsets sorted by domain */
   size_t value_cap;
 } builder;
 
@@ -291,21 +292,6 @@ static onyx_status build_opsets(builder *b, const Onnx__ModelProto *m) {
   return ONYX_STATUS_OK;
 }
 
-static onyx_status build_function_keys(builder *b, const Onnx__ModelProto *m) {
-  size_t n = m->n_functions;
-  if (n == 0) return ONYX_STATUS_OK;
-  b->function_keys = calloc(n, sizeof *b->function_keys);
-  if (b->function_keys == NULL) return oom(b, "local functions");
-  for (size_t i = 0; i < n; ++i) {
-    const Onnx__FunctionProto *f = m->functions[i];
-    b->function_keys[i] =
-        (sorted_key){normalise_domain(f->domain), f->name != NULL ? f->name : "", i};
-  }
-  qsort(b->function_keys, n, sizeof *b->function_keys, compare_key);
-  b->function_count = n;
-  return ONYX_STATUS_OK;
-}
-
 static onyx_status build_initializers(builder *b) {
   const Onnx__GraphProto *gp = b->gp;
   onyx__qname qn;
@@ -445,12 +431,6 @@ static onyx_status build_node(builder *b, size_t k) {
                            onyx__qn(&qn, domain));
   }
   n->opset = g->opsets[opset->index].version;
-  if (find_key(b->function_keys, b->function_count, domain, np->op_type) != NULL) {
-    return onyx__load_fail(b->ctx, ONYX_STATUS_UNSUPPORTED,
-                           "%s: calls a function defined in the model; model-local functions are "
-                           "not supported",
-                           desc);
-  }
 
   if (np->n_input > 0) {
     n->inputs = malloc(np->n_input * sizeof *n->inputs);
@@ -556,7 +536,7 @@ static onyx_status apply_value_info(builder *b) {
   return ONYX_STATUS_OK;
 }
 
-static onyx_status build_graph(builder *b, const Onnx__ModelProto *m) {
+static onyx_status build_graph(builder *b, Onnx__ModelProto *m) {
   onyx__graph *g = b->g;
   g->ir_version = m->has_ir_version ? m->ir_version : 0;
   onyx_status st = build_opsets(b, m);
@@ -573,7 +553,8 @@ static onyx_status build_graph(builder *b, const Onnx__ModelProto *m) {
                            "supported",
                            gp->n_sparse_initializer);
   }
-  st = build_function_keys(b, m);
+  /* Calls stay ordinary nodes here; the session inlines those no provider claims. */
+  st = onyx__functions_load(b->ctx, m, &g->functions);
   if (st != ONYX_STATUS_OK) return st;
 
   /* Every value is an initializer, a graph input or a node output: size both tables
@@ -655,7 +636,6 @@ static onyx_status load_parsed(onyx__load_ctx *ctx, Onnx__ModelProto *m, onyx__g
   b.g = calloc(1, sizeof *b.g);
   onyx_status st = b.g != NULL ? build_graph(&b, m) : oom(&b, "graph");
   free(b.opset_keys);
-  free(b.function_keys);
   if (st != ONYX_STATUS_OK) {
     onyx__graph_free(b.g);
     return st;
