@@ -7,6 +7,7 @@
 #include "error_impl.h"
 #include "graphs_impl.h"
 #include "memory_impl.h"
+#include "model_functions.h"
 #include "optimize/optimize.h"
 #include "profile_impl.h"
 #include "session_impl.h"
@@ -62,6 +63,36 @@ static void print_placement(const onyx_session *s) {
       count += s->nodes[i].provider == &s->runtime->providers[p];
     fprintf(stderr, "  %s: %zu nodes\n", s->runtime->providers[p].name, count);
   }
+  onyx__function_notes_print(g, stderr);
+}
+
+/*
+ * The provider that would take node `n` by (domain, op, opset), and by the dtype of
+ * its constrained input where the model declares it: whether a call of a model-local
+ * function stays a node (placement then picks the kernel) or is inlined. Under strict
+ * mode the fallback does not count where a preferred provider is loaded, since
+ * placement would refuse it there.
+ */
+static const char *claiming_provider(void *ctx, const onyx__graph *g, const onyx__node *n) {
+  const onyx_runtime *rt = ctx;
+  bool has_preferred = false;
+  for (size_t p = 0; p < rt->provider_count; ++p) has_preferred |= !rt->providers[p].is_fallback;
+  for (size_t p = 0; p < rt->provider_count; ++p) {
+    const onyx__provider *prov = &rt->providers[p];
+    if (rt->config->strict && has_preferred && prov->is_fallback) continue;
+    for (size_t k = 0; k < prov->table->kernel_count; ++k) {
+      const onyx_kernel_table *kt = prov->table->kernels[k];
+      if (strcmp(kt->domain, n->domain) != 0 || strcmp(kt->op_type, n->op_type) != 0) continue;
+      if (n->opset < kt->since_opset || (kt->until_opset != 0 && n->opset > kt->until_opset))
+        continue;
+      int32_t v =
+          kt->type_mask != 0 && kt->type_input < n->input_count ? n->inputs[kt->type_input] : -1;
+      uint32_t d = v >= 0 ? g->values[v].dtype : ONYX_DTYPE_UNDEFINED;
+      if (d != ONYX_DTYPE_UNDEFINED && (d >= 64 || !(kt->type_mask & ONYX_DTYPE_BIT(d)))) continue;
+      return prov->name;
+    }
+  }
+  return NULL;
 }
 
 static onyx_status finish_create(onyx_runtime *rt, onyx__graph *g,
@@ -75,9 +106,11 @@ static onyx_status finish_create(onyx_runtime *rt, onyx__graph *g,
   }
   s->runtime = rt;
   s->graph = g;
-  /* The loader holds the initializers in host memory: book them as weights, then
-   * optimize the graph (docs/optimizations.md) before anything is sized for it. */
-  onyx_status gst = onyx__weights_book(s, err, sizeof err);
+  /* Calls of model-local functions that no provider claims become their bodies; then
+   * the loader's initializers are booked as weights and the graph is optimized
+   * (docs/optimizations.md), all before anything is sized for it. */
+  onyx_status gst = onyx__graph_inline_functions(g, claiming_provider, rt, err, sizeof err);
+  if (gst == ONYX_STATUS_OK) gst = onyx__weights_book(s, err, sizeof err);
   if (gst == ONYX_STATUS_OK) gst = onyx__optimize(s, options, err, sizeof err);
   if (gst != ONYX_STATUS_OK) {
     onyx_session_destroy(s);
@@ -96,6 +129,7 @@ static onyx_status finish_create(onyx_runtime *rt, onyx__graph *g,
   onyx_status st = onyx__place_nodes(s, err, sizeof err);
   if (st == ONYX_STATUS_OK) st = onyx__upload_device_weights(s, err, sizeof err);
   if (st != ONYX_STATUS_OK) {
+    onyx__function_notes_explain(g, err, sizeof err);
     onyx_session_destroy(s);
     return onyx__error_set(out_error, st, err);
   }
