@@ -170,6 +170,7 @@ static int parse_valued(const char *a, const char *v, options *o) {
   return 0;
 }
 
+/* 0: run; 1: --help was printed; -1: refused (the message printed). */
 static int parse_args(int argc, char **argv, options *o) {
   *o = (options){.sample = -1, .graphs = true};
   for (int i = 1; i < argc; ++i) {
@@ -179,6 +180,10 @@ static int parse_args(int argc, char **argv, options *o) {
       continue;
     }
     if (parse_flag(a, o)) continue;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage();
+      return 1;
+    }
     if (i + 1 >= argc) {
       fprintf(stderr, "onyx-generate: %s needs a value\n", a);
       return -1;
@@ -358,7 +363,8 @@ static int generate(const options *o, onyx_runtime *rt, onyx_genai_model *m, con
 
 int main(int argc, char **argv) {
   options o;
-  if (parse_args(argc, argv, &o) != 0) return 2;
+  int parsed = parse_args(argc, argv, &o);
+  if (parsed != 0) return parsed > 0 ? 0 : 2;
   size_t prompt_len = 0;
   int64_t *prompt = NULL;
   if (o.prompt_ids) {
