@@ -215,7 +215,7 @@ onyx_status onyx_generator_append_tokens(onyx_generator *g, const int64_t *ids, 
   memcpy(g->seq + g->len, ids, count * sizeof *ids);
   for (size_t i = 0; g->sampler_ready && i < count; ++i) onyx__sampler_note(&g->smp, ids[i]);
   g->len += count;
-  g->done = false;
+  g->done = g->len >= max; /* no room for another id */
   return ONYX_STATUS_OK;
 }
 
@@ -302,7 +302,7 @@ static bool is_eos(const onyx_generator *g, int64_t id) {
 }
 
 onyx_status onyx_generator_generate_next(onyx_generator *g, onyx_error **out_error) {
-  if (g == NULL || g->done || g->fed == g->len || g->len >= (size_t)g->opt.search.max_length)
+  if (g == NULL || g->done || g->fed == g->len)
     return onyx__genai_fail(out_error, ONYX_STATUS_INVALID_ARGUMENT,
                             g == NULL ? "onyx_generator_generate_next: no generator"
                             : g->done ? "the generator is done (an eos id or search.max_length)"

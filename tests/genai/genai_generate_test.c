@@ -192,6 +192,15 @@ static void test_stop_conditions(void **state) {
   assert_non_null(strstr(onyx_error_message(e), "done"));
   onyx_error_free(e);
   onyx_generator_destroy(g);
+  /* A prompt that fills max_length leaves no room: done before any step. */
+  o.search.max_length = 6;
+  assert_int_equal(onyx_generator_create(m, &o, &g, &e), ONYX_STATUS_OK);
+  assert_int_equal(onyx_generator_append_tokens(g, prompt, 6, &e), ONYX_STATUS_OK);
+  assert_true(onyx_generator_is_done(g));
+  assert_int_equal(onyx_generator_generate_next(g, &e), ONYX_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(onyx_error_message(e), "done"));
+  onyx_error_free(e);
+  onyx_generator_destroy(g);
   onyx_genai_model_destroy(m);
 }
 
