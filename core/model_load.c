@@ -16,18 +16,13 @@
 #include <string.h>
 
 #include "model_functions.h"
+#include "graph_edit.h"
 #include "model_load_impl.h"
 
 /* ------------------------------------------------------------------ name index */
 
-static uint64_t hash_name(const char *s) {
-  uint64_t h = UINT64_C(0xcbf29ce484222325); /* FNV-1a */
-  for (; *s != '\0'; ++s) {
-    h ^= (unsigned char)*s;
-    h *= UINT64_C(0x100000001b3);
-  }
-  return h;
-}
+/* One hash for the index, shared with graph_edit.c, which rebuilds it after edits. */
+static uint64_t hash_name(const char *s) { return onyx__graph_name_hash(s); }
 
 int32_t onyx__graph_find_value(const onyx__graph *graph, const char *name) {
   if (graph == NULL || name == NULL) return -1;
