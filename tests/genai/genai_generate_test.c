@@ -1,7 +1,7 @@
 /*
  * The generator on models as the exporters write them: ONNX Runtime GenAI's greedy
- * tokens on the builder's fp32 exports (recorded here from onnxruntime-genai 0.18.0,
- * tests/models/exported), for both KV strategies — the shared buffer, and
+ * tokens on the builder's and mobius' fp32 exports (recorded here from
+ * onnxruntime-genai 0.18.0, tests/models/exported), for both KV strategies — the shared buffer, and
  * present = concat(past, new) with the bytes it moves counted; stop conditions;
  * options and ids refused with the field named; configs contradicting the model
  * refused with the key and both values.
@@ -138,6 +138,42 @@ static void test_builder_llama(void **state) {
 static void test_builder_qwen2(void **state) {
   (void)state;
   check_oracle(EXPORTED_DIR "/builder-fp32-qwen2", oracle_qwen2);
+}
+
+/* mobius: ONNX Attention-23 with position_ids and present = concat(past, new), model
+ * functions inlined at load; the same checkpoints, so ONNX Runtime GenAI's same ids. */
+static void check_mobius(const char *folder, const int64_t *want) {
+  onyx_genai_model *m = open_model(folder);
+  onyx_genai_model_info info = {.struct_size = sizeof info};
+  onyx_genai_model_get_info(m, &info);
+  assert_int_equal(info.kv_kind, ONYX_GENAI_KV_CONCAT);
+  assert_string_equal(info.attention, "Attention");
+  assert_true(info.has_position_ids);
+  onyx_generator_options o = greedy_options(m);
+  assert_true(o.search.do_sample); /* mobius writes do_sample with top_k 1: greedy */
+  assert_int_equal(o.search.top_k, 1);
+  int64_t got[NEW];
+  onyx_generator_stats s;
+  assert_int_equal(generate(m, &o, got, NEW, &s), NEW);
+  expect_ids(want, got, NEW);
+  assert_true(s.kv_bytes_moved > 0 && s.kv_bytes_moved == s.kv_bytes_model + s.kv_bytes_out);
+  o.search.past_present_share_buffer = true; /* Attention's past cannot be its present */
+  onyx_generator *g = NULL;
+  onyx_error *e = NULL;
+  assert_int_equal(onyx_generator_create(m, &o, &g, &e), ONYX_STATUS_INVALID_ARGUMENT);
+  assert_non_null(strstr(onyx_error_message(e), "search.past_present_share_buffer"));
+  onyx_error_free(e);
+  onyx_genai_model_destroy(m);
+}
+
+static void test_mobius_llama(void **state) {
+  (void)state;
+  check_mobius(EXPORTED_DIR "/mobius-fp32-llama", oracle_llama);
+}
+
+static void test_mobius_qwen2(void **state) {
+  (void)state;
+  check_mobius(EXPORTED_DIR "/mobius-fp32-qwen2", oracle_qwen2);
 }
 
 /* A model file inside its folder works as the folder does; growth by copy too. */
@@ -370,6 +406,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_builder_llama),
       cmocka_unit_test(test_builder_qwen2),
+      cmocka_unit_test(test_mobius_llama),
+      cmocka_unit_test(test_mobius_qwen2),
       cmocka_unit_test(test_model_file_and_copy_growth),
       cmocka_unit_test(test_stop_conditions),
       cmocka_unit_test(test_sampling_and_penalty),
