@@ -10,9 +10,8 @@
 #    place on device virtual memory, graphs must be captured and replayed, and stay
 #    valid across in-place KV growth;
 # 4. times the CUDA attention against PyTorch SDPA (tools/torch_sdpa_gqa.py).
-# Logs go to OUT_DIR; a summary to stdout. .deps must hold jansson too (genai/ reads
-# genai_config.json with it): put `apt-get download libjansson4 libjansson-dev` into
-# .deps/debs and run ../shared/tools/device-deps.sh .deps again (it unpacks every .deb there).
+# Logs go to OUT_DIR; a summary to stdout. Make .deps with scripts/device-deps.sh .deps
+# (the shared prefix plus jansson, PCRE2 and utf8proc).
 set -u
 node=$1 out=$2
 mkdir -p "$out"
