@@ -4,6 +4,7 @@
  * (tools/torch_sdpa_gqa.py, run from here in the same process tree) as a ratio.
  *
  *   onyx_bench_attention_cuda [path/to/torch_sdpa_gqa.py | -]   ("-": no anchor)
+ *   ONYX_BENCH_SHAPE=B,Hq,Hkv,S,D onyx_bench_attention_cuda      (one prefill shape)
  *
  * Method (as the anchor): fresh random inputs, 10 warm-up calls, then 50 calls each
  * timed with CUDA events, median. Prefill is the whole GQA op (first prompt: present
@@ -218,11 +219,14 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
     /* The Hopper kernel's variant without the consumers' ping-pong. */
     onyx__cuda_attn_hopper_variant = 1;
     float kv1 = measure(state, &c, in, 7, &ws2);
+    onyx__cuda_attn_hopper_variant = 2; /* and the one without the persistent grid */
+    float kv2 = measure(state, &c, in, 7, &ws2);
     onyx__cuda_attn_hopper_variant = 0;
     printf("onyx prefill B=%d Hq=%d Hkv=%d S=%d D=%d causal: op (%s route) %.4f ms %.1f TFLOP/s | "
-           "no ping-pong %.4f ms %.1f | flash kernel %.4f ms %.1f | workspace %llu B\n",
-           B, hq, hkv, S, D, route_name(r->route), ms, r->ours, kv1, flops / kv1 / 1e9, kf,
-           r->kernel64, (unsigned long long)ws);
+           "no ping-pong %.4f ms %.1f | CTA per item %.4f ms %.1f | flash kernel %.4f ms %.1f | "
+           "workspace %llu B\n",
+           B, hq, hkv, S, D, route_name(r->route), ms, r->ours, kv1, flops / kv1 / 1e9, kv2,
+           flops / kv2 / 1e9, kf, r->kernel64, (unsigned long long)ws);
   } else {
     double bytes = 2.0 * B * hkv * (double)S_kv * D * 2.0;
     r->ours = bytes / ms / 1e6;
@@ -308,6 +312,13 @@ int main(int argc, char **argv) {
   CHECK(cudaGetDeviceProperties(&prop, 0));
   printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
          prop.l2CacheSize >> 20);
+  /* ONYX_BENCH_SHAPE=B,Hq,Hkv,S,D: that prefill shape alone, no anchor (for a profiler). */
+  const char *one = getenv("ONYX_BENCH_SHAPE");
+  int sh[5];
+  if (one != NULL && sscanf(one, "%d,%d,%d,%d,%d", &sh[0], &sh[1], &sh[2], &sh[3], &sh[4]) == 5) {
+    bench_gqa("prefill", sh[0], sh[1], sh[2], sh[3], sh[4]);
+    return 0;
+  }
   static const int pre[4][5] = {
       {1, 32, 8, 1024, 128}, {1, 32, 8, 4096, 128}, {4, 32, 8, 4096, 128}, {1, 14, 2, 2048, 64}};
   static const int dec[5][5] = {{1, 32, 8, 4096, 128},

@@ -5,6 +5,7 @@
 # then the benchmark beside PyTorch SDPA (tools/torch_sdpa_gqa.py) in one table.
 # From the repository root, with .deps carried:
 #   sh tests/cuda_attention/run_hopper.sh [OUT_DIR]
+# ONYX_HOPPER_NCU=B,Hq,Hkv,S,D adds hardware counters of one launch of that prefill shape.
 # Logs go to OUT_DIR (default build-hopper-gpu/logs); a summary to stdout. The build
 # lives in /tmp (kept while the machine stays warm).
 out=${1:-build-hopper-gpu/logs}
@@ -42,3 +43,12 @@ PYTHONUNBUFFERED=1 timeout 240 "$b/onyx_bench_attention_cuda" tools/torch_sdpa_g
 echo "bench exit $?"
 grep -E "^onyx prefill" "$out/bench.log"
 tail -11 "$out/bench.log"
+if [ -n "${ONYX_HOPPER_NCU:-}" ]; then
+  # Hardware counters of one Hopper launch of that shape (clocks left alone).
+  ONYX_BENCH_SHAPE=$ONYX_HOPPER_NCU timeout 150 ncu --clock-control none -k regex:hopper_kernel \
+    --launch-skip 3 -c 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
+    --section MemoryWorkloadAnalysis "$b/onyx_bench_attention_cuda" - >"$out/ncu.log" 2>&1
+  echo "ncu exit $?"
+  grep -E "Duration|Throughput|Busy|Pipe|Hit Rate|Bandwidth|Executed Ipc|ERR|rror" \
+    "$out/ncu.log" | head -30
+fi

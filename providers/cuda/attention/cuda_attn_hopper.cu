@@ -3,10 +3,12 @@
  * GQA, query and K/V read in place through strides by TMA.
  *
  * Why it is shaped this way:
- * - One CTA owns 128 query rows of one query head (b, h). K/V tiles of 128 keys stream
+ * - A work item is 128 query rows of one query head (b, h). K/V tiles of 128 keys stream
  *   through a 2-stage shared-memory ring filled by TMA (cp.async.bulk.tensor) that
- *   completes on mbarriers; the query heads of a KV group run in neighbouring CTAs, so
+ *   completes on mbarriers; the query heads of a KV group are neighbouring items, so
  *   their K/V tiles come from L2.
+ * - The grid is persistent (one CTA per SM, each taking items in turn), so the loads of
+ *   an item's Q and first K/V tiles run while the previous item finishes.
  * - Three warpgroups: one producer (one thread issues every TMA load; the warpgroup
  *   gives its registers back with setmaxnreg) and two consumers of 64 rows each (they
  *   take 240 registers). S = Q·Kᵀ is a wgmma with both operands in shared memory; P
@@ -16,8 +18,10 @@
  *   reduced once at the end. Only tiles that cross a row's key limit (the causal
  *   diagonal, the end of the keys) evaluate a mask; tiles are visited from the last key
  *   tile down, so the masked ones come first.
- * - The CTA order puts the row blocks with the most keys (causal: the last ones) first,
- *   so the longest CTAs start first and the short ones fill the tail.
+ * - Items are ordered with the row blocks that see the most keys (causal: the last ones)
+ *   first and dealt to the CTAs in a snake (round r forwards, round r + 1 backwards), so
+ *   the long items start first, the short ones fill the tail and no CTA always gets the
+ *   heavier item of a round.
  * - Keys past a batch's limit but inside the tensor are loaded (TMA only clips at the
  *   tensor's end) and may hold anything: their scores are masked with a select, and the
  *   value rows of the boundary tile are zeroed in shared memory before P·V (0·NaN would
@@ -209,20 +213,37 @@ __device__ __forceinline__ void zero_rows(unsigned char *vt, int r_lo, int wg_ti
   bar_sync(bar_id, 128);
 }
 
-/* Which tile a CTA owns: heavy row blocks first, heads of one KV group side by side. */
-struct Tile {
-  int b, h, g, m0;
+/* Work item k (< total = m_blocks · batch · nq): heavy row blocks first (causal: the last
+ * rows see the most keys), the query heads of one KV group side by side (their K/V
+ * tiles meet in L2). Keys [0, hi) matter to some row of the block (rows past sq do not
+ * count); n_tiles key tiles of BN cover them. */
+struct Item {
+  int b, h, g, m0, n_tiles;
+  BatchGeom geo;
 };
-__device__ __forceinline__ Tile tile_of(const onyx__cuda_attn_params &p, int m_blocks, int bm) {
-  const int heads = p.batch * p.nq;
-  const int t = (int)blockIdx.x;
-  Tile tl;
-  const int bh = t % heads;
-  tl.m0 = (m_blocks - 1 - t / heads) * bm;
-  tl.b = bh / p.nq;
-  tl.h = bh % p.nq;
-  tl.g = tl.h / p.group;
-  return tl;
+__device__ __forceinline__ Item item_of(const onyx__cuda_attn_params &p, int m_blocks, int k,
+                                        int bm, int bn) {
+  const int heads = p.batch * p.nq, bh = k % heads;
+  Item it;
+  it.m0 = (m_blocks - 1 - k / heads) * bm;
+  it.b = bh / p.nq;
+  it.h = bh % p.nq;
+  it.g = it.h / p.group;
+  it.geo = batch_geom(p, it.b);
+  const int64_t last_row = (int64_t)min(it.m0 + bm, p.sq) - 1;
+  int64_t hi = it.geo.limit;
+  if (p.causal && it.geo.qpos0 + last_row + 1 < hi) hi = it.geo.qpos0 + last_row + 1;
+  it.n_tiles = hi > 0 ? (int)((hi + bn - 1) / bn) : 0;
+  return it;
+}
+
+/* The persistent grid's schedule: in round r CTA c takes item r·G + c, or r·G + G−1−c
+ * in odd rounds (a snake over the heavy-first order, so no CTA always gets the heavier
+ * item of a round); -1 past the end. */
+__device__ __forceinline__ int item_at(int r, int total) {
+  const int G = (int)gridDim.x, c = (int)blockIdx.x;
+  const int k = r * G + ((r & 1) ? G - 1 - c : c);
+  return k < total ? k : -1;
 }
 
 /* ------------------------------------------------------------------ the kernel */
@@ -242,25 +263,19 @@ __global__ void __launch_bounds__(384, 1)
   unsigned char *ks = smem + C::K_OFF;
   unsigned char *vs = smem + C::V_OFF;
   uint64_t *bars = reinterpret_cast<uint64_t *>(smem + C::BAR_OFF);
-  uint64_t *q_full = bars, *k_full = bars + 1, *v_full = bars + 1 + ST;
-  uint64_t *k_empty = bars + 1 + 2 * ST, *v_empty = bars + 1 + 3 * ST;
+  uint64_t *q_full = bars, *q_empty = bars + 1, *k_full = bars + 2, *v_full = bars + 2 + ST;
+  uint64_t *k_empty = bars + 2 + 2 * ST, *v_empty = bars + 2 + 3 * ST;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
-  const Tile tl = tile_of(p, m_blocks, BM);
-  const BatchGeom geo = batch_geom(p, tl.b);
-  /* Keys [0, hi) matter to some row of this tile (rows past sq do not count). */
-  const int64_t last_row = (int64_t)min(tl.m0 + BM, p.sq) - 1;
-  int64_t hi = geo.limit;
-  if (p.causal && geo.qpos0 + last_row + 1 < hi) hi = geo.qpos0 + last_row + 1;
-  if (hi < 0) hi = 0;
-  const int n_tiles = (int)((hi + BN - 1) / BN);
+  const int total = m_blocks * p.batch * p.nq;
 
   if (tid == 0) {
     mbar_init(q_full, 1);
+    mbar_init(q_empty, 8); /* one arrival per consumer warp */
     for (int s = 0; s < ST; ++s) {
       mbar_init(&k_full[s], 1);
       mbar_init(&v_full[s], 1);
-      mbar_init(&k_empty[s], 8); /* one arrival per consumer warp */
+      mbar_init(&k_empty[s], 8);
       mbar_init(&v_empty[s], 8);
     }
     mbar_fence_init();
@@ -268,142 +283,174 @@ __global__ void __launch_bounds__(384, 1)
   __syncthreads();
 
   if (wg == 0) {
-    /* ---------------- producer: one thread issues every load */
+    /* ---------------- producer: one thread issues every load. It runs ahead into the
+     * next item (its Q once the consumers' last Q·Kᵀ is done, its K/V through the ring)
+     * while the consumers finish the current one. */
     regs_shrink<kProducerRegs>();
-    if (warp != 0 || lane != 0 || n_tiles == 0) return;
+    if (warp != 0 || lane != 0) return;
     tma_prefetch_map(&tq);
     tma_prefetch_map(&tk);
     tma_prefetch_map(&tv);
-    mbar_expect_tx(q_full, C::Q_BYTES);
-#pragma unroll
-    for (int c = 0; c < C::CHUNKS; ++c)
-      tma_load_4d(qs + c * BM * 128, &tq, c * 64, tl.m0, tl.h, tl.b, q_full);
-    for (int it = 0; it < n_tiles; ++it) {
-      const int n0 = (n_tiles - 1 - it) * BN, s = it % ST;
-      const uint32_t ph = (uint32_t)(it / ST) & 1u;
-      mbar_wait(&k_empty[s], ph ^ 1u);
-      mbar_expect_tx(&k_full[s], C::KV_BYTES);
-#pragma unroll
-      for (int c = 0; c < C::CHUNKS; ++c)
-        tma_load_4d(ks + s * C::KV_BYTES + c * BN * 128, &tk, c * 64, n0, tl.g, tl.b, &k_full[s]);
-      mbar_wait(&v_empty[s], ph ^ 1u);
-      mbar_expect_tx(&v_full[s], C::KV_BYTES);
+    int git = 0, items = 0; /* key tiles and non-empty items so far */
+    for (int r = 0;; ++r) {
+      const int k = item_at(r, total);
+      if (k < 0) break;
+      const Item it = item_of(p, m_blocks, k, BM, BN);
+      if (it.n_tiles == 0) continue;
+      mbar_wait(q_empty, ((uint32_t)items & 1u) ^ 1u);
+      mbar_expect_tx(q_full, C::Q_BYTES);
 #pragma unroll
       for (int c = 0; c < C::CHUNKS; ++c)
-        tma_load_4d(vs + s * C::KV_BYTES + c * BN * 128, &tv, c * 64, n0, tl.g, tl.b, &v_full[s]);
+        tma_load_4d(qs + c * BM * 128, &tq, c * 64, it.m0, it.h, it.b, q_full);
+      for (int j = 0; j < it.n_tiles; ++j, ++git) {
+        const int n0 = (it.n_tiles - 1 - j) * BN, s = git % ST;
+        const uint32_t ph = (uint32_t)(git / ST) & 1u;
+        mbar_wait(&k_empty[s], ph ^ 1u);
+        mbar_expect_tx(&k_full[s], C::KV_BYTES);
+#pragma unroll
+        for (int c = 0; c < C::CHUNKS; ++c)
+          tma_load_4d(ks + s * C::KV_BYTES + c * BN * 128, &tk, c * 64, n0, it.g, it.b, &k_full[s]);
+        mbar_wait(&v_empty[s], ph ^ 1u);
+        mbar_expect_tx(&v_full[s], C::KV_BYTES);
+#pragma unroll
+        for (int c = 0; c < C::CHUNKS; ++c)
+          tma_load_4d(vs + s * C::KV_BYTES + c * BN * 128, &tv, c * 64, n0, it.g, it.b, &v_full[s]);
+      }
+      ++items;
     }
     return;
   }
 
-  /* ---------------- consumers: warpgroup cw owns rows [64·cw, 64·cw + 64) of the tile.
+  /* ---------------- consumers: warpgroup cw owns rows [64·cw, 64·cw + 64) of an item.
    * Per key tile j: issue S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} together, wait for S_j
    * only, so the softmax of S_j runs while the tensor cores do P_{j-1}·V_{j-1}; the two
    * consumers take turns to issue (ping-pong), so one's softmax also covers the other's
    * matrix products. */
   regs_grow<kConsumerRegs>();
   const int cw = wg - 1, wq = warp & 3, gq = lane >> 2, t4 = lane & 3, wg_tid = tid - 128 * wg;
-  const int row0 = tl.m0 + cw * 64 + wq * 16 + gq; /* this thread's rows: row0, row0 + 8 */
-  T *ybase = (T *)p.y + (int64_t)tl.b * p.y_bs + (int64_t)tl.h * p.y_hs;
-
-  /* Key limit (exclusive) of each of this thread's rows, and of the tile's first row:
-   * key tiles that end at or before the latter need no mask. */
-  int lim[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    int64_t l = geo.limit;
-    if (p.causal && geo.qpos0 + row0 + 8 * r + 1 < l) l = geo.qpos0 + row0 + 8 * r + 1;
-    lim[r] = (int)max(l, (int64_t)-1) - 2 * t4; /* compared with key0 + 8i + e */
-  }
-  int64_t first_lim = geo.limit;
-  if (p.causal && geo.qpos0 + tl.m0 + 1 < first_lim) first_lim = geo.qpos0 + tl.m0 + 1;
-  /* Value rows at or past the limit may hold anything; the tile holding the limit gets
-   * them zeroed (0·NaN would reach O). Tiles run from the last down: it is tile 0. */
-  const int zero_from = geo.limit < p.kv_rows ? (int)(geo.limit - (n_tiles - 1) * BN) : BN;
   const float sl2 = p.scale * kLog2e;
   const int my_turn = kBarTurn + cw, other_turn = kBarTurn + (cw ^ 1);
+  const uint32_t q_addr = saddr(qs) + cw * 64 * 128;
+  if (PING && cw == 1) bar_arrive(kBarTurn, 256); /* consumer 0 issues first */
 
-  float o[D / 2];
+  int git = 0, items = 0;
+  for (int r = 0;; ++r) {
+    const int k = item_at(r, total);
+    if (k < 0) break;
+    const Item it = item_of(p, m_blocks, k, BM, BN);
+    const int n = it.n_tiles;
+    const BatchGeom &geo = it.geo;
+    const int row0 = it.m0 + cw * 64 + wq * 16 + gq; /* this thread's rows: row0, row0 + 8 */
+
+    /* Key limit (exclusive) of each of this thread's rows, and of the block's first row:
+     * key tiles that end at or before the latter need no mask. */
+    int lim[2];
 #pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha[2];
-  float sc[BN / 2];
-  uint32_t pa[BN / 16][4];
+    for (int rr = 0; rr < 2; ++rr) {
+      int64_t lm = geo.limit;
+      if (p.causal && geo.qpos0 + row0 + 8 * rr + 1 < lm) lm = geo.qpos0 + row0 + 8 * rr + 1;
+      lim[rr] = (int)max(lm, (int64_t)-1) - 2 * t4; /* compared with key0 + 8i + e */
+    }
+    int64_t first_lim = geo.limit;
+    if (p.causal && geo.qpos0 + it.m0 + 1 < first_lim) first_lim = geo.qpos0 + it.m0 + 1;
+    /* Value rows at or past the limit may hold anything; the tile holding the limit gets
+     * them zeroed (0·NaN would reach O). Tiles run from the last down: it is tile 0. */
+    const int zero_from = geo.limit < p.kv_rows ? (int)(geo.limit - (n - 1) * BN) : BN;
 
-  if (n_tiles > 0) {
-    const uint32_t q_addr = saddr(qs) + cw * 64 * 128;
-    if (PING && cw == 1) bar_arrive(kBarTurn, 256); /* consumer 0 issues first */
-    mbar_wait(q_full, 0);
-    mbar_wait(&k_full[0], 0);
-    if (PING) bar_sync(my_turn, 256);
-    wgmma_fence();
-    qk_issue<T, D, BM, BN>(sc, q_addr, saddr(ks));
-    wgmma_commit();
-    if (PING) bar_arrive(other_turn, 256);
-    wgmma_wait<0>();
-    fence_regs(sc);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&k_empty[0]);
-    const int key_top = (n_tiles - 1) * BN;
-    softmax_tile<BN>(sc, m, l, alpha, lim, key_top, key_top + BN > first_lim, sl2);
-    to_operand<T, BN>(sc, pa);
+    float o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha[2];
 
-    for (int it = 1; it < n_tiles; ++it) {
-      const int s = it % ST, sp = (it - 1) % ST, key0 = (n_tiles - 1 - it) * BN;
-      const uint32_t ph = (uint32_t)(it / ST) & 1u, php = (uint32_t)((it - 1) / ST) & 1u;
-      mbar_wait(&k_full[s], ph);
-      mbar_wait(&v_full[sp], php);
-      if (it == 1 && zero_from < BN)
-        zero_rows<D, BN>(vs + sp * C::KV_BYTES, zero_from, wg_tid, kBarWg + cw);
+    if (n > 0) {
+      float sc[BN / 2];
+      uint32_t pa[BN / 16][4];
+      const int s0 = git % ST;
+      mbar_wait(q_full, (uint32_t)items & 1u);
+      mbar_wait(&k_full[s0], (uint32_t)(git / ST) & 1u);
       if (PING) bar_sync(my_turn, 256);
       wgmma_fence();
-      qk_issue<T, D, BM, BN>(sc, q_addr, saddr(ks + s * C::KV_BYTES));
-      wgmma_commit();
-      pv_issue<T, D, BN>(o, pa, saddr(vs + sp * C::KV_BYTES));
+      qk_issue<T, D, BM, BN>(sc, q_addr, saddr(ks + s0 * C::KV_BYTES));
       wgmma_commit();
       if (PING) bar_arrive(other_turn, 256);
-      wgmma_wait<1>(); /* S_it is ready; P·V of the tile before still runs */
+      wgmma_wait<0>();
       fence_regs(sc);
       __syncwarp();
-      if (lane == 0) mbar_arrive(&k_empty[s]);
-      softmax_tile<BN>(sc, m, l, alpha, lim, key0, key0 + BN > first_lim, sl2);
+      if (lane == 0) {
+        mbar_arrive(&k_empty[s0]);
+        if (n == 1) mbar_arrive(q_empty);
+      }
+      const int key_top = (n - 1) * BN;
+      softmax_tile<BN>(sc, m, l, alpha, lim, key_top, key_top + BN > first_lim, sl2);
+      to_operand<T, BN>(sc, pa);
+
+      for (int j = 1; j < n; ++j) {
+        const int g = git + j, s = g % ST, sp = (g - 1) % ST, key0 = (n - 1 - j) * BN;
+        mbar_wait(&k_full[s], (uint32_t)(g / ST) & 1u);
+        mbar_wait(&v_full[sp], (uint32_t)((g - 1) / ST) & 1u);
+        if (j == 1 && zero_from < BN)
+          zero_rows<D, BN>(vs + sp * C::KV_BYTES, zero_from, wg_tid, kBarWg + cw);
+        if (PING) bar_sync(my_turn, 256);
+        wgmma_fence();
+        qk_issue<T, D, BM, BN>(sc, q_addr, saddr(ks + s * C::KV_BYTES));
+        wgmma_commit();
+        pv_issue<T, D, BN>(o, pa, saddr(vs + sp * C::KV_BYTES));
+        wgmma_commit();
+        if (PING) bar_arrive(other_turn, 256);
+        wgmma_wait<1>(); /* S_j is ready; P·V of the tile before still runs */
+        fence_regs(sc);
+        __syncwarp();
+        if (lane == 0) {
+          mbar_arrive(&k_empty[s]);
+          if (j == n - 1) mbar_arrive(q_empty); /* the item's last use of Q */
+        }
+        softmax_tile<BN>(sc, m, l, alpha, lim, key0, key0 + BN > first_lim, sl2);
+        wgmma_wait<0>();
+        fence_regs(o);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&v_empty[sp]);
+        rescale<D>(o, alpha);
+        to_operand<T, BN>(sc, pa);
+      }
+
+      /* P·V of the last tile. */
+      const int gl = git + n - 1, sl = gl % ST;
+      mbar_wait(&v_full[sl], (uint32_t)(gl / ST) & 1u);
+      if (n == 1 && zero_from < BN)
+        zero_rows<D, BN>(vs + sl * C::KV_BYTES, zero_from, wg_tid, kBarWg + cw);
+      if (PING) bar_sync(my_turn, 256);
+      wgmma_fence();
+      pv_issue<T, D, BN>(o, pa, saddr(vs + sl * C::KV_BYTES));
+      wgmma_commit();
+      if (PING) bar_arrive(other_turn, 256);
       wgmma_wait<0>();
       fence_regs(o);
       __syncwarp();
-      if (lane == 0) mbar_arrive(&v_empty[sp]);
-      rescale<D>(o, alpha);
-      to_operand<T, BN>(sc, pa);
+      if (lane == 0) mbar_arrive(&v_empty[sl]);
+      git += n;
+      ++items;
     }
 
-    /* P·V of the last tile. Consumer 1 ends the turns (nothing waits on its arrival). */
-    const int sl = (n_tiles - 1) % ST;
-    mbar_wait(&v_full[sl], (uint32_t)((n_tiles - 1) / ST) & 1u);
-    if (n_tiles == 1 && zero_from < BN)
-      zero_rows<D, BN>(vs + sl * C::KV_BYTES, zero_from, wg_tid, kBarWg + cw);
-    if (PING) bar_sync(my_turn, 256);
-    wgmma_fence();
-    pv_issue<T, D, BN>(o, pa, saddr(vs + sl * C::KV_BYTES));
-    wgmma_commit();
-    if (PING && cw == 0) bar_arrive(other_turn, 256);
-    wgmma_wait<0>();
-    fence_regs(o);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&v_empty[sl]);
-  }
-
-  /* Epilogue: the row sums over the quad, then O / l straight to the output. */
+    /* Epilogue: the row sums over the quad, then O / l straight to the output (zeros
+     * for rows that see no key). */
+    T *ybase = (T *)p.y + (int64_t)it.b * p.y_bs + (int64_t)it.h * p.y_hs;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    const float f = (m[r] == -INFINITY || !(l[r] > 0.0f)) ? 0.0f : 1.0f / l[r];
-    const int row = row0 + 8 * r;
-    if (row >= p.sq) continue;
-    T *dst = ybase + (int64_t)row * p.y_ss + 2 * t4;
+    for (int rr = 0; rr < 2; ++rr) {
+      l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
+      l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
+      const float f = (m[rr] == -INFINITY || !(l[rr] > 0.0f)) ? 0.0f : 1.0f / l[rr];
+      const int row = row0 + 8 * rr;
+      if (row >= p.sq) continue;
+      T *dst = ybase + (int64_t)row * p.y_ss + 2 * t4;
 #pragma unroll
-    for (int i = 0; i < D / 8; ++i)
-      *reinterpret_cast<uint32_t *>(dst + 8 * i) =
-          Pack<T>::two(o[4 * i + 2 * r] * f, o[4 * i + 2 * r + 1] * f);
+      for (int i = 0; i < D / 8; ++i)
+        *reinterpret_cast<uint32_t *>(dst + 8 * i) =
+            Pack<T>::two(o[4 * i + 2 * rr] * f, o[4 * i + 2 * rr + 1] * f);
+    }
   }
+  /* Consumer 1 arrived once more than consumer 0 waited (its first arrival lets
+   * consumer 0 start): take that turn so no barrier is left half-passed. */
+  if (PING && cw == 0) bar_sync(kBarTurn, 256);
 #else
   (void)tq;
   (void)tk;
@@ -457,7 +504,7 @@ static bool make_map(CUtensorMap *map, uint32_t dtype, const void *base, int64_t
 constexpr cudaError_t kNotTaken = (cudaError_t)-1;
 
 template <typename T, int D>
-static cudaError_t launch(const onyx__cuda_attn_params &p, cudaStream_t stream) {
+static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t stream) {
   using C = Cfg<D>;
   CUtensorMap tq, tk, tv;
   if (!make_map(&tq, p.dtype, p.q, D, p.sq, p.nq, p.batch, p.q_ss, p.q_hs, p.q_bs, C::BM) ||
@@ -470,13 +517,16 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, cudaStream_t stream) 
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
   if (e != cudaSuccess) return e;
   const int m_blocks = (p.sq + C::BM - 1) / C::BM;
-  const int64_t ctas = (int64_t)m_blocks * p.batch * p.nq;
+  const int64_t items = (int64_t)m_blocks * p.batch * p.nq;
+  /* Persistent: one CTA per SM. Variant 2 (tests, benchmark): a CTA per item. */
+  const int64_t ctas = (items < sms || onyx__cuda_attn_hopper_variant == 2) ? items : sms;
   kern<<<(unsigned)ctas, C::THREADS, C::SMEM, stream>>>(tq, tk, tv, p, m_blocks);
   return cudaGetLastError();
 }
 
-/* Per device: 0 unknown, 1 the route runs here, 2 it does not. */
+/* Per device: 0 unknown, 1 the route runs here, 2 it does not; and its SM count. */
 static std::atomic<int> g_available[64];
+static std::atomic<int> g_sms[64];
 
 static int probe(int dev) {
   int major = 0, minor = 0;
@@ -497,6 +547,13 @@ static int probe(int dev) {
       (void)cudaGetLastError();
       return 2;
     }
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      sms <= 0) {
+    (void)cudaGetLastError();
+    return 2;
+  }
+  g_sms[dev].store(sms, std::memory_order_relaxed);
   return 1;
 }
 
@@ -523,12 +580,16 @@ extern "C" int onyx__cuda_attn_hopper(const onyx__cuda_attn_params *p, void *str
   using namespace onyx_cuda_attn::hopper;
   cudaStream_t s = (cudaStream_t)stream;
   if (p->batch <= 0 || p->sq <= 0 || p->nq <= 0) return 0;
+  if (!onyx__cuda_attn_hopper_available()) return (int)cudaErrorInvalidDevice;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return (int)cudaGetLastError();
+  const int sms = g_sms[dev].load(std::memory_order_relaxed);
   const bool bf = p->dtype == ONYX_DTYPE_BFLOAT16;
   if (p->dtype != ONYX_DTYPE_BFLOAT16 && p->dtype != ONYX_DTYPE_FLOAT16)
     return (int)cudaErrorInvalidValue;
   if (p->hk == 128 && p->hv == 128)
-    return (int)(bf ? launch<__nv_bfloat16, 128>(*p, s) : launch<__half, 128>(*p, s));
+    return (int)(bf ? launch<__nv_bfloat16, 128>(*p, sms, s) : launch<__half, 128>(*p, sms, s));
   if (p->hk == 64 && p->hv == 64)
-    return (int)(bf ? launch<__nv_bfloat16, 64>(*p, s) : launch<__half, 64>(*p, s));
+    return (int)(bf ? launch<__nv_bfloat16, 64>(*p, sms, s) : launch<__half, 64>(*p, sms, s));
   return (int)cudaErrorInvalidValue;
 }

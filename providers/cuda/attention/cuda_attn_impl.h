@@ -158,7 +158,7 @@ extern int onyx__cuda_attn_force_split;
  * dispatcher decides). Not thread-safe; production code never sets it. */
 extern int onyx__cuda_attn_force_hopper;
 /* Tests and the benchmark only: a variant of the Hopper kernel (0: the production one;
- * 1: without the consumers' ping-pong). */
+ * 1: without the consumers' ping-pong; 2: a CTA per work item, not persistent). */
 extern int onyx__cuda_attn_hopper_variant;
 /* Tests only: the route (onyx__cuda_attn_route) of the last dispatched problem. */
 uint32_t onyx__cuda_attn_last_route(void);
