@@ -66,9 +66,9 @@ template <int D> struct Cfg {
   static constexpr int STAGES = 2;
   static constexpr int CHUNKS = D / 64; /* 64-column (128-byte) blocks of a row */
   static constexpr int THREADS = 384;
-  static constexpr int Q_BYTES = BM * D * 2;
+  static constexpr int Q_BYTES = BM * D * 2;  /* one of the two Q buffers */
   static constexpr int KV_BYTES = BN * D * 2; /* one K or V tile */
-  static constexpr int K_OFF = Q_BYTES;
+  static constexpr int K_OFF = 2 * Q_BYTES;
   static constexpr int V_OFF = K_OFF + STAGES * KV_BYTES;
   static constexpr int BAR_OFF = V_OFF + STAGES * KV_BYTES;
   static constexpr int SMEM = BAR_OFF + 128 + 1024; /* barriers, alignment slack */
@@ -156,24 +156,26 @@ __device__ __forceinline__ void softmax_tile(float (&sc)[BN / 2], float (&m)[2],
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float mx = -INFINITY;
+    /* Four partial maxima: a tree, not one dependent chain of BN / 4. */
+    float mp[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
 #pragma unroll
     for (int i = 0; i < BN / 8; ++i)
-      mx = fmaxf(mx, fmaxf(sc[4 * i + 2 * r], sc[4 * i + 2 * r + 1]));
+      mp[i & 3] = fmaxf(mp[i & 3], fmaxf(sc[4 * i + 2 * r], sc[4 * i + 2 * r + 1]));
+    float mx = fmaxf(fmaxf(mp[0], mp[1]), fmaxf(mp[2], mp[3]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float mnew = fmaxf(m[r], mx * sl2);
     const float muse = mnew == -INFINITY ? 0.0f : mnew;
     alpha[r] = ex2(m[r] - muse);
     m[r] = mnew;
-    float sum = 0.0f;
+    float sum[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int i = 0; i < BN / 8; ++i) {
       sc[4 * i + 2 * r] = ex2(fmaf(sc[4 * i + 2 * r], sl2, -muse));
       sc[4 * i + 2 * r + 1] = ex2(fmaf(sc[4 * i + 2 * r + 1], sl2, -muse));
-      sum += sc[4 * i + 2 * r] + sc[4 * i + 2 * r + 1];
+      sum[i & 1] += sc[4 * i + 2 * r] + sc[4 * i + 2 * r + 1];
     }
-    l[r] = l[r] * alpha[r] + sum;
+    l[r] = l[r] * alpha[r] + (sum[0] + sum[1]);
   }
 }
 
@@ -259,19 +261,21 @@ __global__ void __launch_bounds__(384, 1)
   extern __shared__ unsigned char smem_raw[];
   /* 128-byte swizzled TMA boxes and wgmma descriptors assume 1024-byte aligned atoms. */
   unsigned char *smem = smem_raw + ((1024 - (saddr(smem_raw) & 1023)) & 1023);
-  unsigned char *qs = smem;
+  unsigned char *qs = smem; /* two Q buffers: item i uses buffer i & 1 */
   unsigned char *ks = smem + C::K_OFF;
   unsigned char *vs = smem + C::V_OFF;
   uint64_t *bars = reinterpret_cast<uint64_t *>(smem + C::BAR_OFF);
-  uint64_t *q_full = bars, *q_empty = bars + 1, *k_full = bars + 2, *v_full = bars + 2 + ST;
-  uint64_t *k_empty = bars + 2 + 2 * ST, *v_empty = bars + 2 + 3 * ST;
+  uint64_t *q_full = bars, *q_empty = bars + 2, *k_full = bars + 4, *v_full = bars + 4 + ST;
+  uint64_t *k_empty = bars + 4 + 2 * ST, *v_empty = bars + 4 + 3 * ST;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
   const int total = m_blocks * p.batch * p.nq;
 
   if (tid == 0) {
-    mbar_init(q_full, 1);
-    mbar_init(q_empty, 8); /* one arrival per consumer warp */
+    for (int b = 0; b < 2; ++b) {
+      mbar_init(&q_full[b], 1);
+      mbar_init(&q_empty[b], 8); /* one arrival per consumer warp */
+    }
     for (int s = 0; s < ST; ++s) {
       mbar_init(&k_full[s], 1);
       mbar_init(&v_full[s], 1);
@@ -297,11 +301,13 @@ __global__ void __launch_bounds__(384, 1)
       if (k < 0) break;
       const Item it = item_of(p, m_blocks, k, BM, BN);
       if (it.n_tiles == 0) continue;
-      mbar_wait(q_empty, ((uint32_t)items & 1u) ^ 1u);
-      mbar_expect_tx(q_full, C::Q_BYTES);
+      const int qb = items & 1;
+      mbar_wait(&q_empty[qb], ((uint32_t)(items >> 1) & 1u) ^ 1u);
+      mbar_expect_tx(&q_full[qb], C::Q_BYTES);
 #pragma unroll
       for (int c = 0; c < C::CHUNKS; ++c)
-        tma_load_4d(qs + c * BM * 128, &tq, c * 64, it.m0, it.h, it.b, q_full);
+        tma_load_4d(qs + qb * C::Q_BYTES + c * BM * 128, &tq, c * 64, it.m0, it.h, it.b,
+                    &q_full[qb]);
       for (int j = 0; j < it.n_tiles; ++j, ++git) {
         const int n0 = (it.n_tiles - 1 - j) * BN, s = git % ST;
         const uint32_t ph = (uint32_t)(git / ST) & 1u;
@@ -330,7 +336,6 @@ __global__ void __launch_bounds__(384, 1)
   const int cw = wg - 1, wq = warp & 3, gq = lane >> 2, t4 = lane & 3, wg_tid = tid - 128 * wg;
   const float sl2 = p.scale * kLog2e;
   const int my_turn = kBarTurn + cw, other_turn = kBarTurn + (cw ^ 1);
-  const uint32_t q_addr = saddr(qs) + cw * 64 * 128;
   if (PING && cw == 1) bar_arrive(kBarTurn, 256); /* consumer 0 issues first */
 
   int git = 0, items = 0;
@@ -365,8 +370,9 @@ __global__ void __launch_bounds__(384, 1)
     if (n > 0) {
       float sc[BN / 2];
       uint32_t pa[BN / 16][4];
-      const int s0 = git % ST;
-      mbar_wait(q_full, (uint32_t)items & 1u);
+      const int s0 = git % ST, qb = items & 1;
+      const uint32_t q_addr = saddr(qs + qb * C::Q_BYTES) + cw * 64 * 128;
+      mbar_wait(&q_full[qb], (uint32_t)(items >> 1) & 1u);
       mbar_wait(&k_full[s0], (uint32_t)(git / ST) & 1u);
       if (PING) bar_sync(my_turn, 256);
       wgmma_fence();
@@ -378,7 +384,7 @@ __global__ void __launch_bounds__(384, 1)
       __syncwarp();
       if (lane == 0) {
         mbar_arrive(&k_empty[s0]);
-        if (n == 1) mbar_arrive(q_empty);
+        if (n == 1) mbar_arrive(&q_empty[qb]);
       }
       const int key_top = (n - 1) * BN;
       softmax_tile<BN>(sc, m, l, alpha, lim, key_top, key_top + BN > first_lim, sl2);
@@ -390,6 +396,7 @@ __global__ void __launch_bounds__(384, 1)
         mbar_wait(&v_full[sp], (uint32_t)((g - 1) / ST) & 1u);
         if (j == 1 && zero_from < BN)
           zero_rows<D, BN>(vs + sp * C::KV_BYTES, zero_from, wg_tid, kBarWg + cw);
+        rescale<D>(o, alpha); /* by the last softmax's factor: no P·V is in flight */
         if (PING) bar_sync(my_turn, 256);
         wgmma_fence();
         qk_issue<T, D, BM, BN>(sc, q_addr, saddr(ks + s * C::KV_BYTES));
@@ -402,14 +409,13 @@ __global__ void __launch_bounds__(384, 1)
         __syncwarp();
         if (lane == 0) {
           mbar_arrive(&k_empty[s]);
-          if (j == n - 1) mbar_arrive(q_empty); /* the item's last use of Q */
+          if (j == n - 1) mbar_arrive(&q_empty[qb]); /* the item's last use of Q */
         }
         softmax_tile<BN>(sc, m, l, alpha, lim, key0, key0 + BN > first_lim, sl2);
         wgmma_wait<0>();
         fence_regs(o);
         __syncwarp();
         if (lane == 0) mbar_arrive(&v_empty[sp]);
-        rescale<D>(o, alpha);
         to_operand<T, BN>(sc, pa);
       }
 
@@ -418,6 +424,7 @@ __global__ void __launch_bounds__(384, 1)
       mbar_wait(&v_full[sl], (uint32_t)(gl / ST) & 1u);
       if (n == 1 && zero_from < BN)
         zero_rows<D, BN>(vs + sl * C::KV_BYTES, zero_from, wg_tid, kBarWg + cw);
+      rescale<D>(o, alpha);
       if (PING) bar_sync(my_turn, 256);
       wgmma_fence();
       pv_issue<T, D, BN>(o, pa, saddr(vs + sl * C::KV_BYTES));
