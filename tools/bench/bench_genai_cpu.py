@@ -24,6 +24,7 @@ import os
 import random
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -150,14 +151,16 @@ def main():
                 print(why)
                 return 1
             runs["onyx"].append(res)
-    print(f"{'':<18} {'prefill tok/s':>14} {'decode tok/s':>13}   (best of the runs; each run)")
+    print(f"{'':<18} {'prefill tok/s':>14} {'decode tok/s':>13}   (best of the runs; median; "
+          "each run)")
     best = {}
     for name, rs in runs.items():
         if not rs:
             continue
         best[name] = (rs[0][0], max(r[1] for r in rs), max(r[2] for r in rs))
+        med = f"{statistics.median(r[1] for r in rs):.1f}/{statistics.median(r[2] for r in rs):.2f}"
         each = ", ".join(f"{r[1]:.1f}/{r[2]:.2f}" for r in rs)
-        print(f"{name:<18} {best[name][1]:>14.1f} {best[name][2]:>13.2f}   ({each})")
+        print(f"{name:<18} {best[name][1]:>14.1f} {best[name][2]:>13.2f}   ({med}; {each})")
     g_ids = best["onnxruntime-genai"][0]
     if args.ort_only:
         print(f"tokens: {len(g_ids)}, {len(set(g_ids))} distinct")
