@@ -22,7 +22,7 @@ static bool read_on_device(const onyx__placed_node *pn, size_t k) {
 
 static onyx_status upload(onyx_session *s, size_t v, onyx__provider *p, char *err, size_t cap) {
   const onyx__value *val = &s->graph->values[v];
-  uint64_t bytes = (uint64_t)onyx_tensor_numel(&val->init) * onyx_dtype_size(val->init.dtype);
+  uint64_t bytes = onyx__init_bytes(val);
   char label[160];
   snprintf(label, sizeof label, "initializer '%s' on %s", val->name, p->tier);
   void *ptr = NULL;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checked_math.h"
 #include "error_impl.h"
 #include "graphs_impl.h"
 #include "memory_impl.h"
@@ -79,15 +80,11 @@ static void slot_clear(onyx_session *s, slot *sl) {
 
 static onyx_status checked_bytes(uint32_t dtype, uint32_t rank, const int64_t *dims,
                                  uint64_t *out_bytes) {
-  uint64_t n = onyx_dtype_size(dtype);
-  if (n == 0) return ONYX_STATUS_UNSUPPORTED;
-  if (rank > ONYX_MAX_RANK) return ONYX_STATUS_INVALID_ARGUMENT;
-  for (uint32_t i = 0; i < rank; ++i) {
-    if (dims[i] < 0) return ONYX_STATUS_INVALID_ARGUMENT;
-    if (__builtin_mul_overflow(n, (uint64_t)dims[i], &n)) return ONYX_STATUS_INVALID_ARGUMENT;
-  }
-  *out_bytes = n;
-  return ONYX_STATUS_OK;
+  size_t esz = onyx_dtype_size(dtype);
+  if (esz == 0) return ONYX_STATUS_UNSUPPORTED;
+  if (rank > 0 && dims == NULL) return ONYX_STATUS_INVALID_ARGUMENT;
+  return onyx__ckd_bytes(out_bytes, dims, rank, esz) ? ONYX_STATUS_INVALID_ARGUMENT
+                                                     : ONYX_STATUS_OK;
 }
 
 /* Allocates a fresh buffer of `bytes` on `provider`'s device for `requester`. */

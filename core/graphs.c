@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checked_math.h"
 #include "error_impl.h"
 #include "graphs_impl.h"
 #include "memory_impl.h"
@@ -232,8 +233,8 @@ static void refuse(onyx__graph_cache *c, graph_entry *e, const char *why) {
 /* ------------------------------------------------------------ replay */
 
 static uint64_t tensor_bytes(const onyx_tensor *t) {
-  int64_t n = onyx_tensor_numel(t);
-  return n > 0 ? (uint64_t)n * onyx_dtype_size(t->dtype) : 0;
+  uint64_t bytes = 0;
+  return onyx__ckd_tensor_bytes(&bytes, t) ? 0 : bytes;
 }
 
 /* Copies the run's host inputs into the graph's staged device copies. */

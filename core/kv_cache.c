@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checked_math.h"
 #include "error_impl.h"
 #include "memory_impl.h"
 #include "zone_backends_impl.h"
@@ -47,7 +48,13 @@ struct onyx_kv_cache {
   void **buffers; /* tensors */
 };
 
-static uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
+/* The copy path's capacity for `length` tokens: MIN_BUCKET doubled until it holds
+ * them, never past `max` (doubling stops there rather than overflowing). */
+static int64_t bucket_for(int64_t length, int64_t max) {
+  int64_t bucket = MIN_BUCKET;
+  while (bucket < length && bucket < max) bucket = bucket > max / 2 ? max : bucket * 2;
+  return bucket < max ? bucket : max;
+}
 
 static onyx__provider *find_provider(onyx_runtime *rt, const char *name) {
   for (size_t i = 0; name && i < rt->provider_count; ++i)
@@ -70,13 +77,23 @@ static bool setup_in_place(onyx_kv_cache *kv, char *err, size_t cap, onyx_status
   if (kv->parent->granularity(kv->parent->state, &gran) != ONYX_STATUS_OK || gran == 0 ||
       gran % kv->row_bytes != 0)
     return false; /* a token row must tile the granule for the strides to line up */
-  kv->unit_bytes = round_up((uint64_t)kv->opt.max_length * kv->row_bytes, gran);
+  /* max_length × row_bytes (unit_bytes) fit at create; rounding up to the granule may still
+   * overflow, and a view shorter than max_length would let tokens land past it. */
+  uint64_t slices = (uint64_t)kv->tensors * (uint64_t)kv->units, reserve = 0;
+  if (onyx__ckd_round_up_u64(&kv->unit_bytes, kv->unit_bytes, gran) ||
+      onyx__ckd_mul_u64(&reserve, kv->unit_bytes, slices) ||
+      kv->unit_bytes / kv->row_bytes > (uint64_t)INT64_MAX) {
+    *st = ONYX_STATUS_INVALID_ARGUMENT;
+    onyx__errf(err, cap, "KV cache: %lld tokens of %llu-byte rows in %llu zones overflow 64 bits",
+               (long long)kv->opt.max_length, (unsigned long long)kv->row_bytes,
+               (unsigned long long)slices);
+    return false;
+  }
   kv->view_length = (int64_t)(kv->unit_bytes / kv->row_bytes);
-  uint64_t slices = (uint64_t)kv->tensors * (uint64_t)kv->units;
   *st = onyx__carve_backend_init(&kv->carve, kv->parent, kv->unit_bytes, slices);
   if (*st != ONYX_STATUS_OK) {
     onyx__errf(err, cap, "KV cache: cannot reserve %llu bytes of address space",
-               (unsigned long long)(kv->unit_bytes * slices));
+               (unsigned long long)reserve);
     return false;
   }
   kv->zones = calloc(slices, sizeof *kv->zones);
@@ -128,6 +145,33 @@ static void teardown_in_place(onyx_kv_cache *kv) {
   kv->in_place = false;
 }
 
+/* The cache's geometry in bytes, every product checked: a head size or a length
+ * from a config can be anything, and a wrapped row or unit size would divide by zero
+ * or leave a view shorter than the tokens it promises to hold. */
+static onyx_status size_cache(onyx_kv_cache *kv, size_t esz, char *err, size_t cap) {
+  const onyx_kv_cache_options *o = &kv->opt;
+  bool seq_major = o->layout == 1;
+  uint64_t total = 0;
+  bool over =
+      o->layers > UINT32_MAX / 2 ||
+      onyx__ckd_mul_count(&kv->units, o->batch, seq_major ? 1 : o->kv_heads) ||
+      onyx__ckd_mul_u64(&kv->row_bytes, (uint64_t)o->head_size, esz) ||
+      (seq_major && onyx__ckd_mul_u64(&kv->row_bytes, kv->row_bytes, (uint64_t)o->kv_heads)) ||
+      onyx__ckd_mul_u64(&kv->unit_bytes, kv->row_bytes, (uint64_t)o->max_length) ||
+      onyx__ckd_mul_u64(&total, kv->unit_bytes, (uint64_t)kv->units) ||
+      onyx__ckd_mul_u64(&total, total, 2 * (uint64_t)o->layers) || total > (uint64_t)INT64_MAX;
+  if (over) {
+    onyx__errf(err, cap,
+               "onyx_kv_cache_create: %u layers x batch %lld x %lld kv heads x head size %lld x "
+               "%zu-byte elements x %lld tokens overflows 64 bits",
+               o->layers, (long long)o->batch, (long long)o->kv_heads, (long long)o->head_size, esz,
+               (long long)o->max_length);
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  }
+  kv->tensors = 2 * o->layers;
+  return ONYX_STATUS_OK;
+}
+
 void onyx_kv_cache_destroy(onyx_kv_cache *kv) {
   if (kv == NULL) return;
   teardown_in_place(kv);
@@ -171,12 +215,12 @@ onyx_status onyx_kv_cache_create(onyx_runtime *rt, const onyx_kv_cache_options *
   kv->provider = prov;
   kv->opt = *o;
   kv->opt.provider = NULL; /* not kept: the caller owns the string */
-  kv->tensors = 2 * o->layers;
-  bool seq_major = o->layout == 1;
-  kv->units = seq_major ? o->batch : o->batch * o->kv_heads;
-  kv->row_bytes = (uint64_t)o->head_size * esz * (seq_major ? (uint64_t)o->kv_heads : 1);
   char err[ONYX_ERR_CAP] = "";
-  onyx_status st = ONYX_STATUS_OK;
+  onyx_status st = size_cache(kv, esz, err, sizeof err);
+  if (st != ONYX_STATUS_OK) {
+    free(kv);
+    return onyx__error_set(out_error, st, err);
+  }
   if (o->growth == ONYX_KV_GROWTH_IN_PLACE && !setup_in_place(kv, err, sizeof err, &st)) {
     teardown_in_place(kv);
     if (st != ONYX_STATUS_OK) {
@@ -264,9 +308,7 @@ static onyx_status copy_bytes(onyx_kv_cache *kv, void *dst, const void *src, uin
 }
 
 static onyx_status grow_by_copy(onyx_kv_cache *kv, int64_t length, char *err, size_t cap) {
-  int64_t bucket = MIN_BUCKET;
-  while (bucket < length) bucket *= 2;
-  if (bucket > kv->opt.max_length) bucket = kv->opt.max_length;
+  int64_t bucket = bucket_for(length, kv->opt.max_length);
   uint64_t unit_new = (uint64_t)bucket * kv->row_bytes;
   uint64_t unit_old = (uint64_t)kv->capacity * kv->row_bytes;
   uint64_t bytes = unit_new * (uint64_t)kv->units;
@@ -305,6 +347,11 @@ static onyx_status grow_by_copy(onyx_kv_cache *kv, int64_t length, char *err, si
 }
 
 static onyx_status check_length(const onyx_kv_cache *kv, int64_t length, char *err, size_t cap) {
+  if (kv->in_place && kv->view_length < kv->opt.max_length) {
+    onyx__errf(err, cap, "KV cache: views hold %lld tokens, fewer than max_length %lld",
+               (long long)kv->view_length, (long long)kv->opt.max_length);
+    return ONYX_STATUS_INTERNAL;
+  }
   if (length <= 0 || length > kv->opt.max_length) {
     onyx__errf(err, cap, "KV cache: %lld tokens requested, the cache holds 1..%lld",
                (long long)length, (long long)kv->opt.max_length);
@@ -334,12 +381,12 @@ onyx_status onyx_kv_cache_check(onyx_kv_cache *kv, int64_t length, onyx_error **
   if (kv->in_place) {
     onyx_gov_zone_info info;
     onyx_gov_zone_info_get(kv->zones[0], &info);
-    uint64_t per_zone = round_up((uint64_t)length * kv->row_bytes, info.granularity);
+    /* Bounded by the reservation (length <= max_length, checked above). */
+    uint64_t per_zone = 0;
+    onyx__ckd_round_up_u64(&per_zone, (uint64_t)length * kv->row_bytes, info.granularity);
     need = (per_zone - info.mapped) * (uint64_t)kv->tensors * (uint64_t)kv->units;
   } else {
-    int64_t bucket = MIN_BUCKET;
-    while (bucket < length) bucket *= 2;
-    if (bucket > kv->opt.max_length) bucket = kv->opt.max_length;
+    int64_t bucket = bucket_for(length, kv->opt.max_length);
     need = (uint64_t)bucket * kv->row_bytes * (uint64_t)kv->units * kv->tensors;
   }
   st = onyx__memory_check(kv->runtime->memory,

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checked_math.h"
 #include "error_impl.h"
 #include "memory_impl.h"
 #include "onyx_governor.h"
@@ -238,7 +239,7 @@ onyx_status onyx__memory_alloc_parts(onyx__memory *m, onyx__provider *provider, 
   uint32_t live = 0;
   for (size_t i = 0; i < part_count; ++i) {
     if (parts[i].bytes == 0) continue;
-    if (__builtin_add_overflow(total, parts[i].bytes, &total) || total > SIZE_MAX) {
+    if (onyx__ckd_add_u64(&total, total, parts[i].bytes) || total > SIZE_MAX) {
       onyx__errf(err, err_cap, "a block of %zu parts overflows", part_count);
       return ONYX_STATUS_OUT_OF_MEMORY;
     }

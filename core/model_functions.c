@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checked_math.h"
 #include "model_functions_impl.h"
 #include "model_load_impl.h"
 
@@ -119,7 +120,8 @@ static bool copy_tensor(const onyx_tensor *src, onyx_attr *dst) {
   *t = *src;
   t->data = NULL;
   dst->tensor = t;
-  size_t bytes = (size_t)onyx_tensor_numel(src) * onyx_dtype_size(src->dtype);
+  uint64_t bytes = 0;
+  if (onyx__ckd_tensor_bytes(&bytes, src)) return false;
   if (src->data == NULL || bytes == 0) return true;
   t->data = malloc(bytes);
   if (t->data == NULL) return false;

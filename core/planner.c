@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checked_math.h"
 #include "error_impl.h"
 #include "memory_impl.h"
 #include "onyx_governor.h"
@@ -38,9 +39,10 @@ typedef struct eval_ctx {
 
 /* Values worth carrying: small integer or bool tensors (shapes, masks of shapes). */
 static bool small_int(const onyx_tensor *t) {
+  int64_t n = 0;
   return (t->dtype == ONYX_DTYPE_INT64 || t->dtype == ONYX_DTYPE_INT32 ||
           t->dtype == ONYX_DTYPE_BOOL) &&
-         onyx_tensor_numel(t) <= PLAN_MAX_KNOWN_ELEMENTS;
+         !onyx__ckd_numel(&n, t->dims, t->rank) && n <= PLAN_MAX_KNOWN_ELEMENTS;
 }
 
 static onyx_status eval_alloc_output(onyx_compute_ctx *ctx, size_t index, uint32_t dtype,
@@ -50,13 +52,13 @@ static onyx_status eval_alloc_output(onyx_compute_ctx *ctx, size_t index, uint32
   geo *g = &e->outs[index];
   if (g->set) return ONYX_STATUS_INVALID_ARGUMENT;
   onyx_tensor t = {.dtype = dtype, .rank = rank};
-  size_t bytes = onyx_dtype_size(dtype);
-  for (uint32_t i = 0; i < rank; ++i) {
-    if (dims[i] < 0 || dims[i] > PLAN_MAX_KNOWN_ELEMENTS * 64) return ONYX_STATUS_INVALID_ARGUMENT;
-    t.dims[i] = dims[i];
-    bytes *= (size_t)dims[i];
-  }
-  g->owned = malloc(bytes ? bytes : 1);
+  uint64_t bytes = 0;
+  /* Shape arithmetic on known values: the result is small, or not evaluated here. */
+  if ((rank > 0 && dims == NULL) || onyx__ckd_bytes(&bytes, dims, rank, onyx_dtype_size(dtype)) ||
+      bytes > PLAN_MAX_KNOWN_ELEMENTS * sizeof(int64_t) * 64)
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  for (uint32_t i = 0; i < rank; ++i) t.dims[i] = dims[i];
+  g->owned = malloc(bytes ? (size_t)bytes : 1);
   if (g->owned == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
   t.data = g->owned;
   g->t = t;
@@ -225,10 +227,11 @@ static onyx_status infer_outputs(const onyx__placed_node *pn, const onyx__node *
     outs[o].t = out_t[o];
     outs[o].t.data = NULL;
     outs[o].set = true;
-    if (out_t[o].data != buf[o] || out_t[o].rank > ONYX_MAX_RANK || !small_int(&out_t[o])) continue;
-    size_t bytes = (size_t)onyx_tensor_numel(&out_t[o]) * onyx_dtype_size(out_t[o].dtype);
-    if (onyx_tensor_numel(&out_t[o]) < 0 || bytes > sizeof buf[o]) continue;
-    if ((outs[o].owned = malloc(bytes ? bytes : 1)) == NULL) {
+    uint64_t bytes = 0;
+    if (out_t[o].data != buf[o] || out_t[o].rank > ONYX_MAX_RANK || !small_int(&out_t[o]) ||
+        onyx__ckd_tensor_bytes(&bytes, &out_t[o]) || bytes > sizeof buf[o])
+      continue;
+    if ((outs[o].owned = malloc(bytes ? (size_t)bytes : 1)) == NULL) {
       st = ONYX_STATUS_OUT_OF_MEMORY;
       break;
     }
@@ -276,8 +279,11 @@ static onyx_status node_outputs(onyx_session *s, size_t i, geo *g, const onyx_te
     }
   }
   bool evaluate_it = st == ONYX_STATUS_OK && all_known && host;
-  for (size_t o = 0; evaluate_it && inferred && o < n->output_count; ++o)
-    if (onyx_tensor_numel(&outs[o].t) > PLAN_MAX_KNOWN_ELEMENTS) evaluate_it = false;
+  for (size_t o = 0; evaluate_it && inferred && o < n->output_count; ++o) {
+    int64_t numel = 0;
+    if (onyx__ckd_numel(&numel, outs[o].t.dims, outs[o].t.rank) || numel > PLAN_MAX_KNOWN_ELEMENTS)
+      evaluate_it = false;
+  }
   if (evaluate_it) {
     reset_outputs(outs, n->output_count);
     st = evaluate(pn, in_ptrs, in_geo, n->input_count, outs, n->output_count, err, err_cap);

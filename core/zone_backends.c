@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checked_math.h"
 #include "zone_backends_impl.h"
 
 static onyx_status carve_granularity(void *state, uint64_t *out) {
@@ -65,7 +66,7 @@ onyx_status onyx__carve_backend_init(onyx__carve_backend *c, const onyx_gov_back
                                      uint64_t slice_bytes, uint64_t slices) {
   memset(c, 0, sizeof *c);
   uint64_t total = 0;
-  if (slices == 0 || __builtin_mul_overflow(slice_bytes, slices, &total))
+  if (slices == 0 || onyx__ckd_mul_u64(&total, slice_bytes, slices))
     return ONYX_STATUS_INVALID_ARGUMENT;
   void *base = NULL;
   onyx_status st = parent->reserve(parent->state, total, &base);

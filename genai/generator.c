@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "checked_math.h"
 #include "genai_impl.h"
 
 struct onyx_generator {
@@ -129,17 +130,26 @@ void onyx_generator_destroy(onyx_generator *g) {
 }
 
 static onyx_status alloc_buffers(onyx_generator *g, onyx_error **out_error) {
-  size_t n = (size_t)g->opt.search.max_length;
+  /* max_length comes from a config or a caller: its byte count is checked, or a
+   * wrapped size would leave the loop writing past a small buffer. */
+  size_t n = (size_t)g->opt.search.max_length, ids_bytes = 0, mask_bytes = 0;
   size_t mask_n = (size_t)g->mask_cap;
-  g->seq = malloc(n * sizeof *g->seq);
+  if ((uint64_t)g->opt.search.max_length > SIZE_MAX || (uint64_t)g->mask_cap > SIZE_MAX ||
+      onyx__ckd_array(&ids_bytes, n, sizeof(int64_t)) ||
+      onyx__ckd_array(&mask_bytes, mask_n, sizeof(int64_t)))
+    return onyx__genai_fail(out_error, ONYX_STATUS_INVALID_ARGUMENT,
+                            "search.max_length %lld: its id buffers (%lld tokens of 8 bytes) do "
+                            "not fit this machine's address space",
+                            (long long)g->opt.search.max_length, (long long)g->mask_cap);
+  g->seq = malloc(ids_bytes);
   g->step.inputs = calloc(g->nin + 1, sizeof(onyx_tensor));
   g->step.outputs = calloc(g->nout + 1, sizeof(onyx_tensor));
   g->step.writable = calloc(g->nin + 1, sizeof(bool));
   g->step.borrowed = calloc(g->nout + 1, sizeof(bool));
   g->step.kept = calloc(g->nout + 1, sizeof(bool));
-  g->ids = malloc(n * sizeof(int64_t));
-  g->mask = malloc(mask_n * sizeof(int64_t));
-  g->pos = malloc(n * sizeof(int64_t));
+  g->ids = malloc(ids_bytes);
+  g->mask = malloc(mask_bytes);
+  g->pos = malloc(ids_bytes);
   if (!g->seq || !g->step.inputs || !g->step.outputs || !g->step.writable || !g->step.borrowed ||
       !g->step.kept || !g->ids || !g->mask || !g->pos)
     return onyx__genai_fail(out_error, ONYX_STATUS_OUT_OF_MEMORY,
@@ -274,7 +284,8 @@ static onyx_status read_logits(onyx_generator *g, onyx_error **out_error) {
                             g->model->path, t->rank, (long long)vocab, (long long)g->vocab);
   if (!g->sampler_ready) {
     g->vocab = vocab;
-    g->row = malloc((size_t)vocab * sizeof *g->row);
+    size_t row_bytes = 0;
+    g->row = onyx__ckd_array(&row_bytes, (size_t)vocab, sizeof *g->row) ? NULL : malloc(row_bytes);
     if (g->row == NULL ||
         onyx__sampler_init(&g->smp, vocab, &g->opt.search, g->opt.seed) != ONYX_STATUS_OK)
       return onyx__genai_fail(out_error, ONYX_STATUS_OUT_OF_MEMORY, "sampler for %lld ids",

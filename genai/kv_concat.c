@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checked_math.h"
 #include "genai_impl.h"
 
 typedef struct kv_concat {
@@ -23,8 +24,11 @@ typedef struct kv_concat {
 /* Data for an empty past: a view of zero elements still needs an address. */
 static unsigned char empty_past[64];
 
+/* A present the model produced lies in memory, so its size fits; checked anyway,
+ * as every size read from a tensor is. */
 static uint64_t tensor_bytes(const onyx_tensor *t) {
-  return (uint64_t)onyx_tensor_numel(t) * onyx_dtype_size(t->dtype);
+  uint64_t bytes = 0;
+  return onyx__ckd_tensor_bytes(&bytes, t) ? 0 : bytes;
 }
 
 static onyx_status concat_admit(onyx__kv *kv, int64_t length, onyx_error **out_error) {

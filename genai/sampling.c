@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checked_math.h"
 #include "genai_impl.h"
 
 struct onyx__scored {
@@ -37,8 +38,10 @@ onyx_status onyx__sampler_init(onyx__sampler *s, int64_t vocab, const onyx_genai
                        .top_k = search->top_k,
                        .vocab = vocab,
                        .rng = seed};
+  size_t scored_bytes = 0;
   s->seen = calloc((size_t)vocab, 1);
-  if (!s->greedy) s->scored = malloc((size_t)vocab * sizeof *s->scored);
+  if (!s->greedy && !onyx__ckd_array(&scored_bytes, (size_t)vocab, sizeof *s->scored))
+    s->scored = malloc(scored_bytes);
   if (s->seen == NULL || (!s->greedy && s->scored == NULL)) {
     onyx__sampler_free(s);
     return ONYX_STATUS_OUT_OF_MEMORY;

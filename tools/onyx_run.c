@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "checked_math.h"
 #include "config_lookup.h"
 #include "graph.h"
 #include "onyx.h"
@@ -359,17 +360,38 @@ static int run_test_dir(onyx_runtime *rt, const char *dir, const options *o, boo
   return ok ? 1 : 0;
 }
 
-/* Fills a host tensor with fresh random values fitting its dtype. */
-static bool random_tensor(const onyx_value_info *info, onyx_tensor *t) {
+/* Random inputs larger than this are refused rather than allocated and filled. */
+#define RANDOM_INPUT_MAX_BYTES (UINT64_C(1) << 30)
+
+/* Fills a host tensor with fresh random values fitting its dtype; false with the
+ * reason in `why` when the model's dims make that impossible. */
+static bool random_tensor(const onyx_value_info *info, onyx_tensor *t, char *why, size_t cap) {
   memset(t, 0, sizeof *t);
   t->dtype = info->dtype;
   t->rank = info->rank < 0 ? 0 : (uint32_t)info->rank;
-  for (uint32_t d = 0; d < t->rank; ++d) t->dims[d] = info->dims[d] < 0 ? 1 : info->dims[d];
+  for (uint32_t d = 0; d < t->rank && d < ONYX_MAX_RANK; ++d)
+    t->dims[d] = info->dims[d] < 0 ? 1 : info->dims[d];
   size_t esz = onyx_dtype_size(t->dtype);
-  if (esz == 0) return false;
+  uint64_t bytes = 0;
+  if (esz == 0) {
+    snprintf(why, cap, "its dtype %s has no fixed element size", dtype_to_string(t->dtype));
+    return false;
+  }
+  bool over = onyx__ckd_tensor_bytes(&bytes, t);
+  if (over || bytes > RANDOM_INPUT_MAX_BYTES) {
+    char desc[200], size[32] = "more than 2^63";
+    if (!over) snprintf(size, sizeof size, "%llu", (unsigned long long)bytes);
+    snprintf(why, cap, "%s is %s bytes; a random input may have at most %llu",
+             tensor_describe(t, desc, sizeof desc), size,
+             (unsigned long long)RANDOM_INPUT_MAX_BYTES);
+    return false;
+  }
   int64_t n = onyx_tensor_numel(t);
-  t->data = malloc((size_t)(n ? n : 1) * esz);
-  if (t->data == NULL) return false;
+  t->data = malloc(bytes ? (size_t)bytes : 1);
+  if (t->data == NULL) {
+    snprintf(why, cap, "out of memory for %llu bytes", (unsigned long long)bytes);
+    return false;
+  }
   for (int64_t i = 0; i < n; ++i) {
     double u = (double)rand() / RAND_MAX;
     switch (t->dtype) {
@@ -411,8 +433,9 @@ static int run_model(onyx_runtime *rt, const char *path, const options *o) {
   bool ok = inputs && outs;
   for (size_t i = 0; ok && i < nin; ++i) {
     onyx_value_info info = onyx_session_input_info(s, i);
-    if (!random_tensor(&info, &inputs[i])) {
-      fprintf(stderr, "%s: cannot make a random value for input '%s'\n", path, info.name);
+    char why[400] = "";
+    if (!random_tensor(&info, &inputs[i], why, sizeof why)) {
+      fprintf(stderr, "%s: cannot make a random value for input '%s': %s\n", path, info.name, why);
       ok = false;
     }
   }

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checked_math.h"
 #include "error_impl.h"
 #include "memory_impl.h"
 #include "optimize_impl.h"
@@ -73,14 +74,9 @@ typedef struct fold_run {
 } fold_run;
 
 static onyx_status numel_bytes(uint32_t dtype, uint32_t rank, const int64_t *dims, uint64_t *out) {
-  uint64_t n = onyx_dtype_size(dtype);
-  if (n == 0 || rank > ONYX_MAX_RANK || (rank > 0 && dims == NULL))
-    return ONYX_STATUS_INVALID_ARGUMENT;
-  for (uint32_t i = 0; i < rank; ++i)
-    if (dims[i] < 0 || __builtin_mul_overflow(n, (uint64_t)dims[i], &n))
-      return ONYX_STATUS_INVALID_ARGUMENT;
-  *out = n;
-  return ONYX_STATUS_OK;
+  size_t esz = onyx_dtype_size(dtype);
+  if (esz == 0 || (rank > 0 && dims == NULL)) return ONYX_STATUS_INVALID_ARGUMENT;
+  return onyx__ckd_bytes(out, dims, rank, esz) ? ONYX_STATUS_INVALID_ARGUMENT : ONYX_STATUS_OK;
 }
 
 static onyx_status fold_alloc(onyx_compute_ctx *c, size_t index, uint32_t dtype, uint32_t rank,
@@ -230,7 +226,7 @@ static uint64_t inferred_bytes(const onyx_kernel_table *k, void *state, const on
     uint64_t b = 0;
     if (outs[o].dtype == ONYX_DTYPE_UNDEFINED) continue; /* an absent output */
     st = numel_bytes(outs[o].dtype, outs[o].rank, outs[o].dims, &b);
-    if (st == ONYX_STATUS_OK && __builtin_add_overflow(total, b, &total)) st = ONYX_STATUS_INTERNAL;
+    if (st == ONYX_STATUS_OK && onyx__ckd_add_u64(&total, total, b)) st = ONYX_STATUS_INTERNAL;
   }
   free(outs);
   return st == ONYX_STATUS_OK ? total : UINT64_MAX;

@@ -12,14 +12,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "checked_math.h"
 #include "error_impl.h"
 #include "memory_impl.h"
 #include "onyx_governor.h"
 #include "optimize.h"
 #include "session_impl.h"
 
+/* Initializers were sized with overflow checks when loaded or folded. */
 uint64_t onyx__init_bytes(const onyx__value *v) {
-  return (uint64_t)onyx_tensor_numel(&v->init) * onyx_dtype_size(v->init.dtype);
+  uint64_t bytes = 0;
+  return onyx__ckd_tensor_bytes(&bytes, &v->init) ? 0 : bytes;
 }
 
 static onyx_gov *governor(onyx_session *s) { return onyx__memory_governor(s->runtime->memory); }
