@@ -17,6 +17,12 @@ add_custom_command(
 # Generated code is not ours to fix; keep its warnings out of -Werror builds.
 set_source_files_properties(${ONYX_LOADER_GEN_DIR}/onnx.pb-c.c PROPERTIES COMPILE_OPTIONS -w)
 
+# Untrusted files (models, external data, configs): opened without blocking, checked on
+# the descriptor, read whole. A static library the core, the loader and genai/ share.
+add_library(onyx_untrusted_file STATIC ${CMAKE_CURRENT_LIST_DIR}/untrusted_file.c)
+target_include_directories(onyx_untrusted_file PUBLIC ${CMAKE_CURRENT_LIST_DIR})
+target_link_libraries(onyx_untrusted_file PUBLIC onyx_abi)
+
 add_library(onyx_loader STATIC
   ${CMAKE_CURRENT_LIST_DIR}/model_functions.c
   ${CMAKE_CURRENT_LIST_DIR}/model_load.c
@@ -29,4 +35,4 @@ set_target_properties(onyx_loader PROPERTIES POSITION_INDEPENDENT_CODE ON)
 target_include_directories(onyx_loader PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 # SYSTEM: the generated header is included by loader sources and tests under our flags.
 target_include_directories(onyx_loader SYSTEM PUBLIC ${ONYX_LOADER_GEN_DIR})
-target_link_libraries(onyx_loader PUBLIC onyx_abi PkgConfig::PROTOBUF_C)
+target_link_libraries(onyx_loader PUBLIC onyx_abi onyx_untrusted_file PkgConfig::PROTOBUF_C)

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "model_load_impl.h"
+#include "untrusted_file.h"
 
 void onyx__load_ctx_release(onyx__load_ctx *ctx) {
   if (ctx == NULL) return;
@@ -70,48 +71,16 @@ char *onyx__dirname(const char *path) {
 
 onyx_status onyx__read_file(onyx__load_ctx *ctx, const char *path, uint64_t max_bytes,
                             void **out_data, size_t *out_size) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) {
-    int e = errno;
-    return onyx__load_fail(ctx, e == ENOENT ? ONYX_STATUS_NOT_FOUND : ONYX_STATUS_IO_ERROR,
-                           "cannot open '%s': %s", path, strerror(e));
-  }
-  /* fstat on the open stream, so that the checked file is the one read. */
-  struct stat st;
-  if (fstat(fileno(f), &st) != 0) {
-    int e = errno;
-    fclose(f);
-    return onyx__load_fail(ctx, ONYX_STATUS_IO_ERROR, "cannot stat '%s': %s", path, strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    fclose(f);
-    return onyx__load_fail(ctx, ONYX_STATUS_IO_ERROR, "'%s' is not a regular file", path);
-  }
-  uint64_t size = (uint64_t)st.st_size;
-  if (st.st_size < 0 || size > max_bytes || size > SIZE_MAX - 1) {
-    fclose(f);
-    return onyx__load_fail(ctx, ONYX_STATUS_INVALID_MODEL,
-                           "'%s' is %lld bytes, over the limit of %llu bytes", path,
-                           (long long)st.st_size, (unsigned long long)max_bytes);
-  }
-  void *data = malloc(size > 0 ? (size_t)size : 1);
-  if (data == NULL) {
-    fclose(f);
-    return onyx__load_fail(ctx, ONYX_STATUS_OUT_OF_MEMORY,
-                           "out of memory reading '%s' (%llu bytes)", path,
-                           (unsigned long long)size);
-  }
-  size_t got = size > 0 ? fread(data, 1, (size_t)size, f) : 0;
-  int read_error = ferror(f);
-  fclose(f);
-  if (got != size) {
-    free(data);
-    return onyx__load_fail(ctx, ONYX_STATUS_IO_ERROR, "read %zu of %llu bytes of '%s'%s", got,
-                           (unsigned long long)size, path,
-                           read_error ? " (read error)" : " (file shrank while reading)");
-  }
+  /* Opened without blocking and checked on the descriptor (untrusted_file.h): a FIFO
+   * named as a model is refused, not waited on. */
+  char why[ONYX__FILE_WHY_CAP];
+  char *data = NULL;
+  size_t size = 0;
+  onyx_status st =
+      onyx__file_read_all(path, "", max_bytes, ONYX_STATUS_IO_ERROR, &data, &size, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__load_fail(ctx, st, "%s", why);
   *out_data = data;
-  *out_size = (size_t)size;
+  *out_size = size;
   return ONYX_STATUS_OK;
 }
 

@@ -14,7 +14,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "checked_math.h"
 #include "model_load_impl.h"
+#include "untrusted_file.h"
 
 /* Names of every TensorProto.DataType value ONNX defines (0..28 as of ONNX 1.20), for
  * messages. */
@@ -165,7 +167,7 @@ static bool parse_u63(const char *s, uint64_t *out) {
   if (s == NULL || *s == '\0') return false;
   for (; *s != '\0'; ++s) {
     if (*s < '0' || *s > '9') return false;
-    if (__builtin_mul_overflow(v, 10u, &v) || __builtin_add_overflow(v, (uint64_t)(*s - '0'), &v)) {
+    if (onyx__ckd_mul_u64(&v, v, 10u) || onyx__ckd_add_u64(&v, v, (uint64_t)(*s - '0'))) {
       return false;
     }
   }
@@ -224,51 +226,40 @@ static onyx_status load_external(onyx__load_ctx *ctx, const char *thing,
   onyx_status st = onyx__resolve_external(ctx, thing, location, &path);
   if (st != ONYX_STATUS_OK) return st;
 
+  /* Opened without blocking and checked on the descriptor: a FIFO in the model folder
+   * is refused, not waited on. */
   onyx__qname ql;
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) {
-    int e = errno;
-    st = onyx__load_fail(ctx, ONYX_STATUS_IO_ERROR, "%s: cannot open external data '%s': %s", thing,
-                         onyx__qn(&ql, location), strerror(e));
-    free(path);
-    return st;
-  }
+  onyx__qn(&ql, location);
+  char why[ONYX__FILE_WHY_CAP];
+  onyx__file f;
+  st = onyx__file_open(path, ql.s, UINT64_MAX, ONYX_STATUS_INVALID_MODEL, &f, why, sizeof why);
   free(path);
-  struct stat sb;
-  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < 0) {
-    fclose(f);
-    return onyx__load_fail(ctx, ONYX_STATUS_INVALID_MODEL,
-                           "%s: external data '%s' is not a regular file", thing,
-                           onyx__qn(&ql, location));
-  }
-  uint64_t file_size = (uint64_t)sb.st_size;
+  if (st != ONYX_STATUS_OK) return onyx__load_fail(ctx, st, "%s: external data %s", thing, why);
   uint64_t end;
-  if (__builtin_add_overflow(offset, bytes, &end) || end > file_size) {
-    fclose(f);
+  if (onyx__ckd_add_u64(&end, offset, bytes) || end > f.size) {
+    onyx__file_close(&f);
     return onyx__load_fail(ctx, ONYX_STATUS_INVALID_MODEL,
                            "%s: external data '%s' range offset %" PRIu64 " + length %" PRIu64
                            " runs past the end of the file (%" PRIu64 " bytes)",
-                           thing, onyx__qn(&ql, location), offset, bytes, file_size);
+                           thing, ql.s, offset, bytes, f.size);
   }
   void *data = NULL;
   if (bytes > 0) {
     data = malloc((size_t)bytes);
     if (data == NULL) {
-      fclose(f);
+      onyx__file_close(&f);
       return onyx__load_fail(ctx, ONYX_STATUS_OUT_OF_MEMORY,
                              "%s: out of memory for %" PRIu64 " bytes of external data", thing,
                              bytes);
     }
-    if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || fread(data, 1, (size_t)bytes, f) != bytes) {
+    st = onyx__file_read_at(&f, ql.s, offset, data, bytes, why, sizeof why);
+    if (st != ONYX_STATUS_OK) {
       free(data);
-      fclose(f);
-      return onyx__load_fail(ctx, ONYX_STATUS_IO_ERROR,
-                             "%s: cannot read %" PRIu64 " bytes at offset %" PRIu64
-                             " of external data '%s'",
-                             thing, bytes, offset, onyx__qn(&ql, location));
+      onyx__file_close(&f);
+      return onyx__load_fail(ctx, st, "%s: external data %s", thing, why);
     }
   }
-  fclose(f);
+  onyx__file_close(&f);
   *out_data = data;
   return ONYX_STATUS_OK;
 }
@@ -304,7 +295,7 @@ onyx_status onyx__tensor_from_proto(onyx__load_ctx *ctx, const char *thing, Onnx
                              "%s: dim %zu is negative (%" PRId64 ") in dims %s", thing, i,
                              tp->dims[i], dims_text);
     }
-    if (__builtin_mul_overflow(numel, tp->dims[i], &numel)) {
+    if (onyx__ckd_mul_count(&numel, numel, tp->dims[i])) {
       return onyx__load_fail(ctx, ONYX_STATUS_INVALID_MODEL,
                              "%s: the element count of dims %s overflows 64 bits", thing,
                              dims_text);
@@ -312,8 +303,7 @@ onyx_status onyx__tensor_from_proto(onyx__load_ctx *ctx, const char *thing, Onnx
   }
   uint64_t bytes;
   size_t elem = onyx_dtype_size(dtype);
-  if (__builtin_mul_overflow((uint64_t)numel, (uint64_t)elem, &bytes) ||
-      bytes > (uint64_t)INT64_MAX || bytes > SIZE_MAX) {
+  if (onyx__ckd_bytes(&bytes, tp->dims, (uint32_t)tp->n_dims, elem)) {
     return onyx__load_fail(ctx, ONYX_STATUS_INVALID_MODEL,
                            "%s: the byte size of dims %s x %s (%zu bytes each) overflows", thing,
                            dims_text, dtype_name, elem);

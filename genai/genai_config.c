@@ -17,18 +17,16 @@
  * knows many more (session options, provider options, beam search) that do not
  * change what Onyx computes. A listed key of the wrong type is an error naming it.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
 #include "genai_impl.h"
+#include "untrusted_file.h"
 
 #define CONFIG_MAX_BYTES ((size_t)4 << 20)
 
@@ -63,49 +61,12 @@ const char *onyx__genai_name_key(onyx__genai_name name) {
 
 onyx_status onyx__genai_read_file(const char *path, size_t max_bytes, char **out_text,
                                   size_t *out_size, onyx_error **out_error) {
-  /* O_NONBLOCK: a FIFO or device in the config's place must not hang the open. */
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0)
-    return onyx__genai_fail(out_error,
-                            errno == ENOENT ? ONYX_STATUS_NOT_FOUND : ONYX_STATUS_IO_ERROR,
-                            "%s: %s", path, strerror(errno));
-  struct stat st;
-  onyx_status status = ONYX_STATUS_OK;
-  char *text = NULL;
-  size_t size = 0;
-  if (fstat(fd, &st) != 0) {
-    status = onyx__genai_fail(out_error, ONYX_STATUS_IO_ERROR, "%s: %s", path, strerror(errno));
-  } else if (!S_ISREG(st.st_mode)) {
-    status =
-        onyx__genai_fail(out_error, ONYX_STATUS_INVALID_CONFIG, "%s: not a regular file", path);
-  } else if ((uint64_t)st.st_size > max_bytes) {
-    status = onyx__genai_fail(out_error, ONYX_STATUS_INVALID_CONFIG,
-                              "%s: %lld bytes, more than the %zu a config may have", path,
-                              (long long)st.st_size, max_bytes);
-  } else if ((text = malloc((size_t)st.st_size + 1)) == NULL) {
-    status = onyx__genai_fail(out_error, ONYX_STATUS_OUT_OF_MEMORY, "%s: %lld bytes", path,
-                              (long long)st.st_size);
-  } else {
-    /* Read what fstat promised, and notice a file that changed under us. */
-    while (size < (size_t)st.st_size) {
-      ssize_t n = read(fd, text + size, (size_t)st.st_size - size);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      size += (size_t)n;
-    }
-    if (size != (size_t)st.st_size)
-      status = onyx__genai_fail(out_error, ONYX_STATUS_IO_ERROR, "%s: read %zu of %lld bytes", path,
-                                size, (long long)st.st_size);
-  }
-  close(fd);
-  if (status != ONYX_STATUS_OK) {
-    free(text);
-    return status;
-  }
-  text[size] = '\0';
-  *out_text = text;
-  *out_size = size;
-  return ONYX_STATUS_OK;
+  /* The core's reader of untrusted files: opened without blocking (a FIFO in the
+   * config's place must not hang the open), regular files only, size checked. */
+  char why[ONYX__FILE_WHY_CAP];
+  onyx_status st = onyx__file_read_all(path, NULL, max_bytes, ONYX_STATUS_INVALID_CONFIG, out_text,
+                                       out_size, why, sizeof why);
+  return st == ONYX_STATUS_OK ? st : onyx__genai_fail(out_error, st, "%s", why);
 }
 
 /* ------------------------------------------------------------ typed getters */

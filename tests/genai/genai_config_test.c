@@ -324,7 +324,7 @@ static void test_untrusted_files(void **state) {
   memset(blob, ' ', big);
   write_file(dir, "genai_config.json", blob, big);
   free(blob);
-  expect_load_refusal(path, ONYX_STATUS_INVALID_CONFIG, "more than the 4194304 a config may have");
+  expect_load_refusal(path, ONYX_STATUS_INVALID_CONFIG, "over the limit of 4194304");
   write_text(dir, "genai_config.json", "{\"model\": ");
   expect_load_refusal(dir, ONYX_STATUS_INVALID_CONFIG,
                       "genai_config.json: malformed JSON at line 1");
