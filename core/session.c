@@ -110,6 +110,7 @@ static onyx_status finish_create(onyx_runtime *rt, onyx__graph *g,
    * the loader's initializers are booked as weights and the graph is optimized
    * (docs/optimizations.md), all before anything is sized for it. */
   onyx_status gst = onyx__graph_inline_functions(g, claiming_provider, rt, err, sizeof err);
+  if (gst == ONYX_STATUS_OK) gst = onyx__check_opsets(rt, g, err, sizeof err);
   if (gst == ONYX_STATUS_OK) gst = onyx__weights_book(s, err, sizeof err);
   if (gst == ONYX_STATUS_OK) gst = onyx__optimize(s, options, err, sizeof err);
   if (gst != ONYX_STATUS_OK) {

@@ -52,6 +52,14 @@ bool onyx__kernel_search(onyx_runtime *runtime, const onyx_node_info *info, bool
                          onyx__provider **out_provider, const onyx_kernel_table **out_kernel,
                          char *why_not, size_t why_cap);
 
+/* Refuses (UNSUPPORTED) the first node whose opset is newer than both the core's
+ * newest for its domain and every loaded kernel of its op (opset_check.c). */
+onyx_status onyx__check_opsets(const onyx_runtime *runtime, const onyx__graph *graph, char *err,
+                               size_t err_cap);
+/* The newest opset of `domain` ("" for ai.onnx) the core knows; 0 for a domain it
+ * does not list. */
+int64_t onyx__opset_newest_known(const char *domain);
+
 /* Places every node and creates kernel states. On failure `err` names the node,
  * op and dtype and the providers tried; kernel states created so far are freed. */
 onyx_status onyx__place_nodes(onyx_session *session, char *err, size_t err_cap);
