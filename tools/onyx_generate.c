@@ -141,19 +141,20 @@ static int parse_valued(const char *a, const char *v, options *o) {
   } else if (!strcmp(a, "--eos")) {
     o->eos = v;
   } else if (!strcmp(a, "--max-new-tokens")) {
-    return parse_int(a, v, 1, INT32_MAX, "an integer >= 1", &o->max_new);
+    return parse_int(a, v, 1, INT32_MAX, "an integer from 1 to 2147483647", &o->max_new);
   } else if (!strcmp(a, "--temperature")) {
     o->has_temperature = o->sampling_knob = true;
-    return parse_float(a, v, 0, false, 1e6, "a number >= 0", &o->temperature);
+    return parse_float(a, v, 0, false, 1e6, "a finite number from 0 to 1e6", &o->temperature);
   } else if (!strcmp(a, "--top-k")) {
     o->has_top_k = o->sampling_knob = true;
-    return parse_int(a, v, 0, INT32_MAX, "an integer >= 0 (0: off)", &o->top_k);
+    return parse_int(a, v, 0, INT32_MAX, "an integer from 0 (off) to 2147483647", &o->top_k);
   } else if (!strcmp(a, "--top-p")) {
     o->has_top_p = o->sampling_knob = true;
     return parse_float(a, v, 0, true, 1, "a number in (0, 1]", &o->top_p);
   } else if (!strcmp(a, "--repetition-penalty")) {
     o->has_penalty = true;
-    return parse_float(a, v, 0, true, 1e6, "a number > 0 (1: off)", &o->penalty);
+    return parse_float(a, v, 0, true, 1e6, "a finite number above 0, at most 1e6 (1: off)",
+                       &o->penalty);
   } else if (!strcmp(a, "--seed")) {
     o->has_seed = true;
     return parse_seed(v, &o->seed);

@@ -25,17 +25,36 @@ static void print_types(uint64_t mask) {
   }
 }
 
+static void usage(void) {
+  fprintf(stderr, "usage: onyx-list [--config plugins.ini] [--kernels]\n");
+}
+
+/* Prints why the arguments were refused (`fmt` names `arg` with one %s), then the
+ * usage; returns the exit status 2. */
+static int refuse(const char *fmt, const char *arg) {
+  fprintf(stderr, "onyx-list: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n");
+  usage();
+  return 2;
+}
+
 int main(int argc, char **argv) {
   const char *given = NULL;
   bool kernels = false;
   for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--config") && i + 1 < argc)
+    const char *a = argv[i];
+    if (!strcmp(a, "--config")) {
+      if (i + 1 >= argc) return refuse("%s needs a value", a);
+      if (argv[i + 1][0] == '\0') return refuse("--config wants a plugins.ini path, got '%s'", "");
       given = argv[++i];
-    else if (!strcmp(argv[i], "--kernels"))
+    } else if (!strcmp(a, "--kernels")) {
       kernels = true;
-    else {
-      fprintf(stderr, "usage: onyx-list [--config plugins.ini] [--kernels]\n");
-      return 2;
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage();
+      return 0;
+    } else {
+      return refuse(a[0] == '-' ? "unknown option '%s'" : "takes no PATH, got '%s'", a);
     }
   }
   char config[4096], why[8192];

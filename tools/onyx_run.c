@@ -21,6 +21,7 @@
  * claimed. Ends with "N passed, M failed"; the exit status is 1 when anything
  * failed.
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -523,67 +524,153 @@ static void usage(void) {
           "       onyx-run --optimizations   (lists the graph optimization passes)\n");
 }
 
-int main(int argc, char **argv) {
-  options o = {.rtol = -1, .atol = -1};
-  int first_path = argc;
+/* Prints why an option was refused, then the usage; returns the exit status 2. */
+static int refuse(const char *fmt, const char *option, const char *value) {
+  fprintf(stderr, "onyx-run: ");
+  fprintf(stderr, fmt, option, value);
+  fprintf(stderr, "\n");
+  usage();
+  return 2;
+}
+
+/* A whole decimal integer in [min, max], nothing else in the text. */
+static bool parse_int_in(const char *text, long min, long max, int *out) {
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (end == text || *end != '\0' || errno != 0 || v < min || v > max ||
+      !isdigit((unsigned char)text[0]))
+    return false;
+  *out = (int)v;
+  return true;
+}
+
+/* A finite number in [0, max], nothing else in the text (NaN and infinities refused). */
+static bool parse_tolerance(const char *text, double max, double *out) {
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (end == text || *end != '\0' || errno != 0 || !isfinite(v) || v < 0 || v > max ||
+      isspace((unsigned char)text[0]))
+    return false;
+  *out = v;
+  return true;
+}
+
+/* Each comma-separated name is an optimization pass (or "all"): NULL when so, else
+ * the first one that is not. */
+static const char *unknown_pass(const char *list, char *bad, size_t cap) {
+  for (const char *p = list;;) {
+    const char *end = strchr(p, ',');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    bool known = n == 3 && !strncmp(p, "all", 3);
+    for (size_t i = 0; !known && i < onyx_optimization_count(); ++i)
+      known = strlen(onyx_optimization_name(i)) == n && !strncmp(p, onyx_optimization_name(i), n);
+    if (!known) {
+      snprintf(bad, cap, "%.*s", (int)(n > 64 ? 64 : n), p);
+      return bad;
+    }
+    if (end == NULL) return NULL;
+    p = end + 1;
+  }
+}
+
+/* Options may come before, between or after the paths; "--" ends them. Returns -1 to
+ * run, else the exit status (0 for --help). */
+static int parse_args(int argc, char **argv, options *o, const char **paths, int *path_count) {
+  *o = (options){.rtol = -1, .atol = -1};
+  *path_count = 0;
+  bool options_done = false;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
-    bool has_val = i + 1 < argc;
-    if (!strcmp(a, "--config") && has_val)
-      o.config = argv[++i];
-    else if (!strcmp(a, "--placement"))
-      o.placement = true;
-    else if (!strcmp(a, "--memory"))
-      o.memory = true;
-    else if (!strcmp(a, "--plan"))
-      o.plan = true;
-    else if (!strcmp(a, "--graphs"))
-      o.graphs = true;
-    else if (!strcmp(a, "--profile"))
-      o.profile = true;
-    else if (!strcmp(a, "--bench") && has_val)
-      o.bench = atoi(argv[++i]);
-    else if (!strcmp(a, "--writable") && has_val)
-      o.writable = argv[++i];
-    else if (!strcmp(a, "--conformance"))
-      o.conformance = true;
-    else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
-      o.quiet = true;
-    else if (!strcmp(a, "--skip") && has_val)
-      o.skip_file = argv[++i];
-    else if (!strcmp(a, "--rtol") && has_val)
-      o.rtol = atof(argv[++i]);
-    else if (!strcmp(a, "--atol") && has_val)
-      o.atol = atof(argv[++i]);
-    else if (!strcmp(a, "--no-optimize"))
-      o.no_optimize = "all";
-    else if (!strncmp(a, "--no-optimize=", 14))
-      o.no_optimize = a + 14;
-    else if (!strcmp(a, "--optimizations"))
-      o.optimizations = true;
-    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    if (options_done || a[0] != '-' || a[1] == '\0') {
+      paths[(*path_count)++] = a;
+      continue;
+    }
+    if (!strcmp(a, "--")) {
+      options_done = true;
+      continue;
+    }
+    static const char *const valued[] = {"--config", "--bench", "--writable",
+                                         "--skip",   "--rtol",  "--atol"};
+    bool takes_value = false;
+    for (size_t k = 0; k < sizeof valued / sizeof valued[0]; ++k)
+      takes_value |= !strcmp(a, valued[k]);
+    const char *v = NULL;
+    if (takes_value) {
+      if (i + 1 >= argc) return refuse("%s needs a value%s", a, "");
+      v = argv[++i];
+    }
+    if (!strcmp(a, "--config")) {
+      if (v[0] == '\0') return refuse("%s wants a plugins.ini path, got '%s'", a, v);
+      o->config = v;
+    } else if (!strcmp(a, "--bench")) {
+      if (!parse_int_in(v, 1, 1000000, &o->bench))
+        return refuse("%s wants a number of runs from 1 to 1000000, got '%s'", a, v);
+    } else if (!strcmp(a, "--rtol") || !strcmp(a, "--atol")) {
+      if (!parse_tolerance(v, 1e6, !strcmp(a, "--rtol") ? &o->rtol : &o->atol))
+        return refuse("%s wants a finite number from 0 to 1e6, got '%s'", a, v);
+    } else if (!strcmp(a, "--writable")) {
+      if (v[0] == '\0' || v[0] == ',' || v[strlen(v) - 1] == ',' || strstr(v, ",,"))
+        return refuse("%s wants comma-separated input names, got '%s'", a, v);
+      o->writable = v;
+    } else if (!strcmp(a, "--skip")) {
+      if (v[0] == '\0') return refuse("%s wants a file of test names, got '%s'", a, v);
+      o->skip_file = v;
+    } else if (!strcmp(a, "--placement")) {
+      o->placement = true;
+    } else if (!strcmp(a, "--memory")) {
+      o->memory = true;
+    } else if (!strcmp(a, "--plan")) {
+      o->plan = true;
+    } else if (!strcmp(a, "--graphs")) {
+      o->graphs = true;
+    } else if (!strcmp(a, "--profile")) {
+      o->profile = true;
+    } else if (!strcmp(a, "--conformance")) {
+      o->conformance = true;
+    } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+      o->quiet = true;
+    } else if (!strcmp(a, "--no-optimize")) {
+      o->no_optimize = "all";
+    } else if (!strncmp(a, "--no-optimize=", 14)) {
+      char bad[80];
+      if (unknown_pass(a + 14, bad, sizeof bad))
+        return refuse("%s: '%s' is no optimization pass (onyx-run --optimizations lists them)", a,
+                      bad);
+      o->no_optimize = a + 14;
+    } else if (!strcmp(a, "--optimizations")) {
+      o->optimizations = true;
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage();
       return 0;
-    } else if (a[0] == '-') {
-      fprintf(stderr, "onyx-run: unknown option '%s'\n", a);
-      usage();
-      return 2;
     } else {
-      first_path = i;
-      break;
+      return refuse("unknown option '%s'%s", a, "");
     }
   }
-  if (first_path >= argc && o.optimizations) {
+  if (*path_count == 0 && o->optimizations) {
     list_optimizations();
     return 0;
   }
-  if (first_path >= argc) {
-    usage();
-    return 2;
+  if (*path_count == 0) return refuse("no PATH given%s%s", "", "");
+  if (o->graphs && o->bench == 0) return refuse("%s needs --bench N%s", "--graphs", "");
+  return -1;
+}
+
+int main(int argc, char **argv) {
+  options o;
+  const char **paths = calloc((size_t)argc + 1, sizeof *paths);
+  if (paths == NULL) return 2;
+  int path_count = 0;
+  int parsed = parse_args(argc, argv, &o, paths, &path_count);
+  if (parsed >= 0) {
+    free(paths);
+    return parsed;
   }
   char config[4096], why[8192];
   if (onyx_tool_find_config(o.config, config, sizeof config, why, sizeof why) != 0) {
     fprintf(stderr, "onyx-run: %s\n", why);
+    free(paths);
     return 2;
   }
   onyx_runtime *rt = NULL;
@@ -591,11 +678,12 @@ int main(int argc, char **argv) {
   if (onyx_runtime_create(config, &rt, &e) != ONYX_STATUS_OK) {
     report_error("onyx-run", e);
     onyx_error_free(e);
+    free(paths);
     return 2;
   }
   counts c = {0};
-  for (int i = first_path; i < argc; ++i) {
-    const char *p = argv[i];
+  for (int i = 0; i < path_count; ++i) {
+    const char *p = paths[i];
     char model[4096];
     snprintf(model, sizeof model, "%s/model.onnx", p);
     if (o.conformance && is_dir(p)) {
@@ -625,6 +713,7 @@ int main(int argc, char **argv) {
     onyx_runtime_write_memory_json(rt, stdout);
   }
   onyx_runtime_destroy(rt);
+  free(paths);
   if (o.conformance)
     printf("conformance: %d not claimed by the loaded providers, %d skipped by list\n", c.unclaimed,
            c.skipped);
