@@ -11,8 +11,9 @@
  *   append-only; their offsets are pinned by static_assert in
  *   tests/core/abi_layout_test.c. A reader that gets a smaller struct_size treats
  *   missing trailing fields as NULL / 0 (ONYX_HAS_FIELD checks).
- * - v2 appended onyx_node_info.input_constants and .input_constant_copied; every
- *   other struct is as in v1. The core speaks v1 and v2.
+ * - v2 appended onyx_node_info.input_constants and .input_constant_copied, and
+ *   onyx_host_table.set_error; every other struct is as in v1. The core speaks v1
+ *   and v2.
  * - Optional function pointers may be NULL; the other side checks before calling.
  * - Nothing unwinds across the boundary; a failed call leaves its outputs untouched.
  */
@@ -270,6 +271,20 @@ typedef struct onyx_host_table {
   void (*parallel_for)(void *host_data, size_t n, void (*fn)(void *arg, size_t i), void *arg);
   uint32_t num_threads; /* threads parallel_for uses (>= 1) */
   /* fields above: v1 */
+  /* (since v2) The message channel of the kernel callbacks that have none of their
+   * own — infer and workspace (compute has ctx->set_error; create and supports write
+   * into their err buffers). Called during such a callback, before it returns a
+   * non-OK status, with the reason (printf-style; 511 characters are kept); the core
+   * prefixes node and op and hands it to the user with the status, where planning
+   * or a run fails. The reason belongs to the callback running on the calling
+   * thread. Absent from a v1 core's table: check ONYX_HAS_FIELD(host,
+   * onyx_host_table, set_error) and NULL. */
+  void (*set_error)(void *host_data, const char *fmt, ...)
+#if defined(__GNUC__)
+      __attribute__((format(printf, 2, 3)))
+#endif
+      ;
+  /* fields above: v2 */
 } onyx_host_table;
 
 /* ------------------------------------------------------------------ providers */

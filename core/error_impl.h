@@ -20,4 +20,20 @@ void onyx__errf(char *err, size_t cap, const char *fmt, ...)
 #endif
     ;
 
+/* The reason a kernel gave through the host table's set_error (ABI v2) during the
+ * infer or workspace callback running on this thread (kernel_reason.c). Cleared
+ * before each such call; "" when the kernel gave none. */
+#define ONYX__KERNEL_REASON_CAP 512
+void onyx__kernel_reason_clear(void);
+const char *onyx__kernel_reason(void);
+/* The host table's set_error: records the calling thread's reason. */
+void onyx__host_set_error(void *host_data, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Writes "WHAT: <reason> (<status>)" into err, or says the kernel gave none, and
+ * clears the reason. */
+void onyx__kernel_reason_explain(char *err, size_t cap, const char *what, onyx_status status);
+
 #endif /* ONYX_CORE_ERROR_IMPL_H */

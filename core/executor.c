@@ -369,9 +369,10 @@ static onyx_status node_workspace(run_state *r, size_t node, onyx__placed_node *
   memset(&req, 0, sizeof req);
   req.struct_size = sizeof req;
   req.version = ONYX_ABI_VERSION;
+  onyx__kernel_reason_clear();
   onyx_status st = pn->kernel->workspace(pn->state, inputs, count, &req);
   if (st != ONYX_STATUS_OK) {
-    snprintf(r->err, sizeof r->err, "workspace callback failed: %s", onyx_status_str(st));
+    onyx__kernel_reason_explain(r->err, sizeof r->err, "workspace callback failed", st);
     return st;
   }
   onyx__ws_layout lay;

@@ -178,7 +178,10 @@ static onyx_status evaluate(const onyx__placed_node *pn, const onyx_tensor *cons
   onyx_workspace_requirement req = {.struct_size = sizeof req, .version = ONYX_ABI_VERSION};
   void *scratch[2] = {NULL, NULL};
   onyx_status st = ONYX_STATUS_OK;
+  onyx__kernel_reason_clear();
   if (pn->kernel->workspace) st = pn->kernel->workspace(pn->state, geometry, input_count, &req);
+  if (st != ONYX_STATUS_OK)
+    onyx__kernel_reason_explain(e.err, sizeof e.err, "its workspace callback failed", st);
   onyx__ws_layout lay;
   if (st == ONYX_STATUS_OK) st = onyx__ws_layout_make(&req, &lay, e.err, sizeof e.err);
   for (int l = 0; l < 2 && st == ONYX_STATUS_OK; ++l) {
@@ -220,6 +223,7 @@ static onyx_status infer_outputs(const onyx__placed_node *pn, const onyx__node *
   onyx_tensor *out_t = calloc(n->output_count + 1, sizeof *out_t);
   int64_t(*buf)[PLAN_INFER_VALUES] = calloc(n->output_count + 1, sizeof *buf);
   for (size_t o = 0; out_t && buf && o < n->output_count; ++o) out_t[o].data = buf[o];
+  onyx__kernel_reason_clear();
   onyx_status st =
       out_t && buf ? pn->kernel->infer(pn->state, in_geo, n->input_count, out_t, n->output_count)
                    : ONYX_STATUS_OUT_OF_MEMORY;
@@ -273,8 +277,8 @@ static onyx_status node_outputs(onyx_session *s, size_t i, geo *g, const onyx_te
     if (ist == ONYX_STATUS_OUT_OF_MEMORY)
       st = ist;
     else if (!inferred && !(all_known && host)) {
-      onyx__errf(err, err_cap, "its kernel cannot infer output shapes for this geometry (%s)",
-                 onyx_status_str(ist));
+      onyx__kernel_reason_explain(err, err_cap,
+                                  "its kernel cannot infer output shapes for this geometry", ist);
       st = ist;
     }
   }
@@ -388,9 +392,10 @@ onyx_status onyx__plan_build(onyx_session *s, const onyx_tensor *inputs, size_t 
         (onyx_workspace_requirement){.struct_size = sizeof np_->req, .version = ONYX_ABI_VERSION};
     if (st == ONYX_STATUS_OK && pn->kernel->workspace) {
       for (size_t k = 0; k < n->input_count; ++k) in_geo[k].data = NULL; /* geometry only */
+      onyx__kernel_reason_clear();
       st = pn->kernel->workspace(pn->state, in_geo, n->input_count, &np_->req);
       if (st != ONYX_STATUS_OK)
-        snprintf(why, sizeof why, "its workspace callback failed: %s", onyx_status_str(st));
+        onyx__kernel_reason_explain(why, sizeof why, "its workspace callback failed", st);
     }
     if (st == ONYX_STATUS_OK) st = onyx__ws_layout_make(&np_->req, &np_->layout, why, sizeof why);
     if (st != ONYX_STATUS_OK) {

@@ -191,6 +191,7 @@ onyx_status onyx__provider_load(onyx_runtime *runtime, const onyx__config *confi
       .mem_free = host_mem_free,
       .parallel_for = host_parallel_for,
       .num_threads = onyx__thread_pool_size(runtime->pool),
+      .set_error = onyx__host_set_error,
   };
 
   char open_err[512] = "";

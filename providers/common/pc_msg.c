@@ -27,6 +27,18 @@ onyx_status onyx__pc_error(onyx_compute_ctx *ctx, onyx_status status, const char
   return status;
 }
 
+onyx_status onyx__pc_reason(const onyx_host_table *host, onyx_status status, const char *fmt, ...) {
+  if (host == NULL || !ONYX_HAS_FIELD(host, onyx_host_table, set_error) || host->set_error == NULL)
+    return status; /* a v1 core: no channel, the status alone goes back */
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (msg[0]) host->set_error(host->host_data, "%s", msg);
+  return status;
+}
+
 onyx__pc_shape_text onyx__pc_shape_str(uint32_t rank, const int64_t *dims) {
   onyx__pc_shape_text t;
   size_t used = 0;

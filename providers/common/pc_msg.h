@@ -31,6 +31,13 @@ onyx_status onyx__pc_fail(char *err, size_t err_cap, onyx_status status, const c
 onyx_status onyx__pc_error(onyx_compute_ctx *ctx, onyx_status status, const char *fmt, ...)
     ONYX__PC_PRINTF(3, 4);
 
+/* Formats the message (at most 511 characters), hands it to the host table's
+ * set_error (ABI v2; nothing with a v1 core, whose table lacks it) and returns status.
+ * For infer() and workspace(), which have no message channel of their own; an empty
+ * message is not handed over. */
+onyx_status onyx__pc_reason(const onyx_host_table *host, onyx_status status, const char *fmt, ...)
+    ONYX__PC_PRINTF(3, 4);
+
 /* A shape rendered as "[2,3,4]" for messages (by value, so it can be used inline).
  * Large enough for ONYX_MAX_RANK dims of any int64 value: it never truncates. */
 typedef struct onyx__pc_shape_text {

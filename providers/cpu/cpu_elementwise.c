@@ -219,8 +219,9 @@ static onyx_status cpu_binary_infer(void *state, const onyx_tensor *inputs, size
                                     onyx_tensor *outputs, size_t output_count) {
   if (input_count < 2) return ONYX_STATUS_INVALID_ARGUMENT;
   onyx__cpu_bcast plan;
-  onyx_status st = cpu_binary_plan(state, &inputs[0], &inputs[1], &plan, NULL, 0);
-  if (st != ONYX_STATUS_OK) return st;
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = cpu_binary_plan(state, &inputs[0], &inputs[1], &plan, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
   onyx__cpu_infer_out(outputs, output_count, 0, inputs[0].dtype, plan.out_rank, plan.out_dims);
   return ONYX_STATUS_OK;
 }
@@ -381,9 +382,10 @@ static onyx_status cpu_pow_infer(void *state, const onyx_tensor *inputs, size_t 
   (void)state;
   if (input_count < 2) return ONYX_STATUS_INVALID_ARGUMENT;
   onyx__cpu_bcast plan;
-  onyx_status st = cpu_pow_plan(&inputs[0], &inputs[1], &plan, NULL, 0);
-  if (st == ONYX_STATUS_OK)
-    onyx__cpu_infer_out(outputs, output_count, 0, inputs[0].dtype, plan.out_rank, plan.out_dims);
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = cpu_pow_plan(&inputs[0], &inputs[1], &plan, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
+  onyx__cpu_infer_out(outputs, output_count, 0, inputs[0].dtype, plan.out_rank, plan.out_dims);
   return st;
 }
 

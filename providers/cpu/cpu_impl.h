@@ -177,6 +177,14 @@ static inline bool onyx__cpu_has_values(const onyx_tensor *t) {
   return t != NULL && (t->data != NULL || onyx_tensor_numel(t) == 0);
 }
 
+/* Room for the reason an infer callback refuses a geometry with. */
+#define ONYX__CPU_REASON_CAP 384
+
+/* Hands `why` (when not empty) to the core as the reason infer or workspace returns
+ * `status` (the host table's set_error, ABI v2), through the provider the state's
+ * onyx__cpu_node head names, and returns status. `state` may be NULL. */
+onyx_status onyx__cpu_reason(const void *state, onyx_status status, const char *why);
+
 /* The infer callback of every op whose one output has input 0's dtype and shape. */
 onyx_status onyx__cpu_infer_same(void *state, const onyx_tensor *inputs, size_t input_count,
                                  onyx_tensor *outputs, size_t output_count);

@@ -36,6 +36,12 @@ void *onyx__cpu_infer_out(onyx_tensor *outputs, size_t count, size_t k, uint32_t
   return offered;
 }
 
+onyx_status onyx__cpu_reason(const void *state, onyx_status status, const char *why) {
+  const onyx__cpu_node *node = state;
+  const onyx_host_table *host = node && node->provider ? node->provider->host : NULL;
+  return why && why[0] ? onyx__pc_reason(host, status, "%s", why) : status;
+}
+
 onyx_status onyx__cpu_infer_same(void *state, const onyx_tensor *inputs, size_t input_count,
                                  onyx_tensor *outputs, size_t output_count) {
   (void)state;

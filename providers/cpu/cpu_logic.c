@@ -130,9 +130,10 @@ static onyx_status cpu_bool_infer(void *state, const onyx_tensor *inputs, size_t
   if (input_count < 2) return ONYX_STATUS_INVALID_ARGUMENT;
   const onyx_tensor *in[2] = {&inputs[0], &inputs[1]};
   onyx__cpu_bcast plan;
-  onyx_status st = cpu_plan(2, in, &plan, NULL, 0);
-  if (st == ONYX_STATUS_OK)
-    onyx__cpu_infer_out(outputs, output_count, 0, ONYX_DTYPE_BOOL, plan.out_rank, plan.out_dims);
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = cpu_plan(2, in, &plan, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
+  onyx__cpu_infer_out(outputs, output_count, 0, ONYX_DTYPE_BOOL, plan.out_rank, plan.out_dims);
   return st;
 }
 
@@ -288,9 +289,10 @@ static onyx_status cpu_where_infer(void *state, const onyx_tensor *inputs, size_
   if (input_count < 3) return ONYX_STATUS_INVALID_ARGUMENT;
   const onyx_tensor *in[3] = {&inputs[0], &inputs[1], &inputs[2]};
   onyx__cpu_bcast plan;
-  onyx_status st = cpu_plan(3, in, &plan, NULL, 0);
-  if (st == ONYX_STATUS_OK)
-    onyx__cpu_infer_out(outputs, output_count, 0, inputs[1].dtype, plan.out_rank, plan.out_dims);
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = cpu_plan(3, in, &plan, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
+  onyx__cpu_infer_out(outputs, output_count, 0, inputs[1].dtype, plan.out_rank, plan.out_dims);
   return st;
 }
 
@@ -429,9 +431,10 @@ static onyx_status cpu_minmax_infer(void *state, const onyx_tensor *inputs, size
     return ONYX_STATUS_UNSUPPORTED;
   uint32_t rank;
   int64_t dims[ONYX_MAX_RANK];
-  onyx_status st = onyx__cpu_bcast_shape(input_count, in, &rank, dims, NULL, 0);
-  if (st == ONYX_STATUS_OK)
-    onyx__cpu_infer_out(outputs, output_count, 0, inputs[0].dtype, rank, dims);
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = onyx__cpu_bcast_shape(input_count, in, &rank, dims, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
+  onyx__cpu_infer_out(outputs, output_count, 0, inputs[0].dtype, rank, dims);
   return st;
 }
 

@@ -252,9 +252,10 @@ static onyx_status cpu_matmul_infer(void *state, const onyx_tensor *inputs, size
   (void)state;
   if (input_count < 2) return ONYX_STATUS_INVALID_ARGUMENT;
   cpu_mm_plan p;
-  onyx_status st = cpu_mm_plan_make(&inputs[0], &inputs[1], &p, NULL, 0);
-  if (st == ONYX_STATUS_OK)
-    onyx__cpu_infer_out(outputs, output_count, 0, inputs[0].dtype, p.out_rank, p.out_dims);
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = cpu_mm_plan_make(&inputs[0], &inputs[1], &p, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
+  onyx__cpu_infer_out(outputs, output_count, 0, inputs[0].dtype, p.out_rank, p.out_dims);
   return st;
 }
 
@@ -444,8 +445,11 @@ static onyx_status cpu_gemm_infer(void *state, const onyx_tensor *inputs, size_t
                                   onyx_tensor *outputs, size_t output_count) {
   if (input_count < 2) return ONYX_STATUS_INVALID_ARGUMENT;
   int64_t dims[2], k;
-  onyx_status st = cpu_gemm_dims(state, &inputs[0], &inputs[1], &dims[0], &dims[1], &k, NULL, 0);
-  if (st == ONYX_STATUS_OK) onyx__cpu_infer_out(outputs, output_count, 0, inputs[0].dtype, 2, dims);
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st =
+      cpu_gemm_dims(state, &inputs[0], &inputs[1], &dims[0], &dims[1], &k, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
+  onyx__cpu_infer_out(outputs, output_count, 0, inputs[0].dtype, 2, dims);
   return st;
 }
 

@@ -138,8 +138,9 @@ static onyx_status cpu_norm_infer(void *state, const onyx_tensor *inputs, size_t
   if (input_count == 0 || !onyx__cpu_infer_inputs(inputs, input_count, in, 8) || in[0] == NULL)
     return ONYX_STATUS_INVALID_ARGUMENT;
   cpu_norm_plan p;
-  onyx_status st = cpu_norm_plan_make(s, in, input_count, &p, NULL, 0);
-  if (st != ONYX_STATUS_OK) return st;
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = cpu_norm_plan_make(s, in, input_count, &p, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
   const cpu_norm_layout L = cpu_norm_layout_of(s->kind);
   const onyx_tensor *x = in[0];
   onyx__cpu_infer_out(outputs, output_count, 0, x->dtype, x->rank, x->dims);

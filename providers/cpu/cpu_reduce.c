@@ -270,8 +270,9 @@ static onyx_status cpu_reduce_infer(void *state, const onyx_tensor *inputs, size
       in[0] == NULL)
     return ONYX_STATUS_INVALID_ARGUMENT;
   cpu_reduce_plan p;
-  onyx_status st = cpu_reduce_plan_make(state, in, input_count, &p, NULL, 0);
-  if (st != ONYX_STATUS_OK) return st;
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = cpu_reduce_plan_make(state, in, input_count, &p, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
   if (p.noop)
     onyx__cpu_infer_out(outputs, output_count, 0, in[0]->dtype, in[0]->rank, in[0]->dims);
   else

@@ -204,9 +204,10 @@ static onyx_status cpu_reshape_infer(void *state, const onyx_tensor *inputs, siz
     return ONYX_STATUS_INVALID_ARGUMENT;
   int64_t shape[ONYX_MAX_RANK];
   uint32_t rank = 0;
-  onyx_status st = cpu_reshape_dims(state, in, input_count, &rank, shape, NULL, 0);
-  if (st == ONYX_STATUS_OK)
-    onyx__cpu_infer_out(outputs, output_count, 0, in[0]->dtype, rank, shape);
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = cpu_reshape_dims(state, in, input_count, &rank, shape, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
+  onyx__cpu_infer_out(outputs, output_count, 0, in[0]->dtype, rank, shape);
   return st;
 }
 
@@ -264,8 +265,9 @@ static onyx_status cpu_transpose_infer(void *state, const onyx_tensor *inputs, s
                                        onyx_tensor *outputs, size_t output_count) {
   if (input_count < 1 || inputs[0].rank > ONYX_MAX_RANK) return ONYX_STATUS_INVALID_ARGUMENT;
   int64_t perm[ONYX_MAX_RANK], dims[ONYX_MAX_RANK];
-  onyx_status st = cpu_transpose_perm(state, &inputs[0], perm, NULL, 0);
-  if (st != ONYX_STATUS_OK) return st;
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = cpu_transpose_perm(state, &inputs[0], perm, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
   for (uint32_t d = 0; d < inputs[0].rank; ++d) dims[d] = inputs[0].dims[perm[d]];
   onyx__cpu_infer_out(outputs, output_count, 0, inputs[0].dtype, inputs[0].rank, dims);
   return ONYX_STATUS_OK;
@@ -432,8 +434,9 @@ static onyx_status cpu_concat_infer(void *state, const onyx_tensor *inputs, size
   if (!onyx__cpu_infer_inputs(inputs, input_count, in, ONYX__CPU_INFER_MAX_INPUTS))
     return ONYX_STATUS_UNSUPPORTED;
   int64_t axis, dims[ONYX_MAX_RANK];
-  onyx_status st = cpu_concat_dims(state, in, input_count, &axis, dims, NULL, 0);
-  if (st != ONYX_STATUS_OK) return st;
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = cpu_concat_dims(state, in, input_count, &axis, dims, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
   onyx__cpu_infer_out(outputs, output_count, 0, in[0]->dtype, in[0]->rank, dims);
   return ONYX_STATUS_OK;
 }
@@ -530,9 +533,10 @@ static onyx_status cpu_gather_infer(void *state, const onyx_tensor *inputs, size
   if (input_count != 2) return ONYX_STATUS_INVALID_ARGUMENT;
   int64_t dims[ONYX_MAX_RANK];
   uint32_t rank = 0;
-  onyx_status st = cpu_gather_dims(state, &inputs[0], &inputs[1], &rank, dims, NULL, 0);
-  if (st == ONYX_STATUS_OK)
-    onyx__cpu_infer_out(outputs, output_count, 0, inputs[0].dtype, rank, dims);
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = cpu_gather_dims(state, &inputs[0], &inputs[1], &rank, dims, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
+  onyx__cpu_infer_out(outputs, output_count, 0, inputs[0].dtype, rank, dims);
   return st;
 }
 
@@ -730,8 +734,10 @@ static onyx_status cpu_axes_infer(bool is_squeeze, void *state, const onyx_tenso
     return ONYX_STATUS_INVALID_ARGUMENT;
   int64_t dims[ONYX_MAX_RANK];
   uint32_t rank = 0;
-  onyx_status st = cpu_axes_dims(state, is_squeeze, in, input_count, &rank, dims, NULL, 0);
-  if (st == ONYX_STATUS_OK) onyx__cpu_infer_out(outputs, output_count, 0, in[0]->dtype, rank, dims);
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = cpu_axes_dims(state, is_squeeze, in, input_count, &rank, dims, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
+  onyx__cpu_infer_out(outputs, output_count, 0, in[0]->dtype, rank, dims);
   return st;
 }
 
@@ -898,8 +904,10 @@ static onyx_status cpu_flatten_infer(void *state, const onyx_tensor *inputs, siz
                                      onyx_tensor *outputs, size_t output_count) {
   if (input_count < 1 || inputs[0].rank > ONYX_MAX_RANK) return ONYX_STATUS_INVALID_ARGUMENT;
   int64_t dims[2];
-  onyx_status st = cpu_flatten_dims(state, &inputs[0], dims, NULL, 0);
-  if (st == ONYX_STATUS_OK) onyx__cpu_infer_out(outputs, output_count, 0, inputs[0].dtype, 2, dims);
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = cpu_flatten_dims(state, &inputs[0], dims, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
+  onyx__cpu_infer_out(outputs, output_count, 0, inputs[0].dtype, 2, dims);
   return st;
 }
 
@@ -1166,8 +1174,9 @@ static onyx_status cpu_cos_infer(void *state, const onyx_tensor *inputs, size_t 
   if (input_count != 1) return ONYX_STATUS_INVALID_ARGUMENT;
   uint32_t rank = 0;
   int64_t dims[ONYX_MAX_RANK];
-  onyx_status st = cpu_cos_dims(&inputs[0], &rank, dims, NULL, 0);
-  if (st != ONYX_STATUS_OK) return st;
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = cpu_cos_dims(&inputs[0], &rank, dims, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
   unsigned char *vals = onyx__cpu_infer_out(outputs, output_count, 0, s->dtype, rank, dims);
   if (vals != NULL) {
     size_t es = onyx_dtype_size(s->dtype);
@@ -1283,8 +1292,10 @@ static onyx_status cpu_range_infer(void *state, const onyx_tensor *inputs, size_
   if (input_count != 3 || !onyx__cpu_infer_inputs(inputs, input_count, in, 3))
     return ONYX_STATUS_INVALID_ARGUMENT;
   int64_t n;
-  onyx_status st = cpu_range_count(in, &n, NULL, 0);
-  if (st == ONYX_STATUS_OK) onyx__cpu_infer_out(outputs, output_count, 0, in[0]->dtype, 1, &n);
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = cpu_range_count(in, &n, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
+  onyx__cpu_infer_out(outputs, output_count, 0, in[0]->dtype, 1, &n);
   return st;
 }
 

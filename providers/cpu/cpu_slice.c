@@ -132,9 +132,10 @@ static onyx_status cpu_slice_infer(void *state, const onyx_tensor *inputs, size_
   if (input_count < 1 || !onyx__cpu_infer_inputs(inputs, input_count, in, 5) || in[0] == NULL)
     return ONYX_STATUS_INVALID_ARGUMENT;
   cpu_slice_plan p;
-  onyx_status st = cpu_slice_plan_make(state, in, input_count, &p, NULL, 0);
-  if (st == ONYX_STATUS_OK)
-    onyx__cpu_infer_out(outputs, output_count, 0, in[0]->dtype, in[0]->rank, p.out);
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = cpu_slice_plan_make(state, in, input_count, &p, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
+  onyx__cpu_infer_out(outputs, output_count, 0, in[0]->dtype, in[0]->rank, p.out);
   return st;
 }
 
@@ -317,8 +318,9 @@ static onyx_status cpu_split_infer(void *state, const onyx_tensor *inputs, size_
   if (input_count < 1 || input_count > 2 || !onyx__cpu_infer_inputs(inputs, input_count, in, 2) ||
       in[0] == NULL || s->base.output_count > CPU_SPLIT_MAX_OUTPUTS)
     return ONYX_STATUS_UNSUPPORTED;
-  onyx_status st = cpu_split_sizes(s, in, input_count, &axis, sizes, NULL, 0);
-  if (st != ONYX_STATUS_OK) return st;
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = cpu_split_sizes(s, in, input_count, &axis, sizes, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
   int64_t dims[ONYX_MAX_RANK];
   memcpy(dims, in[0]->dims, in[0]->rank * sizeof dims[0]);
   for (size_t k = 0; k < s->base.output_count; ++k) {
@@ -421,8 +423,10 @@ static onyx_status cpu_expand_infer(void *state, const onyx_tensor *inputs, size
   int64_t dims[ONYX_MAX_RANK];
   if (input_count != 2 || !onyx__cpu_infer_inputs(inputs, input_count, in, 2) || in[0] == NULL)
     return ONYX_STATUS_INVALID_ARGUMENT;
-  onyx_status st = cpu_expand_shape(in, input_count, &rank, dims, NULL, 0);
-  if (st == ONYX_STATUS_OK) onyx__cpu_infer_out(outputs, output_count, 0, in[0]->dtype, rank, dims);
+  char why[ONYX__CPU_REASON_CAP] = "";
+  onyx_status st = cpu_expand_shape(in, input_count, &rank, dims, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cpu_reason(state, st, why);
+  onyx__cpu_infer_out(outputs, output_count, 0, in[0]->dtype, rank, dims);
   return st;
 }
 

@@ -102,9 +102,10 @@ static onyx_status binary_infer(void *state, const onyx_tensor *inputs, size_t i
   const ew_state *s = state;
   if (input_count < 2 || output_count < 1) return ONYX_STATUS_INVALID_ARGUMENT;
   const onyx_tensor *shapes[2] = {&inputs[0], &inputs[1]};
+  char why[ONYX__CUDA_REASON_CAP] = "";
   onyx_status st =
-      onyx__cuda_broadcast_shape(2, shapes, &outputs[0].rank, outputs[0].dims, NULL, 0);
-  if (st != ONYX_STATUS_OK) return st;
+      onyx__cuda_broadcast_shape(2, shapes, &outputs[0].rank, outputs[0].dims, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cuda_reason(state, st, why);
   outputs[0].dtype = s->op == ONYX__CUDA_EQUAL ? ONYX_DTYPE_BOOL : inputs[0].dtype;
   return ONYX_STATUS_OK;
 }
@@ -236,8 +237,10 @@ static onyx_status where_infer(void *state, const onyx_tensor *inputs, size_t in
   (void)state;
   if (input_count < 3 || output_count < 1) return ONYX_STATUS_INVALID_ARGUMENT;
   const onyx_tensor *shapes[3] = {&inputs[0], &inputs[1], &inputs[2]};
+  char why[ONYX__CUDA_REASON_CAP] = "";
   onyx_status st =
-      onyx__cuda_broadcast_shape(3, shapes, &outputs[0].rank, outputs[0].dims, NULL, 0);
+      onyx__cuda_broadcast_shape(3, shapes, &outputs[0].rank, outputs[0].dims, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cuda_reason(state, st, why);
   outputs[0].dtype = inputs[1].dtype;
   return st;
 }

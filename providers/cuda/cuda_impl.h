@@ -146,6 +146,11 @@ typedef struct onyx__cuda_node {
   bool output_present[ONYX__CUDA_MAX_OUTPUTS]; /* unnamed outputs are not produced */
 } onyx__cuda_node;
 
+/* Hands `why` (when not empty) to the core as the reason infer or workspace returns
+ * `status` (the host table's set_error, ABI v2), and returns status. */
+#define ONYX__CUDA_REASON_CAP 384
+onyx_status onyx__cuda_reason(const void *state, onyx_status status, const char *why);
+
 /* Allocates a zeroed state of `size` bytes (>= sizeof(onyx__cuda_node)) with its
  * head filled from `node`. NULL with a message in err when memory runs out. */
 void *onyx__cuda_state_new(size_t size, void *provider_state, const onyx_node_info *node, char *err,

@@ -207,8 +207,9 @@ static onyx_status mm_workspace(void *state, const onyx_tensor *inputs, size_t i
   const mm_state *s = state;
   if (input_count < 2) return ONYX_STATUS_INVALID_ARGUMENT;
   mm_geo g;
-  onyx_status st = mm_geometry(s, &inputs[0], &inputs[1], &g, NULL, 0);
-  if (st != ONYX_STATUS_OK) return st;
+  char why[ONYX__CUDA_REASON_CAP] = "";
+  onyx_status st = mm_geometry(s, &inputs[0], &inputs[1], &g, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cuda_reason(state, st, why);
   out_req->count = 1;
   out_req->regions[0] = (onyx_workspace_region){.name = "cublaslt_workspace",
                                                 .bytes = mm_workspace_bytes(&g),
@@ -223,8 +224,9 @@ static onyx_status mm_infer(void *state, const onyx_tensor *inputs, size_t input
   const mm_state *s = state;
   if (input_count < 2 || output_count < 1) return ONYX_STATUS_INVALID_ARGUMENT;
   mm_geo g;
-  onyx_status st = mm_geometry(s, &inputs[0], &inputs[1], &g, NULL, 0);
-  if (st != ONYX_STATUS_OK) return st;
+  char why[ONYX__CUDA_REASON_CAP] = "";
+  onyx_status st = mm_geometry(s, &inputs[0], &inputs[1], &g, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cuda_reason(state, st, why);
   outputs[0].dtype = inputs[0].dtype;
   outputs[0].rank = g.out_rank;
   memcpy(outputs[0].dims, g.out_dims, sizeof(int64_t) * g.out_rank);

@@ -219,8 +219,9 @@ static onyx_status norm_infer(void *state, const onyx_tensor *inputs, size_t inp
   if (input_count <= si || output_count < 1) return ONYX_STATUS_INVALID_ARGUMENT;
   const onyx_tensor *x = &inputs[0];
   int64_t axis = 0, rows = 0, cols = 0;
-  onyx_status st = norm_geometry(s, x, &axis, &rows, &cols, NULL, 0);
-  if (st != ONYX_STATUS_OK) return st;
+  char why[ONYX__CUDA_REASON_CAP] = "";
+  onyx_status st = norm_geometry(s, x, &axis, &rows, &cols, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cuda_reason(state, st, why);
   bool mixed = s->kind == NORM_SIMPLIFIED || s->kind == NORM_RMS;
   for (size_t o = 0; o < output_count; ++o) {
     onyx_tensor *t = &outputs[o];

@@ -205,8 +205,9 @@ static onyx_status reduce_infer(void *state, const onyx_tensor *inputs, size_t i
     if (st != ONYX_STATUS_OK) return st;
   }
   reduce_plan p;
-  onyx_status st = reduce_plan_make(s, x, axes, axes_count, "axes", &p, NULL, 0);
-  if (st != ONYX_STATUS_OK) return st;
+  char why[ONYX__CUDA_REASON_CAP] = "";
+  onyx_status st = reduce_plan_make(s, x, axes, axes_count, "axes", &p, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cuda_reason(state, st, why);
   outputs[0].dtype = x->dtype;
   outputs[0].rank = p.out_rank;
   memcpy(outputs[0].dims, p.out_dims, sizeof(int64_t) * p.out_rank);

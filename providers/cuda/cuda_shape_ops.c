@@ -403,8 +403,9 @@ static onyx_status transpose_infer(void *state, const onyx_tensor *inputs, size_
   onyx__cuda_infer_begin(outputs, output_count);
   if (input_count < 1 || output_count < 1) return ONYX_STATUS_INVALID_ARGUMENT;
   int64_t perm[ONYX_MAX_RANK], dims[ONYX_MAX_RANK];
-  onyx_status st = transpose_perm(state, &inputs[0], perm, NULL, 0);
-  if (st != ONYX_STATUS_OK) return st;
+  char why[ONYX__CUDA_REASON_CAP] = "";
+  onyx_status st = transpose_perm(state, &inputs[0], perm, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cuda_reason(state, st, why);
   for (uint32_t d = 0; d < inputs[0].rank; ++d) dims[d] = inputs[0].dims[perm[d]];
   set_output(&outputs[0], inputs[0].dtype, inputs[0].rank, dims);
   return ONYX_STATUS_OK;
@@ -496,8 +497,10 @@ static onyx_status concat_infer(void *state, const onyx_tensor *inputs, size_t i
   const onyx_tensor *in[64];
   for (size_t k = 0; k < input_count; ++k) in[k] = &inputs[k];
   int64_t axis = 0, dims[ONYX_MAX_RANK];
-  onyx_status st = concat_dims(state, in, input_count, &axis, dims, NULL, 0);
-  if (st == ONYX_STATUS_OK) set_output(&outputs[0], inputs[0].dtype, inputs[0].rank, dims);
+  char why[ONYX__CUDA_REASON_CAP] = "";
+  onyx_status st = concat_dims(state, in, input_count, &axis, dims, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cuda_reason(state, st, why);
+  set_output(&outputs[0], inputs[0].dtype, inputs[0].rank, dims);
   return st;
 }
 
@@ -779,8 +782,10 @@ static onyx_status gather_infer(void *state, const onyx_tensor *inputs, size_t i
   if (input_count < 2 || output_count < 1) return ONYX_STATUS_INVALID_ARGUMENT;
   int64_t axis = 0, dims[ONYX_MAX_RANK];
   uint32_t rank = 0;
-  onyx_status st = gather_dims(state, &inputs[0], &inputs[1], &axis, &rank, dims, NULL, 0);
-  if (st == ONYX_STATUS_OK) set_output(&outputs[0], inputs[0].dtype, rank, dims);
+  char why[ONYX__CUDA_REASON_CAP] = "";
+  onyx_status st = gather_dims(state, &inputs[0], &inputs[1], &axis, &rank, dims, why, sizeof why);
+  if (st != ONYX_STATUS_OK) return onyx__cuda_reason(state, st, why);
+  set_output(&outputs[0], inputs[0].dtype, rank, dims);
   return st;
 }
 

@@ -90,6 +90,12 @@ onyx_status onyx__cuda_create_plain(void *provider_state, const onyx_node_info *
 
 void onyx__cuda_destroy(void *state) { free(state); }
 
+onyx_status onyx__cuda_reason(const void *state, onyx_status status, const char *why) {
+  const onyx__cuda_node *node = state;
+  const onyx_host_table *host = node && node->provider ? node->provider->host : NULL;
+  return why && why[0] ? onyx__pc_reason(host, status, "%s", why) : status;
+}
+
 onyx_status onyx__cuda_alloc_output(const onyx__cuda_node *node, onyx_compute_ctx *ctx,
                                     size_t index, uint32_t dtype, uint32_t rank,
                                     const int64_t *dims, onyx_tensor **out_view) {

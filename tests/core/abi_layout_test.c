@@ -93,6 +93,9 @@ PIN(onyx_vmm_table, unmap, 64);
 PIN(onyx_node_info, input_constants, 96);
 PIN(onyx_node_info, input_constant_copied, 104);
 _Static_assert(sizeof(onyx_node_info) == 112, "onyx_node_info v2 ends after input_constant_copied");
+/* v2: appended to onyx_host_table after its v1 tail (num_threads, padded to 56). */
+PIN(onyx_host_table, set_error, 56);
+_Static_assert(sizeof(onyx_host_table) == 64, "onyx_host_table v2 ends after set_error");
 _Static_assert(ONYX_ABI_VERSION == 2, "the header describes ABI v2");
 
 int main(void) {
@@ -103,6 +106,11 @@ int main(void) {
   onyx_node_info v2 = {.struct_size = sizeof(onyx_node_info)};
   if (ONYX_HAS_FIELD(&v1, onyx_node_info, input_constants) ||
       !ONYX_HAS_FIELD(&v2, onyx_node_info, input_constant_copied))
+    return 1;
+  onyx_host_table h1 = {.struct_size = offsetof(onyx_host_table, set_error)};
+  onyx_host_table h2 = {.struct_size = sizeof(onyx_host_table)};
+  if (ONYX_HAS_FIELD(&h1, onyx_host_table, set_error) ||
+      !ONYX_HAS_FIELD(&h2, onyx_host_table, set_error))
     return 1;
   puts("ABI v1 and v2 layout pinned");
   return 0;
