@@ -81,5 +81,29 @@ expect 1 "out of memory: generator buffers for 1152921504606846976 tokens" \
 expect 0 "ids:" "$gen" "$tmp/big-true" --config "$ini" --prompt-ids 1,2,3 --max-new-tokens 3 \
   --kv-growth copy --quiet
 
+# Error paths after something was allocated: each ends with a message and, under the
+# sanitizers (LeakSanitizer on), no leak — a leak would change the exit status.
+printf '[provider.cpu]\npath = /nonexistent/libonyx_cpu.so\n' >"$tmp/bad.ini"
+printf '[onyx]\nthreads = many\n' >"$tmp/worse.ini"
+mkdir -p "$tmp/nodata" "$tmp/badset/test_data_set_0" "$tmp/badcfg"
+cp "$models/huge_input.onnx" "$tmp/nodata/model.onnx"
+cp "$models/huge_input.onnx" "$tmp/badset/model.onnx"
+printf 'not a tensor' >"$tmp/badset/test_data_set_0/input_0.pb"
+head -c 40 "$tiny/model.onnx" >"$tmp/truncated.onnx"
+ln -s "$tiny/model.onnx" "$tmp/badcfg/model.onnx"
+printf '{"model": {"context_length": 10,' >"$tmp/badcfg/genai_config.json"
+expect 2 "cannot load /nonexistent/libonyx_cpu.so" "$run" --config "$tmp/bad.ini" "$m"
+expect 2 "threads must be 0..1024, got 'many'" "$run" --config "$tmp/worse.ini" "$m"
+expect 1 "/nonexistent: not a model file or ONNX test directory" "$run" --config "$ini" /nonexistent
+expect 1 "no test_data_set_N folders" "$run" --config "$ini" "$tmp/nodata"
+expect 1 "not a valid TensorProto" "$run" --config "$ini" "$tmp/badset"
+expect 1 "not a valid ONNX model (40 bytes)" "$run" --config "$ini" "$tmp/truncated.onnx"
+expect 1 "threads must be 0..1024" "$list" --config "$tmp/worse.ini"
+expect 1 "not found" "$gen" /nonexistent --config "$ini" --prompt-ids 1
+expect 1 "malformed JSON at line 1" "$gen" "$tmp/badcfg" --config "$ini" --prompt-ids 1
+expect 1 "cannot load /nonexistent/libonyx_cpu.so" "$gen" "$tiny" --config "$tmp/bad.ini" --prompt-ids 1
+expect 2 "--eos wants" "$gen" "$tiny" --config "$ini" --prompt-ids 1 --eos 1,,2
+expect 1 "outside the vocabulary" "$gen" "$tiny" --config "$ini" --prompt-ids 1,999 --quiet
+
 echo "$((n - fails)) of $n checks passed"
 [ "$fails" -eq 0 ]
