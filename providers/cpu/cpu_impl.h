@@ -19,7 +19,8 @@
  *   cpu_norm.c        LayerNormalization RMSNormalization SimplifiedLayerNormalization,
  *                     com.microsoft SkipLayerNormalization SkipSimplifiedLayerNormalization
  *   cpu_slice.c       Slice Split Expand Trilu
- *   cpu_gemm.c        the blocked float32 GEMM core and the simple float64/int loops
+ *   cpu_gemm*.c       the blocked float32 GEMM core (cpu_gemm_impl.h lists its files) and
+ *                     the simple float64/int loops
  *   cpu_matmul.c      MatMul and Gemm kernels
  *   cpu_softmax.c     Softmax
  *   cpu_cast.c        Cast, CastLike
@@ -422,10 +423,26 @@ static inline void onyx__cpu_store_f64(uint32_t dtype, void *p, int64_t i, doubl
 /* ------------------------------------------------------------------ GEMM core */
 
 /*
+ * A constant B packed once, at kernel creation, into the layout the float32
+ * micro-kernels read, so that products use it as is: K in slices of kc rows (the last
+ * may be shorter); each slice n_pad columns (N rounded up to 16) of 16-wide slivers,
+ * a sliver kc rows of 16 floats, zero past N. cpu_gemm_impl.h has the addressing.
+ */
+typedef struct onyx__cpu_packed_b {
+  int64_t k, n;  /* op(B) is k × n */
+  int64_t kc;    /* depth of a K slice (onyx__cpu_gemm_kc(k)) */
+  int64_t n_pad; /* n rounded up to a whole sliver */
+  const float *data;
+} onyx__cpu_packed_b;
+
+/*
  * Y[M×N] = alpha · op(A) · op(B) + Y, row-major, where op() transposes when asked.
  * A and B are float32, float16 or bfloat16 (ab_dtype, both the same) and are
  * widened to float32 while packing; Y is float32 and must be initialised by the
- * caller (zero, or beta·C). lda/ldb/ldy are row pitches in elements.
+ * caller (beta·C) unless overwrite_y, which ignores its contents (beta = 0: the
+ * product is stored, saving a pass that zeroes Y and one that reads the zeros back).
+ * lda/ldb/ldy are row pitches in elements. With packed_b set, B is read from it (its
+ * k and n match) and b, ldb and trans_b are unused.
  */
 typedef struct onyx__cpu_gemm {
   bool trans_a, trans_b;
@@ -438,15 +455,26 @@ typedef struct onyx__cpu_gemm {
   int64_t ldb;
   float *y;
   int64_t ldy;
+  const onyx__cpu_packed_b *packed_b; /* NULL: B is packed per call from b */
+  bool overwrite_y;                   /* Y = alpha·op(A)·op(B): Y's contents unread */
 } onyx__cpu_gemm;
 
-/* Scratch the float32 GEMM packs into, in floats, for an m×n×k product of
- * ab_dtype operands on `tasks` parallel tasks. 0 where the route packs nothing
- * (nothing to multiply, or few enough rows to go without packing). */
-void onyx__cpu_sgemm_scratch(int64_t m, int64_t n, int64_t k, uint32_t ab_dtype, uint32_t tasks,
-                             uint64_t *out_pack_a, uint64_t *out_pack_b);
+/* Floats a prepacked k × n B takes. */
+uint64_t onyx__cpu_packed_b_floats(int64_t k, int64_t n);
 
-/* Runs the blocked GEMM; pack_a/pack_b hold at least what sgemm_scratch said. */
+/* Packs op(B) of g (b, ldb, trans_b, ab_dtype, k, n) into dst, which holds
+ * onyx__cpu_packed_b_floats(k, n) floats, on the provider's threads; *out describes
+ * it (out->data = dst). */
+void onyx__cpu_pack_b(const onyx__cpu_provider *p, const onyx__cpu_gemm *g, float *dst,
+                      onyx__cpu_packed_b *out);
+
+/* Scratch the float32 GEMM needs, in floats, for an m×n×k product of ab_dtype
+ * operands on `tasks` parallel tasks, B prepacked or not: packing buffers for A and
+ * B, or the partial sums of the route for few rows. 0 where a region is unused. */
+void onyx__cpu_sgemm_scratch(int64_t m, int64_t n, int64_t k, uint32_t ab_dtype, bool prepacked,
+                             uint32_t tasks, uint64_t *out_pack_a, uint64_t *out_pack_b);
+
+/* Runs the GEMM; pack_a/pack_b hold at least what sgemm_scratch said. */
 void onyx__cpu_sgemm(const onyx__cpu_provider *p, const onyx__cpu_gemm *g, float *pack_a,
                      float *pack_b);
 

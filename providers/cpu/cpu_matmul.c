@@ -8,7 +8,14 @@
  * accumulator, as workspace sized from the input geometry. The same plan function
  * computes both the requirement and what compute() checks the views against, so
  * the two cannot disagree.
+ *
+ * A float32 B that is a constant of the session (a weight) is packed at create time
+ * into the GEMM's layout, in memory booked with the governor as weights, and the core
+ * is told it may free the original: every product then reads the packed copy, and
+ * input 1 arrives at compute as geometry only.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_impl.h"
@@ -26,14 +33,96 @@ static bool cpu_uses_sgemm(uint32_t dtype) {
   return dtype == ONYX_DTYPE_FLOAT32 || dtype == ONYX_DTYPE_FLOAT16 || dtype == ONYX_DTYPE_BFLOAT16;
 }
 
+/* ------------------------------------------------------------------ prepacked B */
+
+/* A constant B packed at create time; data NULL when B is packed per call. */
+typedef struct cpu_packed {
+  onyx__cpu_packed_b b;
+  void *mem; /* from host->mem_alloc (weights), freed with the kernel */
+} cpu_packed;
+
+/*
+ * Packs input 1 when it is a float32 matrix constant and the core offers governed
+ * memory, and tells the core it may free the original. Anything else (no constant
+ * information, another dtype, a batch of matrices, memory refused) leaves B to be
+ * packed per call: the prepack only ever saves time.
+ */
+static void cpu_prepack(const onyx__cpu_node *base, const onyx_node_info *node, bool trans_b,
+                        cpu_packed *out) {
+  memset(out, 0, sizeof *out);
+  if (!ONYX_HAS_FIELD(node, onyx_node_info, input_constants) || node->input_constants == NULL ||
+      node->input_count < 2 || node->input_dtypes == NULL ||
+      node->input_dtypes[0] != ONYX_DTYPE_FLOAT32)
+    return;
+  const onyx_tensor *b = node->input_constants[1];
+  const onyx_host_table *host = base->provider ? base->provider->host : NULL;
+  if (b == NULL || b->dtype != ONYX_DTYPE_FLOAT32 || b->rank != 2 || b->data == NULL ||
+      b->device != ONYX_DEVICE_HOST || host == NULL || host->mem_alloc == NULL ||
+      host->mem_free == NULL || b->dims[0] <= 0 || b->dims[1] <= 0)
+    return;
+  onyx__cpu_gemm g = {.trans_b = trans_b,
+                      .k = trans_b ? b->dims[1] : b->dims[0],
+                      .n = trans_b ? b->dims[0] : b->dims[1],
+                      .ab_dtype = ONYX_DTYPE_FLOAT32,
+                      .b = b->data,
+                      .ldb = b->dims[1]};
+  char label[96];
+  snprintf(label, sizeof label, "%s '%s' packed B", base->op_type, node->name ? node->name : "");
+  uint64_t bytes = onyx__cpu_packed_b_floats(g.k, g.n) * sizeof(float);
+  if (host->mem_alloc(host->host_data, ONYX_REQUESTER_WEIGHTS, bytes, 64, label, &out->mem) !=
+      ONYX_STATUS_OK) {
+    out->mem = NULL;
+    return;
+  }
+  onyx__cpu_pack_b(base->provider, &g, out->mem, &out->b);
+  if (ONYX_HAS_FIELD(node, onyx_node_info, input_constant_copied) &&
+      node->input_constant_copied != NULL)
+    node->input_constant_copied[1] = true;
+}
+
+static void cpu_packed_free(const onyx__cpu_node *base, cpu_packed *pk) {
+  if (pk->mem != NULL) base->provider->host->mem_free(base->provider->host->host_data, pk->mem);
+  pk->mem = NULL;
+}
+
+/*
+ * The input checks of onyx__cpu_check_inputs, except that a prepacked input 1 may
+ * come without data (the core freed it); its geometry must be what was packed.
+ */
+static onyx_status cpu_check_inputs(onyx_compute_ctx *ctx, const cpu_packed *pk, bool trans_b,
+                                    const onyx_tensor *const *inputs, size_t input_count) {
+  if (pk->mem == NULL) return onyx__cpu_check_inputs(ctx, inputs, input_count, 2);
+  if (input_count < 2 || inputs[1] == NULL) {
+    ctx->set_error(ctx, "input 1 is required but missing");
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  }
+  const onyx_tensor *rest[3] = {inputs[0], NULL, input_count > 2 ? inputs[2] : NULL};
+  onyx_status st = onyx__cpu_check_inputs(ctx, rest, input_count > 3 ? 3 : input_count, 1);
+  if (st != ONYX_STATUS_OK) return st;
+  const onyx_tensor *b = inputs[1];
+  int64_t k = b->rank == 2 ? b->dims[trans_b ? 1 : 0] : -1;
+  int64_t n = b->rank == 2 ? b->dims[trans_b ? 0 : 1] : -1;
+  if (b->dtype != ONYX_DTYPE_FLOAT32 || k != pk->b.k || n != pk->b.n) {
+    ctx->set_error(ctx,
+                   "input 1 has dtype %s and shape %s, but the kernel packed a float32 constant "
+                   "of %lld×%lld (K×N) at creation",
+                   onyx__cpu_dtype_name(b->dtype), onyx__cpu_tensor_shape(b).s, (long long)pk->b.k,
+                   (long long)pk->b.n);
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  }
+  return ONYX_STATUS_OK;
+}
+
+/* ------------------------------------------------------------------ workspace */
+
 /* Bytes of each region for an m×n×k product in `dtype` (zero where unused). */
 static void cpu_gemm_ws_bytes(const onyx__cpu_node *node, uint32_t dtype, int64_t m, int64_t n,
-                              int64_t k, uint64_t out_bytes[CPU_WS_COUNT]) {
+                              int64_t k, bool prepacked, uint64_t out_bytes[CPU_WS_COUNT]) {
   memset(out_bytes, 0, CPU_WS_COUNT * sizeof out_bytes[0]);
   if (!cpu_uses_sgemm(dtype) || m <= 0 || n <= 0) return;
   uint64_t pa = 0, pb = 0;
-  onyx__cpu_sgemm_scratch(m, n, k, dtype, node->provider ? node->provider->num_threads : 1, &pa,
-                          &pb);
+  onyx__cpu_sgemm_scratch(m, n, k, dtype, prepacked,
+                          node->provider ? node->provider->num_threads : 1, &pa, &pb);
   out_bytes[CPU_WS_PACK_A] = pa * sizeof(float);
   out_bytes[CPU_WS_PACK_B] = pb * sizeof(float);
   /* 16-bit outputs accumulate in float32 and are rounded once at the end. */
@@ -133,22 +222,44 @@ static onyx_status cpu_mm_plan_make(const onyx_tensor *a, const onyx_tensor *b, 
   return ONYX_STATUS_OK;
 }
 
+typedef struct cpu_mm_state {
+  onyx__cpu_node base;
+  cpu_packed packed;
+} cpu_mm_state;
+
+static onyx_status cpu_matmul_create(void *provider_state, const onyx_node_info *node,
+                                     void **out_state, char *err, size_t err_cap) {
+  cpu_mm_state *s = onyx__cpu_state_new(sizeof *s, provider_state, node, err, err_cap);
+  if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+  cpu_prepack(&s->base, node, false, &s->packed);
+  *out_state = s;
+  return ONYX_STATUS_OK;
+}
+
+static void cpu_matmul_destroy(void *state) {
+  cpu_mm_state *s = state;
+  if (s == NULL) return;
+  cpu_packed_free(&s->base, &s->packed);
+  free(s);
+}
+
 static onyx_status cpu_matmul_workspace(void *state, const onyx_tensor *inputs, size_t input_count,
                                         onyx_workspace_requirement *req) {
-  const onyx__cpu_node *node = state;
+  const cpu_mm_state *s = state;
   req->count = 0;
   if (input_count < 2) return ONYX_STATUS_OK; /* compute() will report it */
   cpu_mm_plan p;
   if (cpu_mm_plan_make(&inputs[0], &inputs[1], &p, NULL, 0) != ONYX_STATUS_OK)
     return ONYX_STATUS_OK; /* likewise: a bad shape is compute()'s error to report */
   uint64_t bytes[CPU_WS_COUNT];
-  cpu_gemm_ws_bytes(node, inputs[0].dtype, p.gemm_m, p.n, p.k, bytes);
+  cpu_gemm_ws_bytes(&s->base, inputs[0].dtype, p.gemm_m, p.n, p.k, s->packed.mem != NULL, bytes);
   cpu_ws_fill(bytes, req);
   return ONYX_STATUS_OK;
 }
 
 typedef struct cpu_mm_run {
   const onyx__cpu_node *node;
+  const onyx__cpu_packed_b *packed_b; /* NULL: B packed per call */
   const cpu_mm_plan *plan;
   uint32_t dtype;
   size_t esize;
@@ -170,7 +281,6 @@ static void cpu_mm_one(const cpu_mm_run *r, int64_t ai, int64_t bi, int64_t yi) 
   case ONYX_DTYPE_FLOAT16:
   case ONYX_DTYPE_BFLOAT16: {
     float *acc = r->dtype == ONYX_DTYPE_FLOAT32 ? y : r->ws[CPU_WS_ACC];
-    memset(acc, 0, (size_t)(m * n) * sizeof(float));
     onyx__cpu_gemm g = {.m = m,
                         .n = n,
                         .k = k,
@@ -181,7 +291,9 @@ static void cpu_mm_one(const cpu_mm_run *r, int64_t ai, int64_t bi, int64_t yi) 
                         .b = b,
                         .ldb = n,
                         .y = acc,
-                        .ldy = n};
+                        .ldy = n,
+                        .packed_b = r->packed_b,
+                        .overwrite_y = true};
     onyx__cpu_sgemm(r->node->provider, &g, r->ws[CPU_WS_PACK_A], r->ws[CPU_WS_PACK_B]);
     if (r->dtype != ONYX_DTYPE_FLOAT32) cpu_store_acc(r->dtype, acc, y, m * n);
     break;
@@ -204,8 +316,9 @@ static void cpu_mm_batch_run(void *arg, const int64_t *in_off, int64_t out_off, 
 
 static onyx_status cpu_matmul_compute(void *state, onyx_compute_ctx *ctx,
                                       const onyx_tensor *const *inputs, size_t input_count) {
-  const onyx__cpu_node *node = state;
-  onyx_status st = onyx__cpu_check_inputs(ctx, inputs, input_count, 2);
+  const cpu_mm_state *s = state;
+  const onyx__cpu_node *node = &s->base;
+  onyx_status st = cpu_check_inputs(ctx, &s->packed, false, inputs, input_count);
   if (st != ONYX_STATUS_OK) return st;
   const onyx_tensor *a = inputs[0], *b = inputs[1];
   if (!onyx__cpu_dtype_in(a->dtype, CPU_MATMUL_TYPES)) {
@@ -226,13 +339,14 @@ static onyx_status cpu_matmul_compute(void *state, onyx_compute_ctx *ctx,
     return st;
   }
   cpu_mm_run run = {.node = node,
+                    .packed_b = s->packed.mem != NULL ? &s->packed.b : NULL,
                     .plan = &plan,
                     .dtype = a->dtype,
                     .esize = onyx_dtype_size(a->dtype),
                     .a = a->data,
                     .b = b->data};
   uint64_t bytes[CPU_WS_COUNT];
-  cpu_gemm_ws_bytes(node, a->dtype, plan.gemm_m, plan.n, plan.k, bytes);
+  cpu_gemm_ws_bytes(node, a->dtype, plan.gemm_m, plan.n, plan.k, run.packed_b != NULL, bytes);
   st = cpu_ws_views(ctx, bytes, run.ws);
   if (st != ONYX_STATUS_OK) return st;
 
@@ -268,8 +382,8 @@ const onyx_kernel_table onyx__cpu_k_matmul = {
     .until_opset = 0,
     .type_input = 0,
     .type_mask = CPU_MATMUL_TYPES,
-    .create = onyx__cpu_create_plain,
-    .destroy = onyx__cpu_destroy,
+    .create = cpu_matmul_create,
+    .destroy = cpu_matmul_destroy,
     .workspace = cpu_matmul_workspace,
     .compute = cpu_matmul_compute,
     .infer = cpu_matmul_infer,
@@ -281,6 +395,7 @@ typedef struct cpu_gemm_state {
   onyx__cpu_node base;
   bool trans_a, trans_b;
   float alpha, beta;
+  cpu_packed packed;
 } cpu_gemm_state;
 
 static onyx_status cpu_gemm_create(void *provider_state, const onyx_node_info *node,
@@ -300,8 +415,16 @@ static onyx_status cpu_gemm_create(void *provider_state, const onyx_node_info *n
   }
   s->trans_a = ta != 0;
   s->trans_b = tb != 0;
+  cpu_prepack(&s->base, node, s->trans_b, &s->packed);
   *out_state = s;
   return ONYX_STATUS_OK;
+}
+
+static void cpu_gemm_destroy(void *state) {
+  cpu_gemm_state *s = state;
+  if (s == NULL) return;
+  cpu_packed_free(&s->base, &s->packed);
+  free(s);
 }
 
 /* M, N, K from A and B, or a message naming the offending input. */
@@ -337,7 +460,7 @@ static onyx_status cpu_gemm_workspace(void *state, const onyx_tensor *inputs, si
       cpu_gemm_dims(s, &inputs[0], &inputs[1], &m, &n, &k, NULL, 0) != ONYX_STATUS_OK)
     return ONYX_STATUS_OK; /* compute() reports bad shapes */
   uint64_t bytes[CPU_WS_COUNT];
-  cpu_gemm_ws_bytes(&s->base, inputs[0].dtype, m, n, k, bytes);
+  cpu_gemm_ws_bytes(&s->base, inputs[0].dtype, m, n, k, s->packed.mem != NULL, bytes);
   cpu_ws_fill(bytes, req);
   return ONYX_STATUS_OK;
 }
@@ -366,7 +489,7 @@ static void cpu_gemm_init_y(const onyx_tensor *c, float beta, int64_t m, int64_t
 static onyx_status cpu_gemm_compute(void *state, onyx_compute_ctx *ctx,
                                     const onyx_tensor *const *inputs, size_t input_count) {
   const cpu_gemm_state *s = state;
-  onyx_status st = onyx__cpu_check_inputs(ctx, inputs, input_count, 2);
+  onyx_status st = cpu_check_inputs(ctx, &s->packed, s->trans_b, inputs, input_count);
   if (st != ONYX_STATUS_OK) return st;
   const onyx_tensor *a = inputs[0], *b = inputs[1];
   const onyx_tensor *c = input_count > 2 ? inputs[2] : NULL;
@@ -404,9 +527,10 @@ static onyx_status cpu_gemm_compute(void *state, onyx_compute_ctx *ctx,
       return ONYX_STATUS_INVALID_ARGUMENT;
     }
   }
+  const onyx__cpu_packed_b *packed_b = s->packed.mem != NULL ? &s->packed.b : NULL;
   float *ws[CPU_WS_COUNT];
   uint64_t bytes[CPU_WS_COUNT];
-  cpu_gemm_ws_bytes(&s->base, a->dtype, m, n, k, bytes);
+  cpu_gemm_ws_bytes(&s->base, a->dtype, m, n, k, packed_b != NULL, bytes);
   st = cpu_ws_views(ctx, bytes, ws);
   if (st != ONYX_STATUS_OK) return st;
 
@@ -422,7 +546,8 @@ static onyx_status cpu_gemm_compute(void *state, onyx_compute_ctx *ctx,
     return ONYX_STATUS_OK;
   }
   float *acc = a->dtype == ONYX_DTYPE_FLOAT32 ? y->data : ws[CPU_WS_ACC];
-  cpu_gemm_init_y(c, s->beta, m, n, false, acc);
+  bool overwrite = c == NULL || s->beta == 0.0f; /* Y is the product alone */
+  if (!overwrite) cpu_gemm_init_y(c, s->beta, m, n, false, acc);
   onyx__cpu_gemm g = {.trans_a = s->trans_a,
                       .trans_b = s->trans_b,
                       .m = m,
@@ -435,7 +560,9 @@ static onyx_status cpu_gemm_compute(void *state, onyx_compute_ctx *ctx,
                       .b = b->data,
                       .ldb = b->dims[1],
                       .y = acc,
-                      .ldy = n};
+                      .ldy = n,
+                      .packed_b = packed_b,
+                      .overwrite_y = overwrite};
   onyx__cpu_sgemm(s->base.provider, &g, ws[CPU_WS_PACK_A], ws[CPU_WS_PACK_B]);
   if (a->dtype != ONYX_DTYPE_FLOAT32) cpu_store_acc(a->dtype, acc, y->data, m * n);
   return ONYX_STATUS_OK;
@@ -465,7 +592,7 @@ const onyx_kernel_table onyx__cpu_k_gemm = {
     .type_input = 0,
     .type_mask = ONYX__CPU_FLOAT_TYPES,
     .create = cpu_gemm_create,
-    .destroy = onyx__cpu_destroy,
+    .destroy = cpu_gemm_destroy,
     .workspace = cpu_gemm_workspace,
     .compute = cpu_gemm_compute,
     .infer = cpu_gemm_infer,

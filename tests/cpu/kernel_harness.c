@@ -43,6 +43,34 @@ static void kh_parallel_for(void *host_data, size_t n, void (*fn)(void *arg, siz
     if (!pthread_equal(tid[t], pthread_self())) pthread_join(tid[t], NULL);
 }
 
+/* Governed memory: plain allocations, counted so that a test can see what a kernel
+ * booked and whether it gave it all back. Kernels run one at a time here. */
+static int kh_mem_live;
+static uint64_t kh_mem_bytes;
+static bool kh_mem_refuse;
+
+static onyx_status kh_mem_alloc(void *host_data, uint32_t requester, uint64_t bytes,
+                                uint32_t alignment, const char *label, void **out_ptr) {
+  (void)host_data, (void)requester, (void)label;
+  *out_ptr = NULL;
+  if (kh_mem_refuse) return ONYX_STATUS_TIER_EXHAUSTED;
+  size_t align = alignment < sizeof(void *) ? sizeof(void *) : alignment;
+  size_t rounded = (size_t)((bytes + align - 1) / align * align);
+  *out_ptr = aligned_alloc(align, rounded ? rounded : align);
+  if (*out_ptr == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+  memset(*out_ptr, 0xFF, rounded); /* poison, like outputs */
+  kh_mem_live++;
+  kh_mem_bytes += bytes;
+  return ONYX_STATUS_OK;
+}
+
+static void kh_mem_free(void *host_data, void *ptr) {
+  (void)host_data;
+  if (ptr == NULL) return;
+  free(ptr);
+  kh_mem_live--;
+}
+
 static void kh_log(void *host_data, uint32_t level, const char *message) {
   (void)host_data;
   (void)level;
@@ -75,6 +103,8 @@ onyx_status kh_load(kh_provider *p, const char *path, const onyx_option *options
                               .version = ONYX_ABI_VERSION,
                               .host_data = (void *)(uintptr_t)(threads > 1 ? threads : 1),
                               .log = kh_log,
+                              .mem_alloc = kh_mem_alloc,
+                              .mem_free = kh_mem_free,
                               .parallel_for = threads > 1 ? kh_parallel_for : NULL,
                               .num_threads = threads > 1 ? threads : 1};
   st = p->table->open(&p->host, options, option_count, &p->state, err, err_cap);
@@ -184,6 +214,8 @@ typedef struct kh_info {
   onyx_node_info info;
   bool in_present[16], out_present[KH_MAX_OUTPUTS];
   uint32_t in_dtypes[16];
+  const onyx_tensor *constants[16];
+  bool copied[16];
 } kh_info;
 
 static void kh_info_make(const kh_node *node, const onyx_tensor *const *inputs, size_t input_count,
@@ -209,6 +241,12 @@ static void kh_info_make(const kh_node *node, const onyx_tensor *const *inputs, 
                                .input_dtypes = out->in_dtypes,
                                .attrs = node->attrs,
                                .attr_count = node->attr_count};
+  if (node->constant_inputs != NULL) {
+    for (size_t i = 0; i < input_count && i < 16; ++i)
+      out->constants[i] = node->constant_inputs[i] ? inputs[i] : NULL;
+    out->info.input_constants = out->constants;
+    out->info.input_constant_copied = out->copied;
+  }
 }
 
 void kh_infer(kh_provider *p, const kh_node *node, const onyx_tensor *const *inputs,
@@ -273,13 +311,32 @@ void kh_run(kh_provider *p, const kh_node *node, const onyx_tensor *const *input
     }
   }
   void *state = NULL;
+  int live_before = kh_mem_live;
+  uint64_t bytes_before = kh_mem_bytes;
+  kh_mem_refuse = node->refuse_mem_alloc;
   if (k->create != NULL) {
     r->status = k->create(p->state, &info, &state, r->error, sizeof r->error);
+    kh_mem_refuse = false;
     if (r->status != ONYX_STATUS_OK) {
       r->stage = "create";
+      r->governed_live_after = kh_mem_live - live_before;
       return;
     }
   }
+  kh_mem_refuse = false;
+  r->governed_bytes = kh_mem_bytes - bytes_before;
+  /* What the core does for a copied constant: the kernel keeps the geometry only. */
+  onyx_tensor given[16];
+  const onyx_tensor *ins[16];
+  for (size_t i = 0; i < input_count && i < 16; ++i) {
+    ins[i] = inputs[i];
+    if (!ki.copied[i] || inputs[i] == NULL) continue;
+    r->constants_copied |= 1u << i;
+    given[i] = *inputs[i];
+    given[i].data = NULL;
+    ins[i] = &given[i];
+  }
+  if (input_count <= 16) inputs = ins;
 
   /* Workspace: geometry-only views, as the planner would pass them. */
   onyx_workspace_requirement req;
@@ -301,6 +358,7 @@ void kh_run(kh_provider *p, const kh_node *node, const onyx_tensor *const *input
     if (r->status != ONYX_STATUS_OK) {
       r->stage = "workspace";
       if (k->destroy) k->destroy(state);
+      r->governed_live_after = kh_mem_live - live_before;
       return;
     }
     for (uint32_t i = 0; i < req.count; ++i) {
@@ -335,6 +393,7 @@ void kh_run(kh_provider *p, const kh_node *node, const onyx_tensor *const *input
   if (r->status != ONYX_STATUS_OK && r->alloc_calls > 0) r->allocated_on_error = true;
   for (uint32_t i = 0; i < req.count; ++i) free(blocks[i]);
   if (k->destroy) k->destroy(state);
+  r->governed_live_after = kh_mem_live - live_before;
 }
 
 void kh_result_free(kh_result *r) {

@@ -51,6 +51,13 @@ typedef struct kh_result {
   int alloc_calls;
   bool allocated_on_error;  /* a failed compute allocated outputs: an ABI violation */
   uint64_t workspace_bytes; /* total the kernel asked for */
+  /* Constant inputs (kh_node.constant_inputs): bit i set when create said it copied
+   * input i, which compute then received as geometry only (data NULL); the bytes
+   * the kernel booked through host->mem_alloc; and how many of those allocations
+   * were still live after destroy (a leak when > 0). */
+  uint32_t constants_copied;
+  uint64_t governed_bytes;
+  int governed_live_after;
 } kh_result;
 
 /* A node to run. Zero-initialise, then fill what the test needs. */
@@ -64,6 +71,11 @@ typedef struct kh_node {
   const bool *output_present; /* NULL means all present */
   /* Test hook: hand the kernel workspace views this many bytes short (0: exact). */
   uint64_t workspace_shortfall;
+  /* [input_count] or NULL: inputs offered to create as constant initializers (ABI v2
+   * input_constants), which it may copy and give back (input_constant_copied). */
+  const bool *constant_inputs;
+  /* Test hook: host->mem_alloc refuses every request. */
+  bool refuse_mem_alloc;
 } kh_node;
 
 /* Runs `node` on `inputs` (NULL entries are absent optional inputs). */
