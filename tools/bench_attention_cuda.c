@@ -12,7 +12,10 @@
  * sm_90 device) and on the flash kernel (onyx__cuda_attn_force_hopper = 0); TFLOP/s
  * counts 4·B·Nq·S²·D/2 (causal). Decode is one token
  * against a shared KV buffer of Skv rows (present aliases past, the new row written in
- * place); GB/s counts the 2·B·Nkv·Skv·D·2 bytes of K and V read. Build: the
+ * place), on the route the dispatcher picks (the decode kernel, which appends the row
+ * itself) and on the flash kernel (onyx__cuda_attn_force_decode = 0), then the decode
+ * route over a sweep of forced split counts; GB/s counts the 2·B·Nkv·Skv·D·2 bytes of K
+ * and V read. ONYX_BENCH_DECODE_ONLY=1 skips the prefill shapes. Build: the
  * tests/cuda_attention CMake project (target onyx_bench_attention_cuda).
  */
 #include <cuda_runtime_api.h>
@@ -142,15 +145,18 @@ typedef struct result {
   char kind[8]; /* prefill / decode */
   int B, hq, hkv, s, d;
   double ours;         /* TFLOP/s or GB/s: the whole op */
-  uint32_t route;      /* prefill: the route the op took */
-  double kernel64;     /* prefill: the op on the flash kernel; decode: the sweep's best */
+  uint32_t route;      /* the route the op took */
+  double kernel64;     /* the op on the flash kernel */
   double flash, cudnn; /* anchor, 0 when missing */
 } result;
 
 static result results[16];
 
 static const char *route_name(uint32_t r) {
-  return r == ONYX__CUDA_ROUTE_HOPPER ? "hopper" : r == ONYX__CUDA_ROUTE_FLASH ? "flash" : "ref";
+  return r == ONYX__CUDA_ROUTE_HOPPER   ? "hopper"
+         : r == ONYX__CUDA_ROUTE_DECODE ? "decode"
+         : r == ONYX__CUDA_ROUTE_FLASH  ? "flash"
+                                        : "ref";
 }
 static int n_results;
 
@@ -230,30 +236,28 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
   } else {
     double bytes = 2.0 * B * hkv * (double)S_kv * D * 2.0;
     r->ours = bytes / ms / 1e6;
-    printf("onyx decode B=%d Hq=%d Hkv=%d Skv=%d D=%d: op %.4f ms %.0f GB/s | workspace %llu B\n",
-           B, hq, hkv, S_kv, D, ms, r->ours, (unsigned long long)ws);
-    /* Split counts and ring depths, for the plan's next revision. */
-    static const int splits[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 33, 45, 64, 96, 128};
-    static const int tiles[2] = {ONYX__CUDA_TILE_DECODE, ONYX__CUDA_TILE_DECODE3};
-    double best = 0.0;
-    int best_tile = 0, best_split = 0;
-    for (int ti = 0; ti < 2; ++ti)
-      for (size_t si = 0; si < sizeof splits / sizeof splits[0]; ++si) {
-        if (splits[si] > S_kv / ONYX__CUDA_ATTN_SPLIT_MIN_KEYS && splits[si] > 1) continue;
-        onyx__cuda_attn_force_tile = tiles[ti];
-        onyx__cuda_attn_force_split = splits[si];
-        uint64_t w2;
-        float t = measure(state, &c, in, 7, &w2);
-        double gbs = bytes / t / 1e6;
-        printf("  sweep decode B=%d Skv=%d D=%d tile %d split %d: %.4f ms %.0f GB/s\n", B, S_kv, D,
-               tiles[ti], splits[si], t, gbs);
-        if (gbs > best) best = gbs, best_tile = tiles[ti], best_split = splits[si];
-      }
-    onyx__cuda_attn_force_tile = -1;
+    r->route = onyx__cuda_attn_last_route();
+    /* The flash kernel on the same problem (the decode route turned off: the fill
+     * writes the new row). */
+    uint64_t ws2;
+    onyx__cuda_attn_force_decode = 0;
+    float kf = measure(state, &c, in, 7, &ws2);
+    onyx__cuda_attn_force_decode = -1;
+    r->kernel64 = bytes / kf / 1e6;
+    printf("onyx decode B=%d Hq=%d Hkv=%d Skv=%d D=%d: op (%s route) %.4f ms %.0f GB/s | "
+           "flash route %.4f ms %.0f | workspace %llu B\n",
+           B, hq, hkv, S_kv, D, route_name(r->route), ms, r->ours, kf, r->kernel64,
+           (unsigned long long)ws);
+    /* Split counts of the decode route, for the plan's next revision. */
+    static const int splits[] = {1, 2, 4, 8, 12, 16, 24, 32};
+    for (size_t si = 0; si < sizeof splits / sizeof splits[0]; ++si) {
+      if (splits[si] > S_kv / ONYX__CUDA_ATTN_SPLIT_MIN_KEYS && splits[si] > 1) continue;
+      onyx__cuda_attn_force_split = splits[si];
+      float t = measure(state, &c, in, 7, &ws2);
+      printf("  sweep decode B=%d Skv=%d D=%d route %s split %d: %.4f ms %.0f GB/s\n", B, S_kv, D,
+             route_name(onyx__cuda_attn_last_route()), splits[si], t, bytes / t / 1e6);
+    }
     onyx__cuda_attn_force_split = -1;
-    r->kernel64 = best;
-    printf("onyx decode best B=%d Hkv=%d Skv=%d D=%d: tile %d split %d %.0f GB/s\n", B, hkv, S_kv,
-           D, best_tile, best_split, best);
   }
   fflush(stdout);
   for (int i = 0; i < 3; ++i)
@@ -326,22 +330,23 @@ int main(int argc, char **argv) {
                                 {16, 32, 8, 4096, 128},
                                 {64, 32, 8, 2048, 128},
                                 {1, 14, 2, 4096, 64}};
-  for (int i = 0; i < 4; ++i)
+  const char *only = getenv("ONYX_BENCH_DECODE_ONLY");
+  for (int i = 0; i < 4 && (only == NULL || strcmp(only, "1") != 0); ++i)
     bench_gqa("prefill", pre[i][0], pre[i][1], pre[i][2], pre[i][3], pre[i][4]);
   for (int i = 0; i < 5; ++i)
     bench_gqa("decode", dec[i][0], dec[i][1], dec[i][2], dec[i][3], dec[i][4]);
   if (strcmp(script, "-") != 0) run_anchor(script);
   printf("\n%-8s %-26s %-7s %10s %10s %10s %10s %8s %8s\n", "kind", "shape (bf16)", "route",
-         "onyx op", "flash/best", "torch fl", "torch cudnn", "x flash", "x cudnn");
+         "onyx op", "onyx flash", "torch fl", "torch cudnn", "x flash", "x cudnn");
   for (int i = 0; i < n_results; ++i) {
     result *r = &results[i];
     char shape[64];
     snprintf(shape, sizeof shape, "B%d Hq%d Hkv%d %s%d D%d", r->B, r->hq, r->hkv,
              r->kind[0] == 'p' ? "S" : "Skv", r->s, r->d);
     printf("%-8s %-26s %-7s %10.1f %10.1f %10.1f %10.1f %8.2f %8.2f %s\n", r->kind, shape,
-           r->kind[0] == 'p' ? route_name(r->route) : "flash", r->ours, r->kernel64, r->flash,
-           r->cudnn, r->flash > 0 ? r->ours / r->flash : 0.0,
-           r->cudnn > 0 ? r->ours / r->cudnn : 0.0, r->kind[0] == 'p' ? "TFLOP/s" : "GB/s");
+           route_name(r->route), r->ours, r->kernel64, r->flash, r->cudnn,
+           r->flash > 0 ? r->ours / r->flash : 0.0, r->cudnn > 0 ? r->ours / r->cudnn : 0.0,
+           r->kind[0] == 'p' ? "TFLOP/s" : "GB/s");
   }
   return 0;
 }

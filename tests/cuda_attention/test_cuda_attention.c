@@ -11,6 +11,7 @@
  *   with different lengths, head sizes 64/80/96/128/256, float32 reference route, split-K.
  * - Attention 23/24: 3-D and 4-D, GQA, causal, bool/float masks, fully masked rows,
  *   past/present, softcap, scale, nonpad_kv_seqlen, short mask, Hk != Hv, staging.
+ * - The Hopper prefill route and the decode route (on and off), their named refusals.
  * Every device test prints "skipped: no CUDA device" and passes without a device.
  */
 #include <math.h>
@@ -939,16 +940,29 @@ static void test_workspace_routes(void **state) {
   onyx_workspace_requirement r = gqa_req(ONYX_DTYPE_BFLOAT16, 64, 1, 32, 8, 128, 2047, false, &ok);
   assert_true(ok);
   assert_int_equal(r.count, 0);
-  /* Decode B1 Hkv8 Skv 4096: 8 CTAs → 16 splits (the cap, 4096 / 256): partials only. */
+  /* Decode B1 Hkv8 Skv 4096: 8 CTAs → 16 splits (132 / 8 rounded down, and the cap
+   * 4096 / 256): partials (m, l, O per row and split) and one arrival counter per
+   * (b, kv head) for the decode route's merge, nothing else. */
   r = gqa_req(ONYX_DTYPE_BFLOAT16, 1, 1, 32, 8, 128, 4095, false, &ok);
   assert_int_equal(r.count, 1);
   assert_string_equal(r.regions[0].name, "gqa_splitk_partials");
-  assert_int_equal(r.regions[0].bytes, 1ull * 32 * 1 * 16 * (128 + 2) * 4);
+  assert_int_equal(r.regions[0].bytes, 1ull * 32 * 1 * 16 * (128 + 2) * 4 + 1ull * 8 * 4);
   assert_int_equal(r.regions[0].lifetime, ONYX_LIFETIME_STEP);
-  /* Decode B1 Hkv8 Skv 32768: 17 splits (about one CTA per SM: 132 / 8). */
+  /* Decode B1 Hkv8 Skv 32768: 16 splits (at most one work unit per SM: 132 / 8 down). */
   r = gqa_req(ONYX_DTYPE_FLOAT16, 1, 1, 32, 8, 128, 32767, false, &ok);
-  assert_int_equal(ch_region_bytes(&r, "gqa_splitk_partials"), 1ull * 32 * 17 * 130 * 4);
+  assert_int_equal(ch_region_bytes(&r, "gqa_splitk_partials"),
+                   1ull * 32 * 16 * 130 * 4 + 1ull * 8 * 4);
   assert_int_equal(r.count, 1);
+  /* Decode B2 Hkv2 D64 with 7 query heads a group: 33 splits (132 / 4), capped at
+   * 1000 / 256 = 3. */
+  r = gqa_req(ONYX_DTYPE_BFLOAT16, 2, 1, 14, 2, 64, 999, false, &ok);
+  assert_int_equal(ch_region_bytes(&r, "gqa_splitk_partials"),
+                   2ull * 14 * 3 * 66 * 4 + 2ull * 2 * 4);
+  assert_int_equal(r.count, 1);
+  /* A short chunk of 4 rows × group 4 (16 rows, the decode tile) splits too. */
+  r = gqa_req(ONYX_DTYPE_BFLOAT16, 1, 4, 8, 2, 128, 4000, false, &ok);
+  assert_int_equal(ch_region_bytes(&r, "gqa_splitk_partials"),
+                   1ull * 8 * 4 * 15 * 130 * 4 + 1ull * 2 * 4);
   /* Prefill B1 S4096 (2048 CTAs, and prefill is never split): no transposes, no
    * staging, nothing. Packed too. Chunked prefill with 256 rows per kv head: none. */
   r = gqa_req(ONYX_DTYPE_BFLOAT16, 1, 4096, 32, 8, 128, 0, false, &ok);
@@ -969,7 +983,8 @@ static void test_workspace_routes(void **state) {
   /* Packed decode B4 (32 CTAs): 4 splits. */
   r = gqa_req(ONYX_DTYPE_FLOAT16, 4, 1, 32, 8, 128, 4095, true, &ok);
   assert_int_equal(r.count, 1);
-  assert_int_equal(ch_region_bytes(&r, "gqa_splitk_partials"), 4ull * 32 * 4 * 130 * 4);
+  assert_int_equal(ch_region_bytes(&r, "gqa_splitk_partials"),
+                   4ull * 32 * 4 * 130 * 4 + 4ull * 8 * 4);
   /* float32: the reference route, scores (B·Nq·S·(L + S) floats) and nothing else. */
   r = gqa_req(ONYX_DTYPE_FLOAT32, 2, 128, 8, 2, 64, 0, false, &ok);
   assert_int_equal(r.count, 1);
@@ -1012,7 +1027,8 @@ static void test_attention_workspace_routes(void **state) {
   /* 4 CTAs (B2 × Hkv2) over 3001 keys → 11 splits (the cap); presents produced: no
    * staging. */
   assert_int_equal(r.count, 1);
-  assert_int_equal(ch_region_bytes(&r, "attention_splitk_partials"), 2ull * 8 * 1 * 11 * 66 * 4);
+  assert_int_equal(ch_region_bytes(&r, "attention_splitk_partials"),
+                   2ull * 8 * 1 * 11 * 66 * 4 + 2ull * 2 * 4);
   onyx_cuda_attention_kernel.destroy(st);
   /* Without presents, the past is staged (B·Nkv·T·(Hk + Hv) elements). */
   ch_node_init(&node, "", "Attention", 23, 6, 1);
@@ -1469,9 +1485,10 @@ static void test_attention_cases(void **state) {
 /* ================================================================== the Hopper route */
 
 static const char *route_name(uint32_t r) {
-  return r == ONYX__CUDA_ROUTE_HOPPER  ? "hopper"
-         : r == ONYX__CUDA_ROUTE_FLASH ? "flash"
-                                       : "reference";
+  return r == ONYX__CUDA_ROUTE_HOPPER   ? "hopper"
+         : r == ONYX__CUDA_ROUTE_DECODE ? "decode"
+         : r == ONYX__CUDA_ROUTE_FLASH  ? "flash"
+                                        : "reference";
 }
 
 /* The route the last call took must be `want` when the Hopper route is built and the
@@ -1782,6 +1799,310 @@ static void test_hopper_refusal_reasons(void **state) {
   onyx__cuda_attn_force_hopper = -1;
 }
 
+/* ================================================================== the decode route */
+
+/* The decode route where the kernel runs on this device (else the flash route). */
+static void expect_decode(const char *what) {
+  uint32_t want =
+      onyx__cuda_attn_decode_available() ? ONYX__CUDA_ROUTE_DECODE : ONYX__CUDA_ROUTE_FLASH;
+  uint32_t got = onyx__cuda_attn_last_route();
+  printf("  %s: %s route\n", what, route_name(got));
+  assert_int_equal(got, want);
+}
+
+/* A case on the decode route, then on the flash route (the decode route turned off):
+ * both against the float64 reference, the appended present rows included. */
+static void check_both_routes(const gqa_case *c, uint64_t seed) {
+  onyx__cuda_attn_force_decode = -1;
+  check_gqa(c, seed);
+  expect_decode(c->name);
+  onyx__cuda_attn_force_decode = 0;
+  check_gqa(c, seed);
+  expect_route("  same on the flash route", ONYX__CUDA_ROUTE_FLASH);
+  onyx__cuda_attn_force_decode = -1;
+}
+
+/* Decode and short chunks on the decode route: GQA groups 1, 4, 5 and 7; key counts off
+ * the 64-key tile; few (b, kv heads) with many splits and many (more work units than
+ * SMs); shared buffers with capacity past the total (the new rows appended by the
+ * kernel, rotated: halves, interleaved, position ids), growing caches (the fill writes
+ * them), BSNH, windows, sinks, smooth softmax, causal chunks and a non-causal one, a
+ * first prompt into a shared buffer, batches with a single key. */
+static void test_decode_route(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  for (int t = 0; t < 2; ++t) {
+    const uint32_t dt = k_half_types[t];
+    const uint64_t seed = 400 + (uint64_t)t * 32;
+    gqa_case a = {.name = "decode: shared cap 5000 B1 32/8 H128 rotary (16 splits)",
+                  .dtype = dt,
+                  .B = 1,
+                  .S = 1,
+                  .nq = 32,
+                  .nkv = 8,
+                  .H = 128,
+                  .L = 5000,
+                  .T = 4322,
+                  .seqlens = {4321},
+                  .rotary = true,
+                  .share = true,
+                  .total_on_host = true,
+                  .causal = -1};
+    check_both_routes(&a, seed + 0);
+    gqa_case b = {.name = "decode: growing B2 14/2 H64 L777 (group 7, 3 splits)",
+                  .dtype = dt,
+                  .B = 2,
+                  .S = 1,
+                  .nq = 14,
+                  .nkv = 2,
+                  .H = 64,
+                  .L = 777,
+                  .T = 778,
+                  .seqlens = {777, 400},
+                  .causal = -1};
+    check_both_routes(&b, seed + 1);
+  }
+  const uint32_t bf = ONYX_DTYPE_BFLOAT16;
+  gqa_case cs[6] = {
+      {.name = "decode: shared BSNH cap 1000 B8 24/24 H128 (192 units, group 1)",
+       .dtype = bf,
+       .B = 8,
+       .S = 1,
+       .nq = 24,
+       .nkv = 24,
+       .H = 128,
+       .L = 1000,
+       .T = 1000,
+       .seqlens = {300, 0, 63, 64, 128, 700, 999, 5},
+       .layout = 1,
+       .share = true,
+       .causal = -1},
+      {.name = "chunk: shared S4 group 4 cap 600 B2 8/2 H128 interleaved pos ids (2 splits)",
+       .dtype = ONYX_DTYPE_FLOAT16,
+       .B = 2,
+       .S = 4,
+       .nq = 8,
+       .nkv = 2,
+       .H = 128,
+       .L = 600,
+       .T = 420,
+       .seqlens = {419, 200},
+       .rotary = true,
+       .interleaved = true,
+       .pos_ids = true,
+       .share = true,
+       .causal = -1},
+      {.name = "chunk: growing S2 group 7 B2 14/2 H64 window 50 sink",
+       .dtype = bf,
+       .B = 2,
+       .S = 2,
+       .nq = 14,
+       .nkv = 2,
+       .H = 64,
+       .L = 300,
+       .T = 302,
+       .seqlens = {301, 120},
+       .window = 50,
+       .sink = true,
+       .causal = -1},
+      {.name = "first prompt into a shared buffer S16 group 1 cap 64 B2 2/2 H64 smooth",
+       .dtype = bf,
+       .B = 2,
+       .S = 16,
+       .nq = 2,
+       .nkv = 2,
+       .H = 64,
+       .L = 64,
+       .T = 16,
+       .seqlens = {15, 9},
+       .share = true,
+       .smooth = true,
+       .causal = -1},
+      {.name = "chunk: non-causal S3 group 5 B1 10/2 H128 L500 packed",
+       .dtype = bf,
+       .B = 1,
+       .S = 3,
+       .nq = 10,
+       .nkv = 2,
+       .H = 128,
+       .L = 500,
+       .T = 503,
+       .seqlens = {502},
+       .packed = true,
+       .causal = 0},
+      {.name = "decode: shared window 70 sink B3 8/2 H64 cap 900 rotary pos ids",
+       .dtype = ONYX_DTYPE_FLOAT16,
+       .B = 3,
+       .S = 1,
+       .nq = 8,
+       .nkv = 2,
+       .H = 64,
+       .L = 900,
+       .T = 800,
+       .seqlens = {799, 64, 1},
+       .rotary = true,
+       .pos_ids = true,
+       .window = 70,
+       .sink = true,
+       .share = true,
+       .causal = -1},
+  };
+  for (int i = 0; i < 6; ++i) check_both_routes(&cs[i], 480 + (uint64_t)i);
+  /* Forced splits: more units than SMs with splits (CTAs merge for units they did not
+   * all run), splits with no key tile at all (a batch with 11 keys), and the appended
+   * rows on a split run. */
+  onyx__cuda_attn_force_split = 9;
+  gqa_case f = {.name = "decode: 9 forced splits growing B4 32/8 H128 L900 (288 units)",
+                .dtype = bf,
+                .B = 4,
+                .S = 1,
+                .nq = 32,
+                .nkv = 8,
+                .H = 128,
+                .L = 900,
+                .T = 901,
+                .seqlens = {900, 10, 555, 256},
+                .causal = -1};
+  check_both_routes(&f, 490);
+  onyx__cuda_attn_force_split = 5;
+  gqa_case h = {.name = "decode: 5 forced splits shared B2 8/2 H128 cap 700 rotary",
+                .dtype = bf,
+                .B = 2,
+                .S = 1,
+                .nq = 8,
+                .nkv = 2,
+                .H = 128,
+                .L = 700,
+                .T = 650,
+                .seqlens = {649, 64},
+                .rotary = true,
+                .share = true,
+                .causal = -1};
+  check_both_routes(&h, 491);
+  onyx__cuda_attn_force_split = -1;
+}
+
+/* ONNX Attention decode on the decode route: 4-D with a past (presents filled by the
+ * op), 3-D with nonpad_kv_seqlen and NaN in the padded keys and values. */
+static void test_decode_attention(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  for (int t = 0; t < 2; ++t) {
+    uint32_t dt = k_half_types[t];
+    at_case cases[] = {
+        {"decode: 4D past 333 GQA 4",
+         dt,
+         23,
+         true,
+         2,
+         8,
+         2,
+         1,
+         1,
+         128,
+         128,
+         333,
+         true,
+         0.0f,
+         0.0f,
+         0,
+         false,
+         true,
+         false,
+         0},
+        {"chunk: 3D nonpad NaN padding S2 GQA 4",
+         dt,
+         24,
+         false,
+         3,
+         8,
+         2,
+         2,
+         400,
+         64,
+         64,
+         0,
+         true,
+         0.0f,
+         0.0f,
+         0,
+         true,
+         false,
+         true,
+         0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+      onyx__cuda_attn_force_decode = -1;
+      check_attention(&cases[i], 3000 + (uint64_t)(t * 100 + i));
+      expect_decode(cases[i].name);
+      onyx__cuda_attn_force_decode = 0;
+      check_attention(&cases[i], 3000 + (uint64_t)(t * 100 + i));
+      expect_route("  same on the flash route", ONYX__CUDA_ROUTE_FLASH);
+      onyx__cuda_attn_force_decode = -1;
+    }
+  }
+}
+
+/* The decode route's refusals are host arithmetic: each is named (needs no device). */
+static void test_decode_refusal_reasons(void **state) {
+  (void)state;
+  static _Alignas(16) uint16_t buf[64];
+  onyx__cuda_attn_params p;
+  memset(&p, 0, sizeof p);
+  p.dtype = ONYX_DTYPE_BFLOAT16;
+  p.batch = 1, p.nq = 32, p.nkv = 8, p.group = 4, p.sq = 1, p.hk = p.hv = 128;
+  p.q = p.k = p.v = p.y = buf;
+  p.q_ss = 32 * 128, p.q_hs = 128, p.q_bs = 32 * 128;
+  p.k_rs = p.v_rs = 128, p.k_gs = p.v_gs = 4096 * 128, p.k_bs = p.v_bs = 8 * 4096 * 128;
+  p.y_ss = 32 * 128, p.y_hs = 128, p.y_bs = 32 * 128;
+  onyx__cuda_attn_plan plan;
+  onyx__cuda_attn_plan_make(p.dtype, 1, 32, 8, 1, 128, 128, 4096, &plan);
+  assert_int_equal(plan.route, ONYX__CUDA_ROUTE_FLASH);
+  assert_int_equal(plan.tile, ONYX__CUDA_TILE_DECODE3);
+  assert_int_equal(plan.n_split, 16);
+  p.n_split = plan.n_split;
+  p.partials = (float *)(void *)buf;
+  const char *why = onyx__cuda_attn_decode_refusal(&p, &plan);
+  printf("  eligible geometry: %s\n", why == NULL ? "decode" : why);
+  if (why != NULL) assert_string_equal(why, "no device the decode kernel runs on");
+  struct {
+    onyx__cuda_attn_params p;
+    const char *why;
+  } cases[12];
+  for (int i = 0; i < 12; ++i) cases[i].p = p;
+  cases[0].p.softcap = 5.0f, cases[0].why = "softcap";
+  cases[1].p.mask = buf, cases[1].why = "attention mask or bias";
+  cases[2].p.hk = cases[2].p.hv = 96, cases[2].why = "head sizes 64 and 128 only";
+  cases[3].p.hv = 64, cases[3].why = "head sizes 64 and 128 only";
+  cases[4].p.sq = 5, cases[4].why = "more than 16 rows (query rows times group) per kv head";
+  cases[5].p.dtype = ONYX_DTYPE_FLOAT32, cases[5].why = "float16 or bfloat16 only";
+  cases[6].p.k = buf + 1, cases[6].why = "key or value rows not 16-byte aligned";
+  cases[7].p.v_rs = 132, cases[7].why = "key or value rows not 16-byte aligned";
+  cases[8].p.q_hs = 100, cases[8].why = "query rows not 16-byte aligned";
+  cases[9].p.y = buf + 1, cases[9].why = "output not aligned for 8-byte stores";
+  cases[10].p.n_split = 4, cases[10].why = "split not the plan's";
+  cases[11].p.nkv = 5, cases[11].why = "query heads not a multiple of kv heads";
+  for (int i = 0; i < 12; ++i) {
+    const char *got = onyx__cuda_attn_decode_refusal(&cases[i].p, &plan);
+    assert_non_null(got);
+    assert_string_equal(got, cases[i].why);
+  }
+  onyx__cuda_attn_plan ref = plan;
+  ref.route = ONYX__CUDA_ROUTE_REF;
+  assert_string_equal(onyx__cuda_attn_decode_refusal(&p, &ref), "not a flash-route problem");
+  onyx__cuda_attn_force_tile = ONYX__CUDA_TILE_DECODE;
+  assert_string_equal(onyx__cuda_attn_decode_refusal(&p, &plan), "a flash tile is forced (tests)");
+  onyx__cuda_attn_force_tile = -1;
+  onyx__cuda_attn_force_decode = 0;
+  assert_string_equal(onyx__cuda_attn_decode_refusal(&p, &plan), "turned off (tests)");
+  onyx__cuda_attn_force_decode = -1;
+  /* A chunk of 16 rows is the decode tile; 17 rows are not. */
+  onyx__cuda_attn_plan_make(p.dtype, 1, 32, 8, 4, 128, 128, 4096, &plan);
+  assert_int_equal(plan.tile, ONYX__CUDA_TILE_DECODE3);
+  onyx__cuda_attn_plan_make(p.dtype, 1, 34, 2, 1, 128, 128, 4096, &plan);
+  assert_int_equal(plan.tile, ONYX__CUDA_TILE_PREFILL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_workspace_routes),
@@ -1804,6 +2125,9 @@ int main(void) {
       cmocka_unit_test(test_hopper_gqa),
       cmocka_unit_test(test_hopper_refusals),
       cmocka_unit_test(test_hopper_attention),
+      cmocka_unit_test(test_decode_refusal_reasons),
+      cmocka_unit_test(test_decode_route),
+      cmocka_unit_test(test_decode_attention),
   };
   /* ONYX_TEST_FILTER (a cmocka pattern such as "test_hopper*") runs a subset. */
   const char *filter = getenv("ONYX_TEST_FILTER");

@@ -19,10 +19,13 @@
  *
  * Routes: float16/bfloat16 with head size 64, 80, 96, 128 or 256 run the tensor-core
  * kernel (cuda_attn_flash.cu), or on an sm_90 device the Hopper kernel
- * (cuda_attn_hopper.cu) for prefill it takes (cuda_attn_route.c); float32 and other head
- * sizes the reference kernel.
+ * (cuda_attn_hopper.cu) for prefill it takes, or the decode kernel (cuda_attn_decode.cu)
+ * for decode and short chunks it takes (cuda_attn_route.c); float32 and other head sizes
+ * the reference kernel. On a shared buffer the decode kernel also writes the new rows
+ * (keys rotated) into present, so no fill runs.
  * Workspace (STEP regions, each only on its route; see cuda_attn_plan.c):
- *   gqa_splitk_partials  flash route with a key split (decode with few batch·kv heads)
+ *   gqa_splitk_partials  flash or decode route with a key split (decode with few batch·kv
+ *                        heads): partials and one arrival counter per (b, kv head)
  *   gqa_scores           reference route only
  * No transposes (Q, packed QKV and Y are read and written in place) and no staging.
  *
@@ -425,48 +428,8 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
     k_ss = st->nkv * H;
   }
   gqa_cache_strides ps = gqa_cache(st, L, H), cs = gqa_cache(st, P, H);
-  for (int i = 0; i < 2; ++i) {
-    onyx__cuda_kv_fill f;
-    memset(&f, 0, sizeof f);
-    f.dtype = dt;
-    f.batch = (int32_t)B;
-    f.nkv = (int32_t)st->nkv;
-    f.head = (int32_t)H;
-    f.seq = (int32_t)S;
-    f.rows = P;
-    f.dst = present[i];
-    f.d_bs = cs.bs;
-    f.d_gs = cs.gs;
-    f.d_rs = cs.rs;
-    f.past = in[GQA_PAST_KEY + i] != NULL ? in[GQA_PAST_KEY + i]->data : NULL;
-    f.p_bs = ps.bs;
-    f.p_gs = ps.gs;
-    f.p_rs = ps.rs;
-    f.src = new_kv[i];
-    f.s_bs = k_bs;
-    f.s_gs = H;
-    f.s_rs = k_ss;
-    f.copy_past = !aliased[i];
-    f.past_cap = L;
-    f.mode = ONYX__CUDA_ATTN_GQA;
-    f.seqlens = seqlens_t->data;
-    f.first = first;
-    if (i == 0 && st->rotary) {
-      f.cos = p.cos;
-      f.sin = p.sin;
-      f.rot_half = p.rot_half;
-      f.rot_rows = p.rot_rows;
-      f.interleaved = p.interleaved;
-      f.pos_ids = p.pos_ids;
-      f.pos_bs = p.pos_bs;
-      f.pos_ss = p.pos_ss;
-      f.pos_add_s = p.pos_add_s;
-    }
-    int e = onyx__cuda_attn_kv_fill(&f, ctx->stream);
-    if (e != 0) return onyx__cuda_attn_launch_error(ctx, "present fill", e);
-  }
-
-  /* Attention over present. */
+  /* Attention over present, set up before the fill: on a shared buffer the decode route
+   * writes the new rows itself (no fill launches). */
   p.dtype = dt;
   p.batch = (int32_t)B;
   p.nq = (int32_t)st->nq;
@@ -509,6 +472,55 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   p.partials = partials;
   p.n_split = plan.n_split;
   p.shared_kv = aliased[0] || aliased[1];
+  if (aliased[0] && aliased[1] && onyx__cuda_attn_decode_refusal(&p, &plan) == NULL) {
+    p.append = 1;
+    p.new_k = new_kv[0];
+    p.new_v = new_kv[1];
+    p.nk_bs = k_bs;
+    p.nk_gs = H;
+    p.nk_ss = k_ss;
+  }
+  for (int i = 0; i < 2 && !p.append; ++i) {
+    onyx__cuda_kv_fill f;
+    memset(&f, 0, sizeof f);
+    f.dtype = dt;
+    f.batch = (int32_t)B;
+    f.nkv = (int32_t)st->nkv;
+    f.head = (int32_t)H;
+    f.seq = (int32_t)S;
+    f.rows = P;
+    f.dst = present[i];
+    f.d_bs = cs.bs;
+    f.d_gs = cs.gs;
+    f.d_rs = cs.rs;
+    f.past = in[GQA_PAST_KEY + i] != NULL ? in[GQA_PAST_KEY + i]->data : NULL;
+    f.p_bs = ps.bs;
+    f.p_gs = ps.gs;
+    f.p_rs = ps.rs;
+    f.src = new_kv[i];
+    f.s_bs = k_bs;
+    f.s_gs = H;
+    f.s_rs = k_ss;
+    f.copy_past = !aliased[i];
+    f.past_cap = L;
+    f.mode = ONYX__CUDA_ATTN_GQA;
+    f.seqlens = seqlens_t->data;
+    f.first = first;
+    if (i == 0 && st->rotary) {
+      f.cos = p.cos;
+      f.sin = p.sin;
+      f.rot_half = p.rot_half;
+      f.rot_rows = p.rot_rows;
+      f.interleaved = p.interleaved;
+      f.pos_ids = p.pos_ids;
+      f.pos_bs = p.pos_bs;
+      f.pos_ss = p.pos_ss;
+      f.pos_add_s = p.pos_add_s;
+    }
+    int e = onyx__cuda_attn_kv_fill(&f, ctx->stream);
+    if (e != 0) return onyx__cuda_attn_launch_error(ctx, "present fill", e);
+  }
+
   int e = onyx__cuda_attn_run(&p, &plan, scores, P, ctx->stream);
   if (e != 0) return onyx__cuda_attn_launch_error(ctx, "GroupQueryAttention kernel", e);
   return ONYX_STATUS_OK;

@@ -10,6 +10,9 @@
  *   cuda_attn_route.c  which kernel runs a problem: the Hopper route where it is correct
  *                      and built, else the plan's route
  *   cuda_attn_hopper.cu the Hopper prefill route (sm_90a): TMA, wgmma, warp specialisation
+ *   cuda_attn_decode.cu the decode route: split keys over a grid of one CTA per SM, a
+ *                      producer warp streaming K/V through an mbarrier ring, the splits
+ *                      merged inside the launch, the new rows appended in it
  *   cuda_attn_flash.cu the tensor-core route (float16, bfloat16): FlashAttention-2 style
  *                      online softmax, mma.sync m16n8k16, Q heads of a KV group packed
  *                      into one CTA's rows, split-K (flash-decoding) with a merge pass
@@ -95,16 +98,29 @@ typedef struct onyx__cuda_attn_params {
   int32_t n_split;
 
   int32_t shared_kv; /* GQA: present aliases past (ONNX Runtime's shared buffer) */
+
+  /* Decode route only. append = 1: the kernel itself writes the new rows into k/v (then
+   * the present buffers, written through these pointers), keys rotated with cos/sin at
+   * the positions onyx__cuda_attn_kv_fill would use; new row s of (b, g) is at
+   * new_k[b·nk_bs + g·nk_gs + s·nk_ss] (new_v likewise) and goes to row past_b + s,
+   * past_b as in onyx__cuda_kv_fill. 0: k/v already hold every row. */
+  int32_t append;
+  const void *new_k, *new_v;
+  int64_t nk_bs, nk_gs, nk_ss;
 } onyx__cuda_attn_params;
 
 /* ------------------------------------------------------------------ routes and plans */
 
 typedef enum onyx__cuda_attn_route {
-  ONYX__CUDA_ROUTE_FLASH = 0, /* tensor cores: float16/bfloat16, hk == hv in the set below */
-  ONYX__CUDA_ROUTE_REF = 1,   /* CUDA cores with a scores region: float32, other heads */
-  ONYX__CUDA_ROUTE_HOPPER = 2 /* sm_90a prefill (wgmma, TMA): chosen at dispatch, never by
-                                 the plan; it needs no workspace, so it runs only where the
-                                 plan is the flash route without a split */
+  ONYX__CUDA_ROUTE_FLASH = 0,  /* tensor cores: float16/bfloat16, hk == hv in the set below */
+  ONYX__CUDA_ROUTE_REF = 1,    /* CUDA cores with a scores region: float32, other heads */
+  ONYX__CUDA_ROUTE_HOPPER = 2, /* sm_90a prefill (wgmma, TMA): chosen at dispatch, never by
+                                  the plan; it needs no workspace, so it runs only where the
+                                  plan is the flash route without a split */
+  ONYX__CUDA_ROUTE_DECODE = 3  /* decode and short chunks (query rows × group <= 16):
+                                  chosen at dispatch where the plan is the flash route with
+                                  the decode tile; the same split and partials (counters
+                                  included) as the plan declares */
 } onyx__cuda_attn_route;
 
 /* Tile shapes of the flash route. */
@@ -174,14 +190,33 @@ void onyx__cuda_attn_plan_make(uint32_t dtype, int64_t batch, int64_t nq, int64_
                                int64_t hk, int64_t hv, int64_t max_keys, onyx__cuda_attn_plan *out);
 
 /* Partials layout inside the split-K region: O floats (rows·n_split·hv) then (m, l)
- * pairs (rows·n_split·2), rows = batch·nq·sq in (b, h, s) order. */
+ * pairs (rows·n_split·2), rows = batch·nq·sq in (b, h, s) order; then one 32-bit
+ * arrival counter per (b, kv head) for the decode route's in-launch merge (zeroed
+ * before each launch; the flash route leaves them alone). */
 uint64_t onyx__cuda_attn_partials_floats(int64_t batch, int64_t nq, int64_t sq, int64_t hv,
                                          int64_t n_split);
+/* Bytes of the split-K region: the partials above and the counters. */
+uint64_t onyx__cuda_attn_partials_bytes(int64_t batch, int64_t nq, int64_t nkv, int64_t sq,
+                                        int64_t hv, int64_t n_split);
 
 /* NULL when the Hopper route runs this problem (its pointers and strides set, the plan
  * made), else why not: a feature it lacks, a layout TMA cannot read, a device or build
  * without sm_90a. */
 const char *onyx__cuda_attn_hopper_refusal(const onyx__cuda_attn_params *p,
+                                           const onyx__cuda_attn_plan *plan);
+
+/* Most rows (query rows × group heads of one kv head) the decode route takes: one
+ * m16n8k16 tile. */
+#define ONYX__CUDA_ATTN_DECODE_MAX_ROWS 16
+
+/* Tests and the benchmark only: 0 keeps every problem off the decode route (-1: the
+ * dispatcher decides). Not thread-safe; production code never sets it. */
+extern int onyx__cuda_attn_force_decode;
+
+/* NULL when the decode route runs this problem (pointers, strides and the plan's split
+ * set), else why not: a feature it lacks (softcap, mask or bias), a head size, more
+ * rows than one tile, a layout its 16-byte loads cannot read, no device it runs on. */
+const char *onyx__cuda_attn_decode_refusal(const onyx__cuda_attn_params *p,
                                            const onyx__cuda_attn_plan *plan);
 
 /* Runs a problem on the route the plan and onyx__cuda_attn_hopper_refusal choose;
@@ -199,6 +234,16 @@ int onyx__cuda_attn_hopper_available(void);
  * sink or smooth softmax (onyx__cuda_attn_hopper_refusal checks). Returns -1, having
  * launched nothing, when the driver refuses a tensor map of the layout. */
 int onyx__cuda_attn_hopper(const onyx__cuda_attn_params *p, void *stream);
+
+/* Whether the decode kernel has an image for this device and fits its shared memory
+ * (cached per device). */
+int onyx__cuda_attn_decode_available(void);
+
+/* Decode route: head sizes 64 and 128, hk == hv, at most 16 rows per kv head; no
+ * softcap or mask (onyx__cuda_attn_decode_refusal checks). p->partials and p->n_split
+ * from the plan; with a split, the counters after the partials are zeroed on the stream
+ * first. Returns a cudaError_t value. */
+int onyx__cuda_attn_decode(const onyx__cuda_attn_params *p, void *stream);
 
 /* Each returns a cudaError_t value (0 = success) from the launch; stream is a
  * cudaStream_t (NULL: the legacy default stream). */

@@ -6,8 +6,8 @@
  * compute() calls it again to find the same regions, so the two cannot disagree.
  *
  * Regions, each only on the route that uses it:
- * - split-K partials: flash route when the key range is split (few CTAs, long rows),
- *   batch·nq·sq·n_split·(hv + 2) floats;
+ * - split-K partials: flash and decode routes when the key range is split (few CTAs,
+ *   long rows), batch·nq·sq·n_split·(hv + 2) floats and batch·nkv 32-bit counters;
  * - scores: reference route only (float32, or a head size the tensor-core kernel does
  *   not take), batch·nq·sq·max_keys floats.
  * Q/output transposes and packed-QKV staging are never needed: the kernels read BSH,
@@ -43,6 +43,12 @@ uint64_t onyx__cuda_attn_partials_floats(int64_t batch, int64_t nq, int64_t sq, 
   return (uint64_t)batch * (uint64_t)nq * (uint64_t)sq * (uint64_t)n_split * (uint64_t)(hv + 2);
 }
 
+uint64_t onyx__cuda_attn_partials_bytes(int64_t batch, int64_t nq, int64_t nkv, int64_t sq,
+                                        int64_t hv, int64_t n_split) {
+  return onyx__cuda_attn_partials_floats(batch, nq, sq, hv, n_split) * sizeof(float) +
+         (uint64_t)batch * (uint64_t)nkv * sizeof(uint32_t);
+}
+
 void onyx__cuda_attn_plan_make(uint32_t dtype, int64_t batch, int64_t nq, int64_t nkv, int64_t sq,
                                int64_t hk, int64_t hv, int64_t max_keys,
                                onyx__cuda_attn_plan *out) {
@@ -71,24 +77,24 @@ void onyx__cuda_attn_plan_make(uint32_t dtype, int64_t batch, int64_t nq, int64_
   int64_t br = onyx__cuda_attn_tile_rows(out->tile);
   out->row_tiles = (int32_t)((rows + br - 1) / br);
   /* Split keys when there are fewer CTAs than SMs: about one CTA per SM, each split
-   * at least ONYX__CUDA_ATTN_SPLIT_MIN_KEYS keys. */
+   * at least ONYX__CUDA_ATTN_SPLIT_MIN_KEYS keys. Problems of the decode tile (the decode
+   * route's too) round down: that route runs one work unit per SM at a time, and a few
+   * units past the SM count would take a second round as long as the first. */
   int64_t ctas = batch * nkv * out->row_tiles;
   if (rows <= ONYX__CUDA_ATTN_SPLIT_MAX_ROWS && ctas < ONYX__CUDA_ATTN_SMS &&
       max_keys >= 2 * ONYX__CUDA_ATTN_SPLIT_MIN_KEYS) {
     int64_t cap = max_keys / ONYX__CUDA_ATTN_SPLIT_MIN_KEYS;
     if (cap > ONYX__CUDA_ATTN_MAX_SPLITS) cap = ONYX__CUDA_ATTN_MAX_SPLITS;
-    int64_t n = (ONYX__CUDA_ATTN_SMS + ctas / 2) / ctas;
+    int64_t n = rows <= ONYX__CUDA_ATTN_DECODE_MAX_ROWS ? ONYX__CUDA_ATTN_SMS / ctas
+                                                        : (ONYX__CUDA_ATTN_SMS + ctas / 2) / ctas;
     if (n > cap) n = cap;
-    if (n > 1) {
-      out->n_split = (int32_t)n;
-      out->partials_bytes = onyx__cuda_attn_partials_floats(batch, nq, sq, hv, n) * sizeof(float);
-    }
+    if (n > 1) out->n_split = (int32_t)n;
   }
   if (onyx__cuda_attn_force_split > 0) {
     int64_t n = onyx__cuda_attn_force_split;
     if (n > ONYX__CUDA_ATTN_MAX_SPLITS) n = ONYX__CUDA_ATTN_MAX_SPLITS;
     out->n_split = (int32_t)n;
-    out->partials_bytes =
-        n > 1 ? onyx__cuda_attn_partials_floats(batch, nq, sq, hv, n) * sizeof(float) : 0;
   }
+  if (out->n_split > 1)
+    out->partials_bytes = onyx__cuda_attn_partials_bytes(batch, nq, nkv, sq, hv, out->n_split);
 }

@@ -2,11 +2,14 @@
  * Which kernel runs an attention problem.
  *
  * The plan (cuda_attn_plan.c) fixes the route family and the workspace from geometry
- * alone. Here, at dispatch, a flash-route problem without a key split moves to the
- * Hopper kernel (cuda_attn_hopper.cu) when that kernel computes the same function:
- * every feature it lacks is named below and keeps the problem on the flash kernel. The
- * Hopper route uses no workspace, so the requirement declared from the plan holds for
- * either kernel.
+ * alone. Here, at dispatch, a flash-route problem moves to a specialised kernel when
+ * that kernel computes the same function; every feature it lacks is named below and
+ * keeps the problem on the flash kernel:
+ * - the decode kernel (cuda_attn_decode.cu) for the decode tile (at most 16 rows per kv
+ *   head): it splits keys as the plan does and uses the same partials region (whose
+ *   counters the flash kernel ignores), so the declared requirement holds for both;
+ * - the Hopper kernel (cuda_attn_hopper.cu) for prefill without a key split: it uses no
+ *   workspace.
  */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -16,6 +19,7 @@
 
 int onyx__cuda_attn_force_hopper = -1;
 int onyx__cuda_attn_hopper_variant = 0;
+int onyx__cuda_attn_force_decode = -1;
 
 static _Atomic uint32_t last_route = ONYX__CUDA_ROUTE_FLASH;
 
@@ -32,6 +36,36 @@ static bool tma_strides_ok(const void *base, int64_t s0, int64_t s1, int64_t s2)
   for (int i = 0; i < 3; ++i)
     if (s[i] <= 0 || s[i] % 8 != 0 || s[i] >= lim) return false;
   return true;
+}
+
+/* 16-byte loads: a base aligned to 16 bytes and strides of whole 16-byte pieces. */
+static bool rows16_ok(const void *base, int64_t s0, int64_t s1, int64_t s2) {
+  return base != NULL && ((uintptr_t)base & 15u) == 0 && s0 % 8 == 0 && s1 % 8 == 0 && s2 % 8 == 0;
+}
+
+const char *onyx__cuda_attn_decode_refusal(const onyx__cuda_attn_params *p,
+                                           const onyx__cuda_attn_plan *plan) {
+  if (onyx__cuda_attn_force_decode == 0) return "turned off (tests)";
+  if (onyx__cuda_attn_force_tile >= 0) return "a flash tile is forced (tests)";
+  if (plan->route != ONYX__CUDA_ROUTE_FLASH) return "not a flash-route problem";
+  if (p->dtype != ONYX_DTYPE_FLOAT16 && p->dtype != ONYX_DTYPE_BFLOAT16)
+    return "float16 or bfloat16 only";
+  if (p->hk != p->hv || (p->hk != 64 && p->hk != 128)) return "head sizes 64 and 128 only";
+  if (p->group <= 0 || p->nq != p->nkv * p->group) return "query heads not a multiple of kv heads";
+  if ((int64_t)p->sq * p->group > ONYX__CUDA_ATTN_DECODE_MAX_ROWS)
+    return "more than 16 rows (query rows times group) per kv head";
+  if (p->softcap != 0.0f) return "softcap";
+  if (p->mask != NULL) return "attention mask or bias";
+  if (p->n_split != plan->n_split || (p->n_split > 1 && p->partials == NULL))
+    return "split not the plan's";
+  if ((int64_t)p->batch * p->nkv * p->n_split > INT32_MAX) return "too many work units";
+  if (!rows16_ok(p->k, p->k_rs, p->k_gs, p->k_bs) || !rows16_ok(p->v, p->v_rs, p->v_gs, p->v_bs))
+    return "key or value rows not 16-byte aligned";
+  if (!rows16_ok(p->q, p->q_ss, p->q_hs, p->q_bs)) return "query rows not 16-byte aligned";
+  if (((uintptr_t)p->y & 7u) != 0 || p->y_ss % 4 != 0 || p->y_hs % 4 != 0 || p->y_bs % 4 != 0)
+    return "output not aligned for 8-byte stores";
+  if (!onyx__cuda_attn_decode_available()) return "no device the decode kernel runs on";
+  return NULL;
 }
 
 const char *onyx__cuda_attn_hopper_refusal(const onyx__cuda_attn_params *p,
@@ -65,6 +99,14 @@ const char *onyx__cuda_attn_hopper_refusal(const onyx__cuda_attn_params *p,
 int onyx__cuda_attn_run(const onyx__cuda_attn_params *p, const onyx__cuda_attn_plan *plan,
                         float *scores, int64_t key_cols, void *stream) {
   uint32_t route = plan->route;
+  /* append: the caller left the new rows to the decode kernel, which it chose. */
+  if (p->append ||
+      (route == ONYX__CUDA_ROUTE_FLASH && onyx__cuda_attn_decode_refusal(p, plan) == NULL)) {
+    if (p->append && onyx__cuda_attn_decode_refusal(p, plan) != NULL)
+      return 1; /* cudaErrorInvalidValue: the new rows would be lost */
+    atomic_store_explicit(&last_route, ONYX__CUDA_ROUTE_DECODE, memory_order_relaxed);
+    return onyx__cuda_attn_decode(p, stream);
+  }
   if (route == ONYX__CUDA_ROUTE_FLASH && onyx__cuda_attn_hopper_refusal(p, plan) == NULL) {
     int e = onyx__cuda_attn_hopper(p, stream);
     if (e != -1) { /* -1: a tensor map was refused, nothing ran */

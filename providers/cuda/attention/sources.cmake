@@ -3,7 +3,8 @@
 # target with the CUDA language enabled), put ${ONYX_CUDA_ATTENTION_DIR} and abi/ on its
 # include path, and link CUDA::cudart. The sources include onyx_abi.h and the CUDA
 # runtime headers only; provider.c includes cuda_attention_kernels.h for the tables.
-# Build for sm_90 (or sm_90a) or newer: the kernels use mma.sync, ldmatrix and cp.async.
+# Build for sm_90 (or sm_90a) or newer: the kernels use mma.sync, ldmatrix, cp.async and
+# mbarriers.
 # Then call onyx_cuda_attention_add_hopper(<target>) after the target's compile options
 # are set: it builds the Hopper route (wgmma, setmaxnreg) for sm_90a alone, whatever the
 # target's architectures, and adds its objects to the target.
@@ -18,6 +19,7 @@ set(ONYX_CUDA_ATTENTION_SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/cuda_attn_gqa.c
     ${CMAKE_CURRENT_LIST_DIR}/cuda_attn_onnx.c
     ${CMAKE_CURRENT_LIST_DIR}/cuda_attn_flash.cu
+    ${CMAKE_CURRENT_LIST_DIR}/cuda_attn_decode.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda_attn_ref.cu
     ${CMAKE_CURRENT_LIST_DIR}/cuda_attn_kv.cu
     ${ONYX_PC_SOURCES})
