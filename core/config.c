@@ -476,24 +476,13 @@ static onyx_status check_config(parse_state *st) {
   return ONYX_STATUS_OK;
 }
 
-/* Reads the file, runs inih over it and checks the result. */
-static onyx_status parse_file(onyx__config *c, void (*warn)(const char *message), char *err,
-                              size_t err_cap) {
-  char why[ONYX__FILE_WHY_CAP];
-  char *text = NULL;
-  size_t size = 0;
-  onyx_status st = onyx__file_read_all(c->path, "", CONFIG_MAX_BYTES, ONYX_STATUS_INVALID_CONFIG,
-                                       &text, &size, why, sizeof why);
-  if (st != ONYX_STATUS_OK) {
-    onyx__errf(err, err_cap, "%s: %s", c->path, why);
-    return st == ONYX_STATUS_OUT_OF_MEMORY    ? st
-           : st == ONYX_STATUS_INVALID_CONFIG ? st
-                                              : ONYX_STATUS_NOT_FOUND;
-  }
+/* Runs inih over the text and checks the result. */
+static onyx_status parse_text(onyx__config *c, const char *text, size_t size,
+                              void (*warn)(const char *message), char *err, size_t err_cap) {
   parse_state ps = {
       .config = c, .warn = warn, .err = err, .err_cap = err_cap, .text = text, .size = size};
   int rc = ini_parse_stream(read_line, &ps, handler, &ps);
-  st = ONYX_STATUS_OK;
+  onyx_status st = ONYX_STATUS_OK;
   if (ps.failed) {
     st = ONYX_STATUS_INVALID_CONFIG;
   } else if (rc != 0) {
@@ -506,14 +495,13 @@ static onyx_status parse_file(onyx__config *c, void (*warn)(const char *message)
   }
   keys_free(&ps);
   free(ps.tier_lines);
-  free(text);
   return st;
 }
 
-onyx_status onyx__config_load(const char *path, void (*warn)(const char *message),
-                              onyx__config **out_config, char *err, size_t err_cap) {
+/* An empty config for `path`: its folder resolves relative provider paths. */
+static onyx__config *config_new(const char *path) {
   onyx__config *c = calloc(1, sizeof *c);
-  if (c == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+  if (c == NULL) return NULL;
   c->path = dup_str(path);
   const char *slash = strrchr(path, '/');
   if (slash == NULL) {
@@ -530,13 +518,41 @@ onyx_status onyx__config_load(const char *path, void (*warn)(const char *message
   c->fallback = dup_str("cpu");
   if (c->path == NULL || c->dir == NULL || c->fallback == NULL) {
     onyx__config_free(c);
-    return ONYX_STATUS_OUT_OF_MEMORY;
+    return NULL;
   }
-  onyx_status st = parse_file(c, warn, err, err_cap);
+  return c;
+}
+
+onyx_status onyx__config_parse(const char *path, const char *text, size_t size,
+                               void (*warn)(const char *message), onyx__config **out_config,
+                               char *err, size_t err_cap) {
+  if (path == NULL || (text == NULL && size > 0) || out_config == NULL)
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  onyx__config *c = config_new(path);
+  if (c == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+  onyx_status st = parse_text(c, text ? text : "", size, warn, err, err_cap);
   if (st != ONYX_STATUS_OK) {
     onyx__config_free(c);
     return st;
   }
   *out_config = c;
   return ONYX_STATUS_OK;
+}
+
+onyx_status onyx__config_load(const char *path, void (*warn)(const char *message),
+                              onyx__config **out_config, char *err, size_t err_cap) {
+  char why[ONYX__FILE_WHY_CAP];
+  char *text = NULL;
+  size_t size = 0;
+  onyx_status st = onyx__file_read_all(path, "", CONFIG_MAX_BYTES, ONYX_STATUS_INVALID_CONFIG,
+                                       &text, &size, why, sizeof why);
+  if (st != ONYX_STATUS_OK) {
+    onyx__errf(err, err_cap, "%s: %s", path, why);
+    return st == ONYX_STATUS_OUT_OF_MEMORY    ? st
+           : st == ONYX_STATUS_INVALID_CONFIG ? st
+                                              : ONYX_STATUS_NOT_FOUND;
+  }
+  st = onyx__config_parse(path, text, size, warn, out_config, err, err_cap);
+  free(text);
+  return st;
 }

@@ -40,6 +40,11 @@ typedef struct onyx__config {
  * `err` names the file and line and *out_config is untouched. */
 onyx_status onyx__config_load(const char *path, void (*warn)(const char *message),
                               onyx__config **out_config, char *err, size_t err_cap);
+/* The same for text already in memory (`size` bytes, no NUL needed); `path` names it
+ * in messages and resolves relative provider paths. */
+onyx_status onyx__config_parse(const char *path, const char *text, size_t size,
+                               void (*warn)(const char *message), onyx__config **out_config,
+                               char *err, size_t err_cap);
 void onyx__config_free(onyx__config *config);
 
 /* Parses "123", "4KiB", "2 MiB", "8GiB", "1GB" (powers of 1024 or 1000). */
