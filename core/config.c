@@ -49,6 +49,7 @@ typedef struct parse_state {
   char *err;
   size_t err_cap;
   bool failed;      /* set when the handler or the reader reports an error itself */
+  bool oom;         /* the error was an allocation that failed */
   const char *text; /* the whole file, NUL-terminated */
   size_t size, pos;
   int line;         /* line the reader last returned */
@@ -238,6 +239,13 @@ static int fail(parse_state *st, int line, const char *fmt, ...) {
   return 0;
 }
 
+/* Records an allocation failure: the parse stops and the load says OUT_OF_MEMORY. */
+static int out_of_memory(parse_state *st, int line) {
+  fail(st, line, "out of memory");
+  st->oom = true;
+  return 0;
+}
+
 /* The provider section currently being read, created on first sight. */
 static onyx__provider_config *provider_for(parse_state *st, const char *name) {
   onyx__config *c = st->config;
@@ -278,7 +286,7 @@ static int handle_provider(parse_state *st, const char *section, const char *nam
   if (*pname == '\0') return fail(st, line, "provider section needs a name: [%s]", section);
   onyx__provider_config *p = provider_for(st, pname);
   if (p == NULL) {
-    if (!st->failed) fail(st, line, "out of memory reading [%s]", section);
+    if (!st->failed) out_of_memory(st, line);
     return 0;
   }
   if (!strcmp(name, "path")) {
@@ -291,7 +299,7 @@ static int handle_provider(parse_state *st, const char *section, const char *nam
       p->path = malloc(n);
       if (p->path) snprintf(p->path, n, "%s/%s", st->config->dir, value);
     }
-    return p->path ? 1 : fail(st, line, "out of memory");
+    return p->path ? 1 : out_of_memory(st, line);
   }
   if (!strcmp(name, "memory_limit")) {
     if (!onyx__parse_bytes(value, &p->memory_limit) || p->memory_limit == 0)
@@ -308,13 +316,13 @@ static int handle_provider(parse_state *st, const char *section, const char *nam
       return fail(st, line, "[%s]: at most %d option.* keys are allowed", section,
                   CONFIG_MAX_OPTIONS);
     onyx_option *grown = realloc(p->options, (p->option_count + 1) * sizeof *p->options);
-    if (grown == NULL) return fail(st, line, "out of memory");
+    if (grown == NULL) return out_of_memory(st, line);
     p->options = grown;
     char *k = dup_str(name + 7), *v = dup_str(value);
     if (k == NULL || v == NULL) {
       free(k);
       free(v);
-      return fail(st, line, "out of memory");
+      return out_of_memory(st, line);
     }
     p->options[p->option_count].key = k;
     p->options[p->option_count].value = v;
@@ -350,14 +358,14 @@ static int handle_governor(parse_state *st, const char *name, const char *value,
   if (c->tier_count == CONFIG_MAX_TIERS)
     return fail(st, line, "[governor]: at most %d tiers are allowed", CONFIG_MAX_TIERS);
   onyx__tier_limit *grown = realloc(c->tiers, (c->tier_count + 1) * sizeof *c->tiers);
-  if (grown == NULL) return fail(st, line, "out of memory");
+  if (grown == NULL) return out_of_memory(st, line);
   c->tiers = grown;
   int *lines = realloc(st->tier_lines, (c->tier_count + 1) * sizeof *lines);
-  if (lines == NULL) return fail(st, line, "out of memory");
+  if (lines == NULL) return out_of_memory(st, line);
   st->tier_lines = lines;
   lines[c->tier_count] = line;
   c->tiers[c->tier_count].tier = dup_str(name);
-  if (c->tiers[c->tier_count].tier == NULL) return fail(st, line, "out of memory");
+  if (c->tiers[c->tier_count].tier == NULL) return out_of_memory(st, line);
   c->tiers[c->tier_count].bytes = bytes;
   c->tier_count++;
   return 1;
@@ -376,7 +384,7 @@ static int handle_onyx(parse_state *st, const char *name, const char *value, int
     st->fallback_line = line;
     free(c->fallback);
     c->fallback = dup_str(value);
-    return c->fallback ? 1 : fail(st, line, "out of memory");
+    return c->fallback ? 1 : out_of_memory(st, line);
   }
   if (!strcmp(name, "threads")) {
     char *end = NULL;
@@ -407,7 +415,7 @@ static int handler(void *user, const char *section, const char *name, const char
   /* Noted after the section's own checks, so that a repeated [provider.NAME] is
    * named as such rather than by its first key. */
   int fresh = ok ? note_key(st, section, name, line) : 0;
-  return fresh < 0 ? fail(st, line, "out of memory") : fresh;
+  return fresh < 0 ? out_of_memory(st, line) : fresh;
 }
 
 void onyx__config_free(onyx__config *c) {
@@ -484,7 +492,7 @@ static onyx_status parse_text(onyx__config *c, const char *text, size_t size,
   int rc = ini_parse_stream(read_line, &ps, handler, &ps);
   onyx_status st = ONYX_STATUS_OK;
   if (ps.failed) {
-    st = ONYX_STATUS_INVALID_CONFIG;
+    st = ps.oom ? ONYX_STATUS_OUT_OF_MEMORY : ONYX_STATUS_INVALID_CONFIG;
   } else if (rc != 0) {
     onyx__errf(err, err_cap,
                "%s:%d: syntax error (a line is [section], key = value or a ; comment)", c->path,

@@ -1,5 +1,6 @@
 /* onyx_error: a status with a heap message, handed to API callers. */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,20 +9,35 @@
 
 struct onyx_error {
   onyx_status status;
-  char message[];
+  bool fallback;       /* one of `fallbacks`: static, never freed */
+  const char *message; /* the text after the struct, or a fallback's literal */
+};
+
+/* Handed out when even the error cannot be allocated, one per status, so that a
+ * caller out of memory still gets a status and a message rather than NULL. */
+static onyx_error fallbacks[] = {
+#define ONYX_FALLBACK_(name, value, text)                                                            {ONYX_STATUS_##name, true, text " (no memory was left for the rest of the message)"},
+    ONYX_STATUS_LIST(ONYX_FALLBACK_)
+#undef ONYX_FALLBACK_
 };
 
 onyx_status onyx__error_set(onyx_error **out_error, onyx_status status, const char *message) {
   if (out_error == NULL) return status;
-  if (message == NULL) message = onyx_status_str(status);
+  /* A failure that reached here without words still says what kind it was. */
+  if (message == NULL || message[0] == '\0') message = onyx_status_str(status);
   size_t len = strlen(message);
   onyx_error *e = malloc(sizeof *e + len + 1);
   if (e == NULL) {
-    *out_error = NULL; /* nothing better to do when even the message cannot be stored */
+    bool listed = (size_t)status < sizeof fallbacks / sizeof fallbacks[0] &&
+                  fallbacks[status].status == status;
+    *out_error = listed ? &fallbacks[status] : &fallbacks[ONYX_STATUS_OUT_OF_MEMORY];
     return status;
   }
+  char *text = (char *)(e + 1);
+  memcpy(text, message, len + 1);
   e->status = status;
-  memcpy(e->message, message, len + 1);
+  e->fallback = false;
+  e->message = text;
   *out_error = e;
   return status;
 }
@@ -40,7 +56,9 @@ onyx_status onyx_error_status(const onyx_error *error) {
 
 const char *onyx_error_message(const onyx_error *error) { return error ? error->message : ""; }
 
-void onyx_error_free(onyx_error *error) { free(error); }
+void onyx_error_free(onyx_error *error) {
+  if (error != NULL && !error->fallback) free(error);
+}
 
 onyx_status onyx_error_create(onyx_error **out_error, onyx_status status, const char *message) {
   return onyx__error_set(out_error, status, message);
