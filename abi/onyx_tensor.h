@@ -32,13 +32,18 @@ typedef enum onyx_dtype {
   ONYX_DTYPE_FLOAT64 = 11,
   ONYX_DTYPE_UINT32 = 12,
   ONYX_DTYPE_UINT64 = 13,
-  ONYX_DTYPE_BFLOAT16 = 16
+  ONYX_DTYPE_BFLOAT16 = 16,
+  /* Sub-byte integers (since v2): two elements a byte, the first in the low nibble, as
+   * ONNX stores them; a tensor of n elements takes (n + 1) / 2 bytes (onyx_dtype_bits).
+   * Only kernels that say so accept them (quantized weights). */
+  ONYX_DTYPE_UINT4 = 21,
+  ONYX_DTYPE_INT4 = 22
 } onyx_dtype;
 
 /* A bit for a dtype in a kernel's type mask. */
 #define ONYX_DTYPE_BIT(dtype) (UINT64_C(1) << (unsigned)(dtype))
 
-/* Bytes per element; 0 for UNDEFINED, STRING and unknown values. */
+/* Bytes per element; 0 for UNDEFINED, STRING, the sub-byte types and unknown values. */
 static inline size_t onyx_dtype_size(uint32_t dtype) {
   switch (dtype) {
   case ONYX_DTYPE_BOOL:
@@ -61,6 +66,13 @@ static inline size_t onyx_dtype_size(uint32_t dtype) {
   default:
     return 0;
   }
+}
+
+/* Bits per element: 8 × onyx_dtype_size, and 4 for INT4 and UINT4; 0 where the size is
+ * 0. (since v2) */
+static inline size_t onyx_dtype_bits(uint32_t dtype) {
+  if (dtype == ONYX_DTYPE_INT4 || dtype == ONYX_DTYPE_UINT4) return 4;
+  return 8 * onyx_dtype_size(dtype);
 }
 
 /* Where memory lives. */

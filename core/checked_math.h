@@ -116,10 +116,23 @@ static inline bool onyx__ckd_bytes(uint64_t *out, const int64_t *dims, uint32_t 
   return over;
 }
 
-/* The byte size of a tensor view (its dtype's element size; 0 for a dtype without
- * one, which callers refuse on their own). */
+/* The byte size of `rank` dims of `dtype` elements: onyx__ckd_bytes, and for the
+ * sub-byte types (INT4, UINT4: two a byte) the element count halved, rounded up. 0 for a
+ * dtype without a size, which callers refuse on their own. */
+static inline bool onyx__ckd_dtype_bytes(uint64_t *out, const int64_t *dims, uint32_t rank,
+                                         uint32_t dtype) {
+  size_t bits = onyx_dtype_bits(dtype);
+  if (bits == 0 || bits % 8 == 0) return onyx__ckd_bytes(out, dims, rank, bits / 8);
+  int64_t n = 0;
+  bool over = onyx__ckd_numel(&n, dims, rank);
+  *out = over ? 0 : ((uint64_t)n * bits + 7) / 8; /* n < 2^63: no overflow at 4 bits */
+  return over;
+}
+
+/* The byte size of a tensor view (0 for a dtype without a size, which callers refuse
+ * on their own). */
 static inline bool onyx__ckd_tensor_bytes(uint64_t *out, const onyx_tensor *t) {
-  return onyx__ckd_bytes(out, t->dims, t->rank, onyx_dtype_size(t->dtype));
+  return onyx__ckd_dtype_bytes(out, t->dims, t->rank, t->dtype);
 }
 
 /* `count` elements of `elem_size` bytes for malloc: true when the product does not

@@ -42,7 +42,7 @@ onyx_status onyx__check_dtype(onyx__load_ctx *ctx, const char *thing, int64_t dt
     return onyx__load_fail(ctx, ONYX_STATUS_UNSUPPORTED,
                            "%s: is a STRING tensor; Onyx does not support string tensors", thing);
   }
-  if (onyx_dtype_size((uint32_t)dtype) == 0) {
+  if (onyx_dtype_bits((uint32_t)dtype) == 0) {
     return onyx__load_fail(ctx, ONYX_STATUS_UNSUPPORTED,
                            "%s: element type %" PRId64 " (%s) is not supported by Onyx", thing,
                            dtype, name);
@@ -93,7 +93,7 @@ static typed_field field_for_dtype(uint32_t dtype) {
   case ONYX_DTYPE_UINT32:
   case ONYX_DTYPE_UINT64:
     return FIELD_UINT64;
-  default: /* INT32, INT16, INT8, UINT16, UINT8, BOOL, FLOAT16, BFLOAT16 */
+  default: /* INT32, INT16, INT8, UINT16, UINT8, BOOL, FLOAT16, BFLOAT16, INT4, UINT4 */
     return FIELD_INT32;
   }
 }
@@ -149,6 +149,8 @@ static void copy_typed(const Onnx__TensorProto *tp, uint32_t dtype, void *dst, s
     return;
   case ONYX_DTYPE_INT8:
   case ONYX_DTYPE_UINT8:
+  case ONYX_DTYPE_INT4: /* int32_data holds the packed bytes, two elements each */
+  case ONYX_DTYPE_UINT4:
     for (size_t i = 0; i < count; ++i) {
       ((uint8_t *)dst)[i] = (uint8_t)((uint32_t)tp->int32_data[i] & 0xffu);
     }
@@ -303,11 +305,13 @@ onyx_status onyx__tensor_from_proto(onyx__load_ctx *ctx, const char *thing, Onnx
   }
   uint64_t bytes;
   size_t elem = onyx_dtype_size(dtype);
-  if (onyx__ckd_bytes(&bytes, tp->dims, (uint32_t)tp->n_dims, elem)) {
+  if (onyx__ckd_dtype_bytes(&bytes, tp->dims, (uint32_t)tp->n_dims, dtype)) {
     return onyx__load_fail(ctx, ONYX_STATUS_INVALID_MODEL,
-                           "%s: the byte size of dims %s x %s (%zu bytes each) overflows", thing,
-                           dims_text, dtype_name, elem);
+                           "%s: the byte size of dims %s x %s (%zu bits each) overflows", thing,
+                           dims_text, dtype_name, onyx_dtype_bits(dtype));
   }
+  /* The typed field carries one entry an element, or one a byte for the sub-byte types. */
+  const uint64_t typed_want = elem == 0 ? bytes : (uint64_t)numel;
 
   /* Exactly one payload, and only the field that belongs to the dtype. */
   typed_field want = field_for_dtype(dtype);
@@ -357,10 +361,10 @@ onyx_status onyx__tensor_from_proto(onyx__load_ctx *ctx, const char *thing, Onnx
       tp->has_raw_data = 0;
     }
   } else {
-    if ((uint64_t)typed_count != (uint64_t)numel) {
+    if ((uint64_t)typed_count != typed_want) {
       return onyx__load_fail(ctx, ONYX_STATUS_INVALID_MODEL,
-                             "%s: %s has %zu values but dims %s need %" PRId64 "%s", thing,
-                             k_field_names[want], typed_count, dims_text, numel,
+                             "%s: %s has %zu values but dims %s need %" PRIu64 "%s", thing,
+                             k_field_names[want], typed_count, dims_text, typed_want,
                              typed_count == 0 ? " (the tensor carries no data)" : "");
     }
     if (bytes > 0) {

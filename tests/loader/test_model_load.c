@@ -597,6 +597,48 @@ static void test_payload_mismatch(void **state) {
   lt_arena_free(&a);
 }
 
+/* INT4 and UINT4 (quantized weights): two elements a byte, from raw_data or from
+ * int32_data holding one packed byte an entry; an odd count rounds up. */
+static void test_tensor_int4(void **state) {
+  (void)state;
+  lt_arena a = {0};
+  const int64_t d3[] = {3};
+  char err[ERR_CAP];
+  Onnx__TensorProto *t = lt_tensor(&a, "q", ONYX_DTYPE_INT4, 1, d3);
+  lt_raw(&a, t, "\x9f\x07", 2);
+  Onnx__ModelProto *m = model_with_initializer(&a, t);
+  size_t size;
+  uint8_t *bytes = lt_pack(&a, m, &size);
+  onyx__graph *g = NULL;
+  onyx_status st = onyx__model_load_bytes(bytes, size, NULL, "m.onnx", &g, err, ERR_CAP);
+  if (st != ONYX_STATUS_OK) fail_msg("%s", err);
+  const onyx__value *v = value(g, "q");
+  assert_int_equal(v->init.dtype, ONYX_DTYPE_INT4);
+  assert_int_equal(v->init.dims[0], 3);
+  assert_memory_equal(v->init.data, "\x9f\x07", 2);
+  onyx__graph_free(g);
+
+  t = lt_tensor(&a, "u", ONYX_DTYPE_UINT4, 1, d3);
+  lt_int32s(&a, t, (const int32_t[]){0x21, 0x03}, 2);
+  m = model_with_initializer(&a, t);
+  bytes = lt_pack(&a, m, &size);
+  g = NULL;
+  st = onyx__model_load_bytes(bytes, size, NULL, "m.onnx", &g, err, ERR_CAP);
+  if (st != ONYX_STATUS_OK) fail_msg("%s", err);
+  assert_memory_equal(value(g, "u")->init.data, "\x21\x03", 2);
+  onyx__graph_free(g);
+
+  t = lt_tensor(&a, "q", ONYX_DTYPE_INT4, 1, d3);
+  lt_raw(&a, t, "\x01\x02\x03", 3);
+  expect_error(&a, model_with_initializer(&a, t), ONYX_STATUS_INVALID_MODEL,
+               NEEDLES("raw_data has 3 bytes but dims [3] x INT4 need 2"));
+  t = lt_tensor(&a, "u", ONYX_DTYPE_UINT4, 1, d3);
+  lt_int32s(&a, t, (const int32_t[]){1, 2, 3}, 3);
+  expect_error(&a, model_with_initializer(&a, t), ONYX_STATUS_INVALID_MODEL,
+               NEEDLES("int32_data has 3 values but dims [3] need 2"));
+  lt_arena_free(&a);
+}
+
 static void test_tensor_dtypes(void **state) {
   (void)state;
   lt_arena a = {0};
@@ -1028,6 +1070,7 @@ int main(void) {
       cmocka_unit_test(test_attributes),          cmocka_unit_test(test_graph_io),
       cmocka_unit_test(test_message_hygiene),     cmocka_unit_test(test_arguments_and_buffers),
       cmocka_unit_test(test_hand_built_graph),    cmocka_unit_test(test_many_values),
+      cmocka_unit_test(test_tensor_int4),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
