@@ -45,13 +45,17 @@ onyx_status onyx__file_open(const char *path, const char *name, uint64_t max_byt
   if (fd < 0) {
     int e = errno;
     subject b;
-    if (why_cap) snprintf(why, why_cap, "cannot open %s: %s", named(&b, name, ""), strerror(e));
+    if (why_cap)
+      snprintf(why, why_cap, "cannot open%s%s: %s", name[0] ? " " : "", named(&b, name, ""),
+               strerror(e));
     return e == ENOENT || e == ENOTDIR ? ONYX_STATUS_NOT_FOUND : ONYX_STATUS_IO_ERROR;
   }
   struct stat st;
   if (fstat(fd, &st) != 0) {
     subject b;
-    if (why_cap) snprintf(why, why_cap, "cannot stat %s: %s", named(&b, name, ""), strerror(errno));
+    if (why_cap)
+      snprintf(why, why_cap, "cannot stat%s%s: %s", name[0] ? " " : "", named(&b, name, ""),
+               strerror(errno));
     close(fd);
     return ONYX_STATUS_IO_ERROR;
   }

@@ -36,6 +36,7 @@
 #include "graph.h"
 #include "onyx.h"
 #include "tensor_compare.h"
+#include "untrusted_file.h"
 
 typedef struct options {
   const char *config;
@@ -46,6 +47,7 @@ typedef struct options {
   bool profile;         /* per-node times of each session's runs */
   const char *writable; /* comma-separated input names kernels may update in place */
   const char *skip_file;
+  char *skip_text;         /* the skip file, read once when the options are parsed */
   const char *no_optimize; /* passes to skip (disable_optimizations), NULL: none */
   bool optimizations;      /* list the passes, and what each did per session */
 } options;
@@ -471,24 +473,23 @@ static int run_model(onyx_runtime *rt, const char *path, const options *o) {
   return ok ? 1 : 0;
 }
 
-/* Reads "test_name reason..." lines; returns true if `name` is listed. */
-static bool skipped(const char *skip_file, const char *name, char *reason, size_t cap) {
-  if (skip_file == NULL) return false;
-  FILE *f = fopen(skip_file, "r");
-  if (f == NULL) return false;
-  char line[1024];
-  bool found = false;
-  while (!found && fgets(line, sizeof line, f)) {
-    if (line[0] == '#' || line[0] == '\n') continue;
-    size_t len = strcspn(line, " \t\n");
-    if (len == strlen(name) && !strncmp(line, name, len)) {
-      found = true;
-      const char *r = line + len + strspn(line + len, " \t");
-      snprintf(reason, cap, "%.*s", (int)strcspn(r, "\n"), r);
+/* Whether `name` starts a line of the skip list ("test_name reason..."; # comments);
+ * the reason goes to `reason`. */
+static bool skipped(const char *list, const char *name, char *reason, size_t cap) {
+  size_t name_len = strlen(name);
+  for (const char *line = list; line && *line;) {
+    const char *end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    size_t word = strcspn(line, " \t\n");
+    if (line[0] != '#' && word == name_len && word <= len && !strncmp(line, name, word)) {
+      const char *r = line + word + strspn(line + word, " \t");
+      int rest = (int)(len - (size_t)(r - line));
+      snprintf(reason, cap, "%.*s", rest > 0 ? rest : 0, r);
+      return true;
     }
+    line = end ? end + 1 : NULL;
   }
-  fclose(f);
-  return found;
+  return false;
 }
 
 static void run_conformance(onyx_runtime *rt, const char *root, const options *o, counts *c) {
@@ -499,7 +500,7 @@ static void run_conformance(onyx_runtime *rt, const char *root, const options *o
     snprintf(dir, sizeof dir, "%s/%s", root, tests[i]);
     snprintf(model, sizeof model, "%s/model.onnx", dir);
     if (!is_dir(dir) || !is_file(model)) continue;
-    if (skipped(o->skip_file, tests[i], reason, sizeof reason)) {
+    if (skipped(o->skip_text, tests[i], reason, sizeof reason)) {
       printf("%s: SKIP (%s)\n", dir, reason);
       c->skipped++;
       continue;
@@ -615,7 +616,14 @@ static int parse_args(int argc, char **argv, options *o, const char **paths, int
         return refuse("%s wants comma-separated input names, got '%s'", a, v);
       o->writable = v;
     } else if (!strcmp(a, "--skip")) {
-      if (v[0] == '\0') return refuse("%s wants a file of test names, got '%s'", a, v);
+      /* Read once, through the reader of untrusted files: a FIFO must not hang us. */
+      char why[ONYX__FILE_WHY_CAP];
+      size_t size = 0;
+      free(o->skip_text);
+      o->skip_text = NULL;
+      if (onyx__file_read_all(v, "", 1u << 20, ONYX_STATUS_INVALID_ARGUMENT, &o->skip_text, &size,
+                              why, sizeof why) != ONYX_STATUS_OK)
+        return refuse("--skip %s: %s", v, why);
       o->skip_file = v;
     } else if (!strcmp(a, "--placement")) {
       o->placement = true;
@@ -657,20 +665,11 @@ static int parse_args(int argc, char **argv, options *o, const char **paths, int
   return -1;
 }
 
-int main(int argc, char **argv) {
-  options o;
-  const char **paths = calloc((size_t)argc + 1, sizeof *paths);
-  if (paths == NULL) return 2;
-  int path_count = 0;
-  int parsed = parse_args(argc, argv, &o, paths, &path_count);
-  if (parsed >= 0) {
-    free(paths);
-    return parsed;
-  }
+/* Runs every PATH; the exit status. */
+static int run_paths(const options *o, const char *const *paths, int path_count) {
   char config[4096], why[8192];
-  if (onyx_tool_find_config(o.config, config, sizeof config, why, sizeof why) != 0) {
+  if (onyx_tool_find_config(o->config, config, sizeof config, why, sizeof why) != 0) {
     fprintf(stderr, "onyx-run: %s\n", why);
-    free(paths);
     return 2;
   }
   onyx_runtime *rt = NULL;
@@ -678,7 +677,6 @@ int main(int argc, char **argv) {
   if (onyx_runtime_create(config, &rt, &e) != ONYX_STATUS_OK) {
     report_error("onyx-run", e);
     onyx_error_free(e);
-    free(paths);
     return 2;
   }
   counts c = {0};
@@ -686,15 +684,15 @@ int main(int argc, char **argv) {
     const char *p = paths[i];
     char model[4096];
     snprintf(model, sizeof model, "%s/model.onnx", p);
-    if (o.conformance && is_dir(p)) {
-      run_conformance(rt, p, &o, &c);
+    if (o->conformance && is_dir(p)) {
+      run_conformance(rt, p, o, &c);
     } else if (is_dir(p) && is_file(model)) {
-      if (run_test_dir(rt, p, &o, false) > 0)
+      if (run_test_dir(rt, p, o, false) > 0)
         c.passed++;
       else
         c.failed++;
     } else if (is_file(p)) {
-      if (run_model(rt, p, &o) > 0)
+      if (run_model(rt, p, o) > 0)
         c.passed++;
       else
         c.failed++;
@@ -703,7 +701,7 @@ int main(int argc, char **argv) {
       c.failed++;
     }
   }
-  if (o.memory) {
+  if (o->memory) {
     uint64_t peak[ONYX_REQUESTER_COUNT_];
     onyx_runtime_memory_usage(rt, NULL, peak);
     printf("peak bytes per requester:");
@@ -713,14 +711,25 @@ int main(int argc, char **argv) {
     onyx_runtime_write_memory_json(rt, stdout);
   }
   onyx_runtime_destroy(rt);
-  free(paths);
-  if (o.conformance)
+  if (o->conformance)
     printf("conformance: %d not claimed by the loaded providers, %d skipped by list\n", c.unclaimed,
            c.skipped);
   printf("%d passed, %d failed\n", c.passed, c.failed);
-  if (o.conformance && c.passed + c.failed == 0) {
+  if (o->conformance && c.passed + c.failed == 0) {
     fprintf(stderr, "onyx-run: no test ran\n");
     return 1;
   }
   return c.failed ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  options o;
+  const char **paths = calloc((size_t)argc + 1, sizeof *paths);
+  if (paths == NULL) return 2;
+  int path_count = 0;
+  int rc = parse_args(argc, argv, &o, paths, &path_count);
+  if (rc < 0) rc = run_paths(&o, paths, path_count);
+  free(o.skip_text);
+  free(paths);
+  return rc;
 }

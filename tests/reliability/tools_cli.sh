@@ -45,6 +45,9 @@ expect 2 "usage: onyx-run" "$run" --frobnicate "$m"
 expect 2 "no PATH given" "$run" --plan
 expect 2 "--graphs needs --bench N" "$run" --graphs "$m"
 expect 0 "usage: onyx-run" "$run" --help
+mkfifo "$tmp/fifo"
+expect 2 "--skip $tmp/fifo: is not a regular file (it is a FIFO)" "$run" --skip "$tmp/fifo" "$m"
+expect 2 "--skip /nonexistent: cannot open: No such file" "$run" --skip /nonexistent "$m"
 # Options after the path are options, not paths.
 expect 1 "a random input may have at most 1073741824" "$run" --config "$ini" "$m" --plan
 expect 1 "float32[4294967296,4294967296] is more than 2^63 bytes" "$run" --config "$ini" "$m"
