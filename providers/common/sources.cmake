@@ -6,4 +6,5 @@ set(ONYX_PC_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(ONYX_PC_SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/pc_msg.c
     ${CMAKE_CURRENT_LIST_DIR}/pc_attr.c
-    ${CMAKE_CURRENT_LIST_DIR}/attn_params.c)
+    ${CMAKE_CURRENT_LIST_DIR}/attn_params.c
+    ${CMAKE_CURRENT_LIST_DIR}/nbits_params.c)

@@ -22,6 +22,9 @@
  *   cpu_gemm*.c       the blocked float32 GEMM core (cpu_gemm_impl.h lists its files) and
  *                     the simple float64/int loops
  *   cpu_matmul.c      MatMul and Gemm kernels
+ *   cpu_matmul_nbits*.c, cpu_gather_block_quantized.c
+ *                     com.microsoft MatMulNBits and GatherBlockQuantized (quantized
+ *                     weights; cpu_nbits.h lists the files)
  *   cpu_softmax.c     Softmax
  *   cpu_cast.c        Cast, CastLike
  *   cpu_shape_ops.c   Reshape Transpose Concat Gather Unsqueeze Squeeze Shape Identity

@@ -12,6 +12,7 @@
 
 #include "attention/attention_kernels.h"
 #include "cpu_impl.h"
+#include "cpu_nbits.h"
 
 /* Every kernel this provider offers. Placement walks the list in order, so when two
  * tables could match a node the first wins; the opset ranges here do not overlap. */
@@ -96,6 +97,9 @@ static const onyx_kernel_table *const cpu_kernels[] = {
     &onyx__cpu_k_split_13,
     &onyx__cpu_k_expand,
     &onyx__cpu_k_trilu,
+    /* com.microsoft MatMulNBits and GatherBlockQuantized (cpu_nbits.h) */
+    &onyx__cpu_k_matmul_nbits,
+    &onyx__cpu_k_gather_block_quantized,
     /* attention/: ONNX Attention and RotaryEmbedding, com.microsoft
      * GroupQueryAttention and RotaryEmbedding */
     &onyx_cpu_attention_kernel,

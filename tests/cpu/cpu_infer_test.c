@@ -285,6 +285,25 @@ static void test_infer_linear_and_norms(void **st) {
   CHECK(sskip, F(3, (int64_t)2, (int64_t)3, (int64_t)4), F(3, (int64_t)2, (int64_t)3, (int64_t)4),
         F(1, (int64_t)4));
 
+  /* Quantized weights: 4-bit B [N, k_blocks, blob], per-block scales; a packed table. */
+  onyx_attr nbattrs[] = {kh_attr_int("K", 32), kh_attr_int("N", 8), kh_attr_int("block_size", 16),
+                         kh_attr_int("accuracy_level", 4)};
+  kh_node nbits = {.op = "MatMulNBits",
+                   .domain = "com.microsoft",
+                   .opset = 1,
+                   .attrs = nbattrs,
+                   .attr_count = 4};
+  CHECK(nbits, F(3, (int64_t)2, (int64_t)3, (int64_t)32),
+        T(ONYX_DTYPE_UINT8, 3, (int64_t)8, (int64_t)2, (int64_t)8), F(2, (int64_t)8, (int64_t)2));
+  onyx_attr gbqattrs[] = {kh_attr_int("block_size", 16)};
+  kh_node gbq = {.op = "GatherBlockQuantized",
+                 .domain = "com.microsoft",
+                 .opset = 1,
+                 .attrs = gbqattrs,
+                 .attr_count = 1};
+  CHECK(gbq, T(ONYX_DTYPE_UINT8, 2, (int64_t)5, (int64_t)16),
+        I(3, (int64_t)1, (int64_t)4, (int64_t)0), F(2, (int64_t)5, (int64_t)2));
+
   int64_t axes01[] = {0, -1};
   onyx_attr rattrs[] = {kh_attr_ints("axes", axes01, 2), kh_attr_int("keepdims", 0)};
   static const char *const red[] = {"ReduceSum", "ReduceMean", "ReduceMax"};
