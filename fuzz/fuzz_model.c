@@ -8,8 +8,8 @@
  * crash, hang, leak or trip a sanitizer.
  *
  * The runtime is made once (LLVMFuzzerInitialize) from ONYX_FUZZ_CONFIG: the CPU
- * provider alone, one thread (deterministic), a host tier of 256 MiB (a hostile
- * model's folded constants are refused by the governor, not allocated).
+ * provider alone, one thread (deterministic), a host tier of 64 MiB (a hostile
+ * model's folded constants or outputs are refused by the governor, not allocated).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -36,6 +36,40 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
+/* Element value v (0..3) in `dtype`: small values, so that index, shape and count
+ * inputs (Range's limit, Expand's shape) stay small and a run stays quick. */
+static void put_small(uint8_t *p, uint32_t dtype, int v) {
+  switch (dtype) {
+  case ONYX_DTYPE_FLOAT32: {
+    float f = (float)v - 1.5f;
+    memcpy(p, &f, sizeof f);
+    return;
+  }
+  case ONYX_DTYPE_FLOAT64: {
+    double d = (double)v - 1.5;
+    memcpy(p, &d, sizeof d);
+    return;
+  }
+  case ONYX_DTYPE_FLOAT16: /* 0.5, 1, 1.5, 2 */
+  case ONYX_DTYPE_BFLOAT16: {
+    static const uint16_t half[4] = {0x3800, 0x3c00, 0x3e00, 0x4000};
+    static const uint16_t bf[4] = {0x3f00, 0x3f80, 0x3fc0, 0x4000};
+    uint16_t h = dtype == ONYX_DTYPE_FLOAT16 ? half[v] : bf[v];
+    memcpy(p, &h, sizeof h);
+    return;
+  }
+  case ONYX_DTYPE_BOOL:
+    p[0] = (uint8_t)(v & 1);
+    return;
+  default: { /* integers, little-endian */
+    size_t esz = onyx_dtype_size(dtype);
+    memset(p, 0, esz);
+    p[0] = (uint8_t)v;
+    return;
+  }
+  }
+}
+
 /* Inputs from the model's declarations, filled from the fuzz bytes; false when a
  * dtype or dim is not declared or the total passes RUN_MAX_BYTES. */
 static bool make_inputs(const onyx_session *s, const uint8_t *data, size_t size,
@@ -56,9 +90,10 @@ static bool make_inputs(const onyx_session *s, const uint8_t *data, size_t size,
     onyx__ckd_tensor_bytes(&bytes, &inputs[i]);
     uint8_t *p = malloc(bytes ? (size_t)bytes : 1);
     if (p == NULL) return false;
-    /* Small values, so that index and shape inputs stay mostly in range. */
-    for (uint64_t b = 0; b < bytes; ++b) p[b] = size ? (uint8_t)(data[(b * 7 + i) % size] & 3) : 1;
     inputs[i].data = p;
+    size_t esz = onyx_dtype_size(inputs[i].dtype);
+    for (uint64_t e = 0; e < bytes / esz; ++e)
+      put_small(p + e * esz, inputs[i].dtype, size ? data[(e * 7 + i) % size] & 3 : 1);
   }
   return true;
 }
@@ -97,6 +132,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   onyx_error *e = NULL;
   onyx_session_options so = {.struct_size = sizeof so};
   onyx_status st = onyx_session_create_from_bytes(runtime, size ? data : &empty, size, &so, &s, &e);
+  /* ONYX_FUZZ_VERBOSE=1 says what became of each input (corpus upkeep). */
+  if (getenv("ONYX_FUZZ_VERBOSE"))
+    fprintf(stderr, "fuzz_model: %zu bytes: %s%s%s\n", size, onyx_status_str(st), e ? ": " : "",
+            e ? onyx_error_message(e) : "");
   if (st == ONYX_STATUS_OK) {
     plan_and_run(s, data, size);
     onyx_session_destroy(s);

@@ -49,7 +49,13 @@ onyx_status onyx__cpu_bcast_init(onyx__cpu_bcast *b, size_t count, const uint32_
     }
     b->out_dims[d] = out;
   }
-  b->out_numel = onyx__cpu_dims_product(b->out_dims, 0, b->out_rank);
+  /* Shapes can come from values (Expand's shape input): their product is checked
+   * before anything is sized by it. Each input's extents are 1 or the output's, so
+   * its own strides below stay within this product. */
+  if (!onyx__cpu_checked_numel(b->out_rank, b->out_dims, &b->out_numel))
+    return onyx__cpu_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
+                          "the broadcast shape %s has a negative dim or more than 2^63 elements",
+                          onyx__cpu_shape_str(b->out_rank, b->out_dims).s);
 
   /* Element strides of every input along every output axis (0 where broadcast). */
   int64_t full[ONYX__CPU_BCAST_MAX_INPUTS][ONYX_MAX_RANK];
