@@ -11,7 +11,13 @@ model.onnx.data, genai_config.json, tokenizer.json, tokenizer_config.json):
                                                  -i HF -o OUT -p fp32 -e cpu
     mobius-fp32-qwen2    mobius-fp32-llama     python -m mobius build --config HF
                                                  --runtime ort-genai OUT
-    builder-int4-qwen2   builder-int4-llama    (--int4 only) the builder with -p int4
+    builder-int4-qwen2   builder-int4-llama    (--int4 only) the builder with -p int4 -e cpu:
+                                                 MatMulNBits at accuracy_level 4 (int8
+                                                 activations), GatherBlockQuantized
+    builder-int4-qwen2-cuda  builder-int4-llama-cuda
+                                               (--int4 only) -p int4 -e cuda: float16
+                                                 activations, accuracy_level 0; they run on
+                                                 the CPU too
 
 Needs a Python with torch, transformers, tokenizers, safetensors, onnx, onnxruntime-genai
 (the builder and the oracle) and mobius-onnx with onnxscript and onnx-ir; run it with that
@@ -81,19 +87,19 @@ def write_checkpoint(arch, spec, tok, out):
                             pad_token=SPECIALS[0]).save_pretrained(out)
 
 
-def export_commands(hf, out, exporter, precision):
+def export_commands(hf, out, exporter, precision, ep="cpu"):
     if exporter == "builder":
         return [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", hf, "-o", out,
-                "-p", precision, "-e", "cpu", "-c", out + ".cache"]
+                "-p", precision, "-e", ep, "-c", out + ".cache"]
     return [sys.executable, "-m", "mobius", "build", "--config", hf, "--runtime", "ort-genai",
             out]
 
 
-def export(work, arch, out, exporter, precision):
+def export(work, arch, out, exporter, precision, ep="cpu"):
     """Runs in `work` with the checkpoint named relatively: mobius writes the path it was
     given into the graph's name, and the folders must not depend on where they were made."""
     shutil.rmtree(out, ignore_errors=True)
-    cmd = export_commands("hf-" + arch, out, exporter, precision)
+    cmd = export_commands("hf-" + arch, out, exporter, precision, ep)
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=work)
     shutil.rmtree(out + ".cache", ignore_errors=True)
     if p.returncode != 0:
@@ -103,7 +109,9 @@ def export(work, arch, out, exporter, precision):
 def check(folder):
     """Greedy tokens from ONNX Runtime GenAI: a short look that the data is not weak."""
     import onnxruntime_genai as og
-    model = og.Model(folder)
+    config = og.Config(folder)
+    config.clear_providers()  # the -e cuda exports run on the CPU here
+    model = og.Model(config)
     params = og.GeneratorParams(model)
     params.set_search_options(do_sample=False, max_length=7 + 32)
     gen = og.Generator(model, params)
@@ -134,6 +142,7 @@ def write_readme(out, names):
         "byte-level BPE tokenizer trained on /usr/share/common-licenses, each exported as-is:",
         "",
         "- `builder-*`: `python -m onnxruntime_genai.models.builder -i HF -o OUT -p PRECISION -e cpu`",
+        "  (`*-cuda`: `-e cuda`, float16 activations; run on the CPU in these tests)",
         "- `mobius-*`: `python -m mobius build --config HF --runtime ort-genai OUT`",
         "",
         "Folders: " + ", ".join(f"`{n}`" for n in names) + ".",
@@ -160,17 +169,19 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     work = os.path.abspath(args.keep_checkpoints) if args.keep_checkpoints else tempfile.mkdtemp(prefix="onyx-hf-")
     tok = train_tokenizer()
-    jobs = [("builder", "fp32"), ("mobius", "fp32")] + ([("builder", "int4")] if args.int4 else [])
+    jobs = [("builder", "fp32", "cpu"), ("mobius", "fp32", "cpu")]
+    if args.int4:
+        jobs += [("builder", "int4", "cpu"), ("builder", "int4", "cuda")]
     names = []
     for arch, spec in ARCHS.items():
         hf = os.path.join(work, "hf-" + arch)
         write_checkpoint(arch, spec, tok, hf)
-        for exporter, precision in jobs:
-            name = f"{exporter}-{precision}-{arch}"
+        for exporter, precision, ep in jobs:
+            name = f"{exporter}-{precision}-{arch}" + ("" if ep == "cpu" else "-" + ep)
             folder = os.path.join(args.out, name)
-            export(work, arch, folder, exporter, precision)
+            export(work, arch, folder, exporter, precision, ep)
             names.append(name)
-            line = f"{name:<20} {folder_bytes(folder) / 1024:7.0f} KiB"
+            line = f"{name:<24} {folder_bytes(folder) / 1024:7.0f} KiB"
             if args.check:
                 toks = check(folder)
                 line += f"  {len(toks)} tokens, {len(set(toks))} distinct: {toks[:10]}"
