@@ -24,6 +24,7 @@
 #include "cpu_nbits.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
 #include <immintrin.h>
 
 #define NB_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -493,10 +494,16 @@ static const onyx__nb_isa nb_isa_avx512 = {
 static const onyx__nb_isa nb_isa_avx2 = {"avx2",     4,           nb_quantize_avx2,
                                          nb_i8_avx2, nb_f32_avx2, nb_dequant_avx2};
 
+/* F16C from cpuid (leaf 1, ECX bit 29): clang before 15 cannot name it in
+ * __builtin_cpu_supports. */
+static bool nb_has_f16c(void) {
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+
 const onyx__nb_isa *onyx__nb_isa_x86(const char *cap) {
   __builtin_cpu_init();
-  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-              __builtin_cpu_supports("f16c");
+  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && nb_has_f16c();
   bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   bool vnni = avx512 && __builtin_cpu_supports("avx512vnni");
