@@ -133,8 +133,10 @@ bool onyx__tok_regex_compile(onyx__tok_ctx *c, const char *pattern, size_t len, 
   uint32_t flags = PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE | PCRE2_DOTALL | PCRE2_NEVER_BACKSLASH_C;
   if (literal) /* the empty literal: it matches between every two characters */
     flags = PCRE2_UTF | PCRE2_LITERAL;
-  else if (!translate(pattern, len, &t, &why))
+  else if (!translate(pattern, len, &t, &why)) {
+    onyx__tok_buf_free(&t);
     return onyx__tok_bad(c, ONYX_STATUS_UNSUPPORTED, "regex '%.*s': %s", (int)len, pattern, why);
+  }
   int err = 0;
   PCRE2_SIZE at = 0;
   out->code = pcre2_compile((PCRE2_SPTR)(literal ? pattern : t.data), literal ? len : t.len, flags,

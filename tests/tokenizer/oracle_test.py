@@ -56,7 +56,7 @@ def license_texts():
 
 # ------------------------------------------------------------------ training
 
-def train(pre_tokenizer, specials, **model_args):
+def train(pre_tokenizer, specials, vocab_size=1200, **model_args):
     from tokenizers import models, trainers
     tok = Tokenizer(models.BPE(**model_args))
     tok.pre_tokenizer = pre_tokenizer
@@ -66,22 +66,22 @@ def train(pre_tokenizer, specials, **model_args):
     else:
         from tokenizers import pre_tokenizers
         extra["initial_alphabet"] = pre_tokenizers.ByteLevel.alphabet()
-    trainer = trainers.BpeTrainer(vocab_size=1200, special_tokens=specials, show_progress=False,
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False,
                                   **extra)
     tok.train_from_iterator(license_texts(), trainer)
     return json.loads(tok.to_str())
 
 
-def byte_level_base():
+def byte_level_base(vocab_size=1200):
     from tokenizers import pre_tokenizers
-    return train(pre_tokenizers.ByteLevel(add_prefix_space=False), SPECIALS)
+    return train(pre_tokenizers.ByteLevel(add_prefix_space=False), SPECIALS, vocab_size)
 
 
-def metaspace_base():
+def metaspace_base(vocab_size=1200):
     from tokenizers import pre_tokenizers
     bytes_ = ["<0x%02X>" % b for b in range(256)]
     j = train(pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True),
-              ["<unk>", "<s>", "</s>"] + bytes_, unk_token="<unk>", byte_fallback=True)
+              ["<unk>", "<s>", "</s>"] + bytes_, vocab_size, unk_token="<unk>", byte_fallback=True)
     # SentencePiece conversions keep the byte tokens in the model's vocabulary only.
     j["added_tokens"] = [a for a in j["added_tokens"] if a["content"] not in bytes_]
     return j
