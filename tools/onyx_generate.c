@@ -9,10 +9,12 @@
  *                 [--graphs on|off] [--fixed-mask] [--profile] [--no-optimize] [--quiet]
  *
  * MODEL is a model folder, or a model file inside one. The loop is the generation
- * library's (genai/onyx_genai.h): this command parses arguments, streams the ids
- * (as text for a byte vocabulary) and prints what happened: the ids, the search
- * settings used, the speeds, the peak bytes per requester, the KV cache and the
- * device graphs.
+ * library's (genai/onyx_genai.h): this command parses arguments, turns --prompt into
+ * ids with the folder's tokenizer.json (the tokenizer library; bytes for a byte
+ * vocabulary without one), streams the generated text (generate_text.c) and prints
+ * what happened: the prompt's ids and the generated ids, the search settings used,
+ * the speeds, the peak bytes per requester, the KV cache and the device graphs.
+ * tokenizer_config.json's eos token stops generation too, unless --eos is given.
  *
  * The config's search section gives the defaults; options override them: without
  * --max-new-tokens the sequence may grow to search.max_length. --temperature,
@@ -26,6 +28,7 @@
 #include <string.h>
 
 #include "config_lookup.h"
+#include "generate_text.h"
 #include "onyx_genai.h"
 
 typedef struct options {
@@ -308,22 +311,26 @@ static void print_stats(onyx_runtime *rt, onyx_genai_model *m, const onyx_genera
            graphs.last_refusal, (unsigned long long)graphs.held_bytes);
 }
 
-/* Streams one id: a byte of text for a byte vocabulary, else the number. */
-static void stream(int64_t id, bool bytes, size_t index) {
-  if (bytes && id < 256)
-    putchar((int)id);
-  else
-    printf("%s%lld", index ? " " : "[", (long long)id);
-  fflush(stdout);
+/* tokenizer_config.json's eos joins the config's, unless --eos chose. */
+static void add_eos(const options *o, const onyx_tool_text *text, onyx_generator_options *go) {
+  int64_t eos = onyx_tool_text_eos(text);
+  if (o->eos || eos < 0 || go->eos_count == ONYX_GENAI_MAX_EOS) return;
+  for (uint32_t i = 0; i < go->eos_count; ++i)
+    if (go->eos[i] == eos) return;
+  go->eos[go->eos_count++] = eos;
 }
 
-static int generate(const options *o, onyx_runtime *rt, onyx_genai_model *m, const int64_t *prompt,
-                    size_t prompt_len) {
+static void print_ids(const char *what, const int64_t *ids, size_t from, size_t to) {
+  printf("%s:", what);
+  for (size_t i = from; i < to; ++i) printf(" %lld", (long long)ids[i]);
+  printf("\n");
+}
+
+static int generate(const options *o, onyx_runtime *rt, onyx_genai_model *m, onyx_tool_text *text,
+                    const int64_t *prompt, size_t prompt_len) {
   onyx_generator_options go;
   if (generator_options(o, m, prompt_len, &go) != 0) return 2;
-  onyx_genai_model_info mi = {.struct_size = sizeof mi};
-  onyx_genai_model_get_info(m, &mi);
-  bool bytes = o->prompt != NULL && mi.vocab_size >= 256 && mi.vocab_size <= 260;
+  add_eos(o, text, &go);
   onyx_generator *g = NULL;
   onyx_error *e = NULL;
   if (onyx_generator_create(m, &go, &g, &e) != ONYX_STATUS_OK) return fail(NULL, e);
@@ -335,24 +342,24 @@ static int generate(const options *o, onyx_runtime *rt, onyx_genai_model *m, con
     fputs(o->prompt, stdout);
     fflush(stdout);
   }
+  if (!o->quiet) onyx_tool_text_begin(text, prompt, prompt_len, o->prompt == NULL);
   int rc = 0;
   size_t made = 0;
   while (!onyx_generator_is_done(g)) {
     if (onyx_generator_generate_next(g, &e) != ONYX_STATUS_OK) {
-      if (!o->quiet && made) printf("%s\n", bytes ? "" : "]");
+      if (!o->quiet && made) onyx_tool_text_end(text);
       rc = fail(NULL, e);
       break;
     }
-    if (!o->quiet) stream(onyx_generator_last_token(g), bytes, made);
+    if (!o->quiet) onyx_tool_text_put(text, onyx_generator_last_token(g), made);
     ++made;
   }
-  if (rc == 0 && !o->quiet) printf("%s\n", bytes ? "" : "]");
+  if (rc == 0 && !o->quiet) onyx_tool_text_end(text);
   size_t n = 0;
   const int64_t *seq = onyx_generator_sequence(g, &n);
   if (made > 0) {
-    printf("ids:");
-    for (size_t i = prompt_len; i < n; ++i) printf(" %lld", (long long)seq[i]);
-    printf("\n");
+    print_ids("prompt ids", seq, 0, prompt_len);
+    print_ids("ids", seq, prompt_len, n);
   }
   if (rc == 0) {
     print_search(&go, prompt_len);
@@ -362,32 +369,56 @@ static int generate(const options *o, onyx_runtime *rt, onyx_genai_model *m, con
   return rc;
 }
 
+/* The prompt's ids: --prompt-ids, or --prompt through the model's text side. */
+static int prompt_of(const options *o, const onyx_tool_text *text, int64_t **out, size_t *count) {
+  if (o->prompt) {
+    char why[1024];
+    if (onyx_tool_text_encode(text, o->prompt, out, count, why, sizeof why) == 0) return 0;
+    fprintf(stderr, "onyx-generate: %s: %s\n", o->model, why);
+    return -1;
+  }
+  size_t cap = strlen(o->prompt_ids) / 2 + 1;
+  *out = malloc(cap * sizeof **out);
+  if (*out == NULL) fprintf(stderr, "onyx-generate: out of memory\n");
+  return *out && parse_ids("--prompt-ids", o->prompt_ids, *out, cap, count) == 0 ? 0 : -1;
+}
+
+/* Opens the model's text side and makes the prompt's ids. 0, or 2 (refused). */
+static int prepare_text(const options *o, onyx_genai_model *m, onyx_tool_text *text,
+                        int64_t **prompt, size_t *prompt_len) {
+  onyx_genai_model_info mi = {.struct_size = sizeof mi};
+  onyx_genai_model_get_info(m, &mi);
+  char why[1024];
+  if (onyx_tool_text_open(mi.path, mi.vocab_size, text, why, sizeof why) != 0) {
+    /* Ids need no tokenizer: with --prompt-ids an unreadable one only costs the text. */
+    fprintf(stderr, "onyx-generate: %s: tokenizer: %s%s\n", o->model, why,
+            o->prompt ? "" : " (ids only)");
+    if (o->prompt) return 2;
+  }
+  if (o->prompt == NULL) text->bytes = false; /* ids in, ids out, as before tokenizers */
+  return prompt_of(o, text, prompt, prompt_len) == 0 ? 0 : 2;
+}
+
 int main(int argc, char **argv) {
   options o;
   int parsed = parse_args(argc, argv, &o);
   if (parsed != 0) return parsed > 0 ? 0 : 2;
   size_t prompt_len = 0;
   int64_t *prompt = NULL;
-  if (o.prompt_ids) {
-    size_t cap = strlen(o.prompt_ids) / 2 + 1;
-    prompt = malloc(cap * sizeof *prompt);
-    if (prompt == NULL || parse_ids("--prompt-ids", o.prompt_ids, prompt, cap, &prompt_len) != 0) {
-      free(prompt);
-      return 2;
-    }
-  } else {
-    prompt_len = strlen(o.prompt);
-    prompt = malloc(prompt_len * sizeof *prompt);
-    for (size_t i = 0; prompt && i < prompt_len; ++i) prompt[i] = (unsigned char)o.prompt[i];
-  }
-  char config[4096], why[8192];
-  if (prompt == NULL || onyx_tool_find_config(o.config, config, sizeof config, why, sizeof why)) {
-    fprintf(stderr, "onyx-generate: %s\n", prompt ? why : "out of memory");
+  if (o.prompt_ids && prompt_of(&o, NULL, &prompt, &prompt_len) != 0) { /* refused early */
     free(prompt);
+    return 2;
+  }
+  free(prompt);
+  prompt = NULL;
+  char config[4096], why[8192];
+  if (onyx_tool_find_config(o.config, config, sizeof config, why, sizeof why)) {
+    fprintf(stderr, "onyx-generate: %s\n", why);
     return 2;
   }
   onyx_runtime *rt = NULL;
   onyx_genai_model *m = NULL;
+  onyx_tool_text text = {0};
   onyx_error *e = NULL;
   int rc = 1;
   onyx_session_options so = {.struct_size = sizeof so,
@@ -398,9 +429,10 @@ int main(int argc, char **argv) {
     rc = fail(config, e);
   else if (onyx_genai_model_open(rt, o.model, &mo, &m, &e) != ONYX_STATUS_OK)
     rc = fail(o.model, e);
-  else
-    rc = generate(&o, rt, m, prompt, prompt_len);
+  else if ((rc = prepare_text(&o, m, &text, &prompt, &prompt_len)) == 0)
+    rc = generate(&o, rt, m, &text, prompt, prompt_len);
   if (m && o.profile) onyx_session_write_profile(onyx_genai_model_session(m), stdout);
+  onyx_tool_text_close(&text);
   onyx_genai_model_destroy(m);
   onyx_runtime_destroy(rt);
   free(prompt);
