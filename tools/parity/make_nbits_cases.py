@@ -76,10 +76,17 @@ def tensor(name, arr):
     return numpy_helper.from_array(arr, name)
 
 
-def tensor4(name, codes, signed):
-    """An INT4/UINT4 tensor of these logical codes."""
-    return helper.make_tensor(name, TensorProto.INT4 if signed else TensorProto.UINT4,
-                              codes.shape, codes.flatten().astype(np.int64).tolist())
+def tensor4(name, codes, signed, raw=False):
+    """An INT4/UINT4 tensor of these logical codes: in int32_data (one packed byte an
+    entry, as onnx.helper writes it) or in raw_data (two a byte, low nibble first)."""
+    dtype = TensorProto.INT4 if signed else TensorProto.UINT4
+    if not raw:
+        return helper.make_tensor(name, dtype, codes.shape, codes.flatten().astype(np.int64).tolist())
+    flat = (codes.flatten().astype(np.int64) & 0xF).astype(np.uint8)
+    if flat.size % 2:
+        flat = np.append(flat, np.uint8(0))
+    packed = (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8)
+    return helper.make_tensor(name, dtype, codes.shape, packed.tobytes(), raw=True)
 
 
 # ------------------------------------------------------------------ MatMulNBits
@@ -224,7 +231,7 @@ def nb_cases():
 
 class GBQCase:
     def __init__(self, name, shape, kind, bits=4, bs=16, gather_axis=0, quantize_axis=None,
-                 zp=False, idx=None, idx_dtype=np.int64, sdtype=np.float32):
+                 zp=False, idx=None, idx_dtype=np.int64, sdtype=np.float32, raw=False):
         self.__dict__.update(locals())
         del self.__dict__["self"]
         if quantize_axis is None:
@@ -252,8 +259,8 @@ def gbq_build(c, rng):
             padded[..., :s_shape[-1]] = zp
             zp_t = tensor("zero_points", pack_codes(padded, c.bits))
     else:
-        data_t = tensor4("data", codes, c.kind == "int4")
-        zp_t = tensor4("zero_points", zp, c.kind == "int4") if zp is not None else None
+        data_t = tensor4("data", codes, c.kind == "int4", c.raw)
+        zp_t = tensor4("zero_points", zp, c.kind == "int4", c.raw) if zp is not None else None
     inits = [data_t, tensor("scales", scales.astype(sdt))]
     names = ["data", "indices", "scales"]
     if zp is not None:
@@ -300,6 +307,9 @@ def gbq_cases():
                 cases.append(G(f"gbq_{kind}_g{ga}_q{qa}_{'zp' if zp else 'nozp'}", (6, 10, 40),
                                kind, 4, 16, ga, qa, zp))
     cases.append(G("gbq_int4_f16", (8, 48), "int4", 4, 16, zp=True, sdtype=np.float16))
+    # raw_data, and an odd element count (the last byte half used)
+    cases.append(G("gbq_int4_raw", (5, 7, 33), "int4", 4, 16, 1, 2, zp=True, raw=True))
+    cases.append(G("gbq_uint4_raw", (7, 3, 21), "uint4", 4, 16, 0, 0, zp=True, raw=True))
     return cases
 
 
