@@ -361,8 +361,16 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     print(f"oracle: tokenizers {tokenizers.__version__}")
     if a.family == "exported":
-        paths = {d: os.path.join(a.exported, d, "tokenizer.json") for d in sorted(os.listdir(a.exported))
-                 if os.path.exists(os.path.join(a.exported, d, "tokenizer.json"))}
+        paths, seen = {}, set()
+        for d in sorted(os.listdir(a.exported)):
+            path = os.path.join(a.exported, d, "tokenizer.json")
+            if not os.path.exists(path):
+                continue
+            with open(path, "rb") as f:
+                text = f.read()
+            if text not in seen:  # exports of one checkpoint share one file
+                seen.add(text)
+                paths[d] = path
     else:
         base = byte_level_base() if a.family == "byte-level" else metaspace_base()
         pipes = byte_level_pipelines(base) if a.family == "byte-level" else metaspace_pipelines(base)
