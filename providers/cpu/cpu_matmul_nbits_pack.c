@@ -69,14 +69,31 @@ static void nb_pack_block(const nb_pack_job *j, int64_t t, int64_t blk) {
       continue;
     }
     const int64_t valid = a->k - blk * a->block_size; /* codes of this block inside K */
-    for (int64_t g = 0; g < a->block_size / per_lane; ++g)
-      for (int i = 0; i < 8 / bits; ++i)
-        for (int byte = 0; byte < 4; ++byte) {
-          int64_t kk = g * per_lane + 4 * i + byte;
-          if (kk >= valid) continue;
-          dst[(g * ONYX__NB_TILE + c) * 4 + byte] |=
-              (uint8_t)(nb_code(a, j->b, n, blk, kk) << (i * bits));
-        }
+    const uint8_t *src = j->b + (n * a->k_blocks + blk) * a->blob;
+    if (valid >= a->block_size && bits == 8) { /* a lane is 4 codes in order */
+      for (int64_t g = 0; g < a->block_size / 4; ++g)
+        memcpy(dst + (g * ONYX__NB_TILE + c) * 4, src + 4 * g, 4);
+    } else if (valid >= a->block_size && bits == 4) {
+      /* Source bytes (c0|c1<<4) (c2|c3<<4) (c4|c5<<4) (c6|c7<<4) of a group of 8 give the
+       * lane bytes c0|c4<<4, c1|c5<<4, c2|c6<<4, c3|c7<<4. */
+      for (int64_t g = 0; g < a->block_size / 8; ++g) {
+        const uint8_t *s = src + 4 * g;
+        uint8_t *o = dst + (g * ONYX__NB_TILE + c) * 4;
+        o[0] = (uint8_t)((s[0] & 0x0F) | (s[2] << 4));
+        o[1] = (uint8_t)((s[0] >> 4) | (s[2] & 0xF0));
+        o[2] = (uint8_t)((s[1] & 0x0F) | (s[3] << 4));
+        o[3] = (uint8_t)((s[1] >> 4) | (s[3] & 0xF0));
+      }
+    } else {
+      for (int64_t g = 0; g < a->block_size / per_lane; ++g)
+        for (int i = 0; i < 8 / bits; ++i)
+          for (int byte = 0; byte < 4; ++byte) {
+            int64_t kk = g * per_lane + 4 * i + byte;
+            if (kk >= valid) continue;
+            dst[(g * ONYX__NB_TILE + c) * 4 + byte] |=
+                (uint8_t)(nb_code(a, j->b, n, blk, kk) << (i * bits));
+          }
+    }
     *sc = onyx__cpu_load_f32(j->scales->dtype, j->scales->data, n * a->k_blocks + blk);
     if (w->zp == ONYX__PC_NB_ZP_PACKED) {
       const uint8_t *z = (const uint8_t *)j->zp->data + n * a->zp_bytes;
