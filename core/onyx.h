@@ -7,7 +7,10 @@
  *
  * Errors: fallible calls return onyx_status and, when `out_error` is non-NULL, store
  * an onyx_error with a message naming the thing (file, node, op, input, bytes) that
- * the caller frees with onyx_error_free. On failure no out-parameter is written.
+ * the caller frees with onyx_error_free. On failure no out-parameter is written. Out
+ * of memory, the error still comes: a static one with the status whose message says
+ * the rest was lost (onyx_error_free accepts it). docs/reliability.md says what
+ * hostile input and failed allocations may and may not do.
  */
 #ifndef ONYX_H
 #define ONYX_H
