@@ -98,7 +98,7 @@ static onyx_status nb_prepack(nb_state *s, const onyx_node_info *node, char *err
     return st;
   char label[128];
   snprintf(label, sizeof label, "MatMulNBits '%s' packed weights", node->name ? node->name : "");
-  uint64_t bytes = onyx__nb_packed_bytes(&s->attrs, s->wgeom.zp);
+  uint64_t bytes = onyx__nb_packed_bytes(&s->attrs, s->wgeom.zp, s->wgeom.scale_dtype);
   if (host->mem_alloc(host->host_data, ONYX_REQUESTER_WEIGHTS, bytes, 64, label, &s->mem) !=
       ONYX_STATUS_OK) {
     s->mem = NULL;
@@ -172,7 +172,8 @@ static onyx_status nb_plan_make(const nb_state *s, const onyx_tensor *const *in,
   p->a_direct = p->g.t1 == ONYX_DTYPE_FLOAT32 && a->k % a->block_size == 0;
   const int64_t m = p->g.m, kpad = a->k_blocks * a->block_size;
   if (m == 0) return ONYX_STATUS_OK;
-  if (!s->prepacked && !s->reference) p->ws[NB_WS_WEIGHTS] = onyx__nb_packed_bytes(a, p->g.w.zp);
+  if (!s->prepacked && !s->reference)
+    p->ws[NB_WS_WEIGHTS] = onyx__nb_packed_bytes(a, p->g.w.zp, p->g.w.scale_dtype);
   if (p->int8) p->ws[NB_WS_A_INT8] = onyx__nb_qa_bytes(a, m);
   p->gemm = !p->int8 && !s->reference && onyx__nb_gemm_route(m);
   if (p->gemm)

@@ -4,8 +4,8 @@
  *
  * Packing happens once, at kernel creation, for weights that are constants of the
  * session (or per run into workspace when they are not). It reorders codes; it never
- * dequantizes them: the packed weights are as many bits a weight as the model's, plus
- * float32 scales and one byte of zero point a block.
+ * dequantizes them: the packed weights are as many bits a weight as the model's, scales
+ * of the model's type, and one byte of zero point a block.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -18,18 +18,20 @@
 static uint64_t nb_align64(uint64_t v) { return (v + 63) & ~(uint64_t)63; }
 
 /* Byte sizes of the parts: codes, scales, zero points. */
-static void nb_parts(const onyx__pc_nb_attrs *a, onyx__pc_nb_zp zp, uint64_t out[3]) {
+static void nb_parts(const onyx__pc_nb_attrs *a, onyx__pc_nb_zp zp, uint32_t scale_dtype,
+                     uint64_t out[3]) {
   uint64_t blocks = (uint64_t)((a->n + ONYX__NB_TILE - 1) / ONYX__NB_TILE) * (uint64_t)a->k_blocks;
   out[0] = nb_align64(blocks * (uint64_t)(ONYX__NB_TILE * a->block_size * a->bits / 8));
-  out[1] = nb_align64(blocks * ONYX__NB_TILE * sizeof(float));
+  out[1] = nb_align64(blocks * ONYX__NB_TILE * onyx_dtype_size(scale_dtype));
   out[2] = zp == ONYX__PC_NB_ZP_PACKED  ? nb_align64(blocks * ONYX__NB_TILE)
            : zp == ONYX__PC_NB_ZP_FLOAT ? nb_align64(blocks * ONYX__NB_TILE * sizeof(float))
                                         : 0;
 }
 
-uint64_t onyx__nb_packed_bytes(const onyx__pc_nb_attrs *a, onyx__pc_nb_zp zp) {
+uint64_t onyx__nb_packed_bytes(const onyx__pc_nb_attrs *a, onyx__pc_nb_zp zp,
+                               uint32_t scale_dtype) {
   uint64_t p[3];
-  nb_parts(a, zp, p);
+  nb_parts(a, zp, scale_dtype, p);
   return p[0] + p[1] + p[2];
 }
 
@@ -48,7 +50,8 @@ typedef struct nb_pack_job {
   const onyx__nb_packed *w;
   /* The parts of the destination that w describes read-only. */
   uint8_t *codes, *zp_codes;
-  float *scales_out, *zp_float;
+  uint8_t *scales_out;
+  float *zp_float;
 } nb_pack_job;
 
 /* One block of one tile: codes, scale and zero point of its 16 columns. */
@@ -61,9 +64,10 @@ static void nb_pack_block(const nb_pack_job *j, int64_t t, int64_t blk) {
   memset(dst, 0, (size_t)onyx__nb_block_bytes(w));
   for (int c = 0; c < ONYX__NB_TILE; ++c) {
     const int64_t n = t * ONYX__NB_TILE + c;
-    float *sc = j->scales_out + idx * ONYX__NB_TILE + c;
+    const size_t es = onyx_dtype_size(w->scale_dtype);
+    uint8_t *sc = j->scales_out + (size_t)(idx * ONYX__NB_TILE + c) * es;
     if (n >= a->n) {
-      *sc = 0.0f; /* a padding column: zero codes, zero scale, zero point 0 */
+      memset(sc, 0, es); /* a padding column: zero codes, zero scale, zero point 0 */
       if (j->zp_codes) j->zp_codes[idx * ONYX__NB_TILE + c] = 0;
       if (j->zp_float) j->zp_float[idx * ONYX__NB_TILE + c] = 0.0f;
       continue;
@@ -94,7 +98,7 @@ static void nb_pack_block(const nb_pack_job *j, int64_t t, int64_t blk) {
                 (uint8_t)(nb_code(a, j->b, n, blk, kk) << (i * bits));
           }
     }
-    *sc = onyx__cpu_load_f32(j->scales->dtype, j->scales->data, n * a->k_blocks + blk);
+    memcpy(sc, (const uint8_t *)j->scales->data + (size_t)(n * a->k_blocks + blk) * es, es);
     if (w->zp == ONYX__PC_NB_ZP_PACKED) {
       const uint8_t *z = (const uint8_t *)j->zp->data + n * a->zp_bytes;
       int64_t bit = blk * bits;
@@ -120,7 +124,7 @@ void onyx__nb_pack(const onyx__cpu_provider *p, const onyx__pc_nb_attrs *a, cons
                         : zp->dtype == ONYX_DTYPE_UINT8 ? ONYX__PC_NB_ZP_PACKED
                                                         : ONYX__PC_NB_ZP_FLOAT;
   uint64_t parts[3];
-  nb_parts(a, kind, parts);
+  nb_parts(a, kind, scales->dtype, parts);
   uint8_t *base = dst;
   *out = (onyx__nb_packed){.k = a->k,
                            .n = a->n,
@@ -130,14 +134,15 @@ void onyx__nb_pack(const onyx__cpu_provider *p, const onyx__pc_nb_attrs *a, cons
                            .bits = (int)a->bits,
                            .zp = kind,
                            .codes = base,
-                           .scales = (const float *)(base + parts[0])};
+                           .scale_dtype = scales->dtype,
+                           .scales = base + parts[0]};
   nb_pack_job j = {.a = a,
                    .b = b->data,
                    .scales = scales,
                    .zp = zp,
                    .w = out,
                    .codes = base,
-                   .scales_out = (float *)(base + parts[0])};
+                   .scales_out = base + parts[0]};
   if (kind == ONYX__PC_NB_ZP_PACKED) j.zp_codes = base + parts[0] + parts[1];
   if (kind == ONYX__PC_NB_ZP_FLOAT) j.zp_float = (float *)(base + parts[0] + parts[1]);
   out->zp_codes = j.zp_codes;
@@ -201,7 +206,7 @@ static void nb_i8_generic(const onyx__nb_packed *w, const onyx__nb_qa *qa, int64
   for (int64_t blk = 0; blk < w->kb; ++blk) {
     const int64_t idx = t * w->kb + blk;
     const uint8_t *codes = w->codes + idx * onyx__nb_block_bytes(w);
-    const float *sc = w->scales + idx * ONYX__NB_TILE;
+    const int64_t sc = idx * ONYX__NB_TILE;
     for (int r = 0; r < mr; ++r) {
       const int8_t *x = qa->q + (r0 + r) * qa->kpad + blk * w->bs;
       int32_t dot[ONYX__NB_TILE] = {0};
@@ -215,7 +220,7 @@ static void nb_i8_generic(const onyx__nb_packed *w, const onyx__nb_qa *qa, int64
       const int64_t ai = (r0 + r) * w->kb + blk;
       for (int c = 0; c < ONYX__NB_TILE; ++c) {
         int32_t d = dot[c] - nb_zp_int(w, idx, c) * qa->sum[ai];
-        out[r * ONYX__NB_TILE + c] += (float)d * (sc[c] * qa->scale[ai]);
+        out[r * ONYX__NB_TILE + c] += (float)d * (onyx__nb_scale(w, sc + c) * qa->scale[ai]);
       }
     }
   }
@@ -229,7 +234,7 @@ static void nb_f32_generic(const onyx__nb_packed *w, const float *a, int64_t lda
   for (int64_t blk = 0; blk < w->kb; ++blk) {
     const int64_t idx = t * w->kb + blk;
     const uint8_t *codes = w->codes + idx * onyx__nb_block_bytes(w);
-    const float *sc = w->scales + idx * ONYX__NB_TILE;
+    const int64_t sc = idx * ONYX__NB_TILE;
     float zp[ONYX__NB_TILE];
     for (int c = 0; c < ONYX__NB_TILE; ++c)
       zp[c] = w->zp == ONYX__PC_NB_ZP_FLOAT ? w->zp_float[idx * ONYX__NB_TILE + c]
@@ -245,7 +250,8 @@ static void nb_f32_generic(const onyx__nb_packed *w, const float *a, int64_t lda
               acc[c] +=
                   ((float)((v >> (i * bits)) & mask) - zp[c]) * x[g * per_lane + 4 * i + byte];
           }
-      for (int c = 0; c < ONYX__NB_TILE; ++c) out[r * ONYX__NB_TILE + c] += acc[c] * sc[c];
+      for (int c = 0; c < ONYX__NB_TILE; ++c)
+        out[r * ONYX__NB_TILE + c] += acc[c] * onyx__nb_scale(w, sc + c);
     }
   }
 }
@@ -262,7 +268,7 @@ static void nb_dequant_generic(const onyx__nb_packed *w, int64_t t, int64_t k0, 
       float zp = w->zp == ONYX__PC_NB_ZP_FLOAT ? w->zp_float[idx * ONYX__NB_TILE + c]
                                                : (float)nb_zp_int(w, idx, c);
       float code = (float)((lanes[4 * c] >> (i * bits)) & mask);
-      out[p * ONYX__NB_TILE + c] = (code - zp) * w->scales[idx * ONYX__NB_TILE + c];
+      out[p * ONYX__NB_TILE + c] = (code - zp) * onyx__nb_scale(w, idx * ONYX__NB_TILE + c);
     }
   }
 }

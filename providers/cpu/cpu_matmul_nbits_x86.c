@@ -88,6 +88,14 @@ NB_INLINE const uint8_t *nb_zp_codes(const onyx__nb_packed *w, int64_t t) {
 
 /* ================================================================== AVX-512 */
 
+/* The 16 scales at i of the packed weights as float32 (float16 and bfloat16 widened). */
+NB_INLINE NB_AVX512 __m512 nb_scale16(const onyx__nb_packed *w, int64_t i) {
+  if (w->scale_dtype == ONYX_DTYPE_FLOAT32) return _mm512_loadu_ps((const float *)w->scales + i);
+  __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w->scales + i));
+  if (w->scale_dtype == ONYX_DTYPE_FLOAT16) return _mm512_cvtph_ps(h);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 /* ------------------------------------------------------------------ quantize */
 
 /* 16 elements of a float32/float16/bfloat16 row at p, lanes past n (0..16) zero. */
@@ -149,7 +157,7 @@ NB_INLINE NB_AVX512 __m512i nb_dot_bw(__m512i acc, __m512i s, int32_t a4, const 
   const int64_t kb = w->kb, bs = w->bs, groups = bs / per_lane, bb = onyx__nb_block_bytes(w);      \
   const __m512i mask = _mm512_set1_epi8((char)((1 << bits) - 1));                                  \
   const uint8_t *codes = w->codes + t * kb * bb, *zpc = nb_zp_codes(w, t);                         \
-  const float *sc = w->scales + t * kb * ONYX__NB_TILE;                                            \
+  const int64_t sc = t * kb * ONYX__NB_TILE;                                                       \
   __m512 facc[mr];                                                                                 \
   for (int r = 0; r < mr; ++r) facc[r] = _mm512_setzero_ps();                                      \
   for (int64_t blk = 0; blk < kb; ++blk) {                                                         \
@@ -168,7 +176,7 @@ NB_INLINE NB_AVX512 __m512i nb_dot_bw(__m512i acc, __m512i s, int32_t a4, const 
     }                                                                                              \
     for (int s_ = 1; s_ < sets; ++s_)                                                              \
       for (int r = 0; r < mr; ++r) acc[0][r] = _mm512_add_epi32(acc[0][r], acc[s_][r]);            \
-    const __m512 sv = _mm512_loadu_ps(sc + blk * ONYX__NB_TILE);                                   \
+    const __m512 sv = nb_scale16(w, sc + blk * ONYX__NB_TILE);                                     \
     const __m512i z =                                                                              \
         zpc ? _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(zpc + blk * ONYX__NB_TILE)))  \
             : _mm512_set1_epi32(1 << (bits - 1));                                                  \
@@ -214,7 +222,7 @@ NB_INLINE NB_AVX512
   const int64_t kb = w->kb, bs = w->bs, groups = bs / per_lane, bb = onyx__nb_block_bytes(w);
   const __m512i mask = _mm512_set1_epi32((1 << bits) - 1);
   const uint8_t *codes = w->codes + t * kb * bb, *zpc = nb_zp_codes(w, t);
-  const float *sc = w->scales + t * kb * ONYX__NB_TILE;
+  const int64_t sc = t * kb * ONYX__NB_TILE;
   const float *zpf = w->zp == ONYX__PC_NB_ZP_FLOAT ? w->zp_float + t * kb * ONYX__NB_TILE : NULL;
   __m512 facc[mr];
   for (int r = 0; r < mr; ++r) facc[r] = _mm512_setzero_ps();
@@ -245,7 +253,7 @@ NB_INLINE NB_AVX512
     }
     for (int s_ = 1; s_ < sets; ++s_)
       for (int r = 0; r < mr; ++r) acc[0][r] = _mm512_add_ps(acc[0][r], acc[s_][r]);
-    const __m512 sv = _mm512_loadu_ps(sc + blk * ONYX__NB_TILE);
+    const __m512 sv = nb_scale16(w, sc + blk * ONYX__NB_TILE);
     for (int r = 0; r < mr; ++r) facc[r] = _mm512_fmadd_ps(acc[0][r], sv, facc[r]);
   }
   for (int r = 0; r < mr; ++r) _mm512_storeu_ps(out + r * ONYX__NB_TILE, facc[r]);
@@ -271,7 +279,7 @@ NB_AVX512 static void nb_dequant_avx512(const onyx__nb_packed *w, int64_t t, int
   for (int64_t p = 0; p < kc;) {
     const int64_t blk = (k0 + p) / w->bs, end0 = (blk + 1) * w->bs - k0;
     const int64_t end = end0 < kc ? end0 : kc;
-    const __m512 sv = _mm512_loadu_ps(w->scales + (t * w->kb + blk) * ONYX__NB_TILE);
+    const __m512 sv = nb_scale16(w, (t * w->kb + blk) * ONYX__NB_TILE);
     const __m512i zi =
         zpc ? _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(zpc + blk * ONYX__NB_TILE)))
             : _mm512_set1_epi32(1 << (bits - 1));
@@ -290,6 +298,14 @@ NB_AVX512 static void nb_dequant_avx512(const onyx__nb_packed *w, int64_t t, int
 }
 
 /* ================================================================== AVX2 */
+
+/* The 8 scales at i of the packed weights as float32. */
+NB_INLINE NB_AVX2 __m256 nb_scale8(const onyx__nb_packed *w, int64_t i) {
+  if (w->scale_dtype == ONYX_DTYPE_FLOAT32) return _mm256_loadu_ps((const float *)w->scales + i);
+  __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w->scales + i));
+  if (w->scale_dtype == ONYX_DTYPE_FLOAT16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
 
 /* 8 elements of a float32/float16/bfloat16 row at p, lanes past n zero. */
 NB_INLINE NB_AVX2 __m256 nb_load8(uint32_t dtype, const void *p, int64_t n) {
@@ -365,7 +381,7 @@ NB_INLINE NB_AVX2 void nb_i8_avx2_body(const onyx__nb_packed *w, const onyx__nb_
   const uint8_t *zpc = nb_zp_codes(w, t);
   for (int h = 0; h < 2; ++h) {
     const uint8_t *codes = w->codes + t * kb * bb + 32 * h;
-    const float *sc = w->scales + t * kb * ONYX__NB_TILE + 8 * h;
+    const int64_t sc = t * kb * ONYX__NB_TILE + 8 * h;
     __m256 facc[mr];
     for (int r = 0; r < mr; ++r) facc[r] = _mm256_setzero_ps();
     for (int64_t blk = 0; blk < kb; ++blk) {
@@ -381,7 +397,7 @@ NB_INLINE NB_AVX2 void nb_i8_avx2_body(const onyx__nb_packed *w, const onyx__nb_
             acc[r] = nb_dot_avx2(acc[r], s, nb_load4(x + r * qa->kpad + 4 * i), bits);
         }
       }
-      const __m256 sv = _mm256_loadu_ps(sc + blk * ONYX__NB_TILE);
+      const __m256 sv = nb_scale8(w, sc + blk * ONYX__NB_TILE);
       const __m256i z = zpc ? _mm256_cvtepu8_epi32(_mm_loadl_epi64(
                                   (const __m128i *)(zpc + blk * ONYX__NB_TILE + 8 * h)))
                             : _mm256_set1_epi32(1 << (bits - 1));
@@ -406,7 +422,7 @@ NB_INLINE NB_AVX2 void nb_f32_avx2_body(const onyx__nb_packed *w, const float *a
   const float *zpf = w->zp == ONYX__PC_NB_ZP_FLOAT ? w->zp_float + t * kb * ONYX__NB_TILE : NULL;
   for (int h = 0; h < 2; ++h) {
     const uint8_t *codes = w->codes + t * kb * bb + 32 * h;
-    const float *sc = w->scales + t * kb * ONYX__NB_TILE + 8 * h;
+    const int64_t sc = t * kb * ONYX__NB_TILE + 8 * h;
     __m256 facc[mr];
     for (int r = 0; r < mr; ++r) facc[r] = _mm256_setzero_ps();
     for (int64_t blk = 0; blk < kb; ++blk) {
@@ -435,7 +451,7 @@ NB_INLINE NB_AVX2 void nb_f32_avx2_body(const onyx__nb_packed *w, const float *a
       }
       for (int s_ = 1; s_ < sets; ++s_)
         for (int r = 0; r < mr; ++r) acc[0][r] = _mm256_add_ps(acc[0][r], acc[s_][r]);
-      const __m256 sv = _mm256_loadu_ps(sc + blk * ONYX__NB_TILE);
+      const __m256 sv = nb_scale8(w, sc + blk * ONYX__NB_TILE);
       for (int r = 0; r < mr; ++r) facc[r] = _mm256_fmadd_ps(acc[0][r], sv, facc[r]);
     }
     for (int r = 0; r < mr; ++r) _mm256_storeu_ps(out + r * ONYX__NB_TILE + 8 * h, facc[r]);
@@ -461,10 +477,10 @@ NB_AVX2 static void nb_dequant_avx2(const onyx__nb_packed *w, int64_t t, int64_t
   for (int64_t p = 0; p < kc;) {
     const int64_t blk = (k0 + p) / w->bs, end0 = (blk + 1) * w->bs - k0;
     const int64_t end = end0 < kc ? end0 : kc;
-    const float *sc = w->scales + (t * w->kb + blk) * ONYX__NB_TILE;
+    const int64_t sc = (t * w->kb + blk) * ONYX__NB_TILE;
     const uint8_t *block = w->codes + (t * w->kb + blk) * bb;
     for (int h = 0; h < 2; ++h) {
-      const __m256 sv = _mm256_loadu_ps(sc + 8 * h);
+      const __m256 sv = nb_scale8(w, sc + 8 * h);
       const __m256i zi = zpc ? _mm256_cvtepu8_epi32(_mm_loadl_epi64(
                                    (const __m128i *)(zpc + blk * ONYX__NB_TILE + 8 * h)))
                              : _mm256_set1_epi32(1 << (bits - 1));

@@ -19,8 +19,8 @@
  * bit field i (bits wide, low first), the code of k = 4i + j of the group. So a 64-byte
  * load, shifted by i·bits and masked, is 16 columns × 4 consecutive k of unsigned codes:
  * the operand of one int8 dot-product instruction per column against 4 bytes of A
- * broadcast, or 4 lanes of codes to widen to float. Scales are float32 (16 a block, in
- * tile order), and zero points 16 bytes a block (uint8) or 16 floats (the scales' type).
+ * broadcast, or 4 lanes of codes to widen to float. Scales keep the model's type (16 a
+ * block, in tile order), zero points are 16 bytes a block (uint8) or 16 float32.
  * Columns past N are zero codes with zero scales; codes past K are zero and meet zero
  * activations (A is padded to whole blocks).
  */
@@ -44,10 +44,16 @@ typedef struct onyx__nb_packed {
   int bits;          /* 2, 4 or 8 */
   onyx__pc_nb_zp zp; /* which of zp_codes / zp_float is set */
   const uint8_t *codes;
-  const float *scales;
+  uint32_t scale_dtype; /* the model's: float32, float16 or bfloat16, kept as they are */
+  const void *scales;
   const uint8_t *zp_codes; /* ONYX__PC_NB_ZP_PACKED: one byte per column and block */
   const float *zp_float;   /* ONYX__PC_NB_ZP_FLOAT */
 } onyx__nb_packed;
+
+/* Scale i (tile · k_blocks + block) · 16 + column of the packed weights. */
+static inline float onyx__nb_scale(const onyx__nb_packed *w, int64_t i) {
+  return onyx__cpu_load_f32(w->scale_dtype, w->scales, i);
+}
 
 /* Bytes of one block of one tile's codes. */
 static inline int64_t onyx__nb_block_bytes(const onyx__nb_packed *w) {
@@ -55,7 +61,7 @@ static inline int64_t onyx__nb_block_bytes(const onyx__nb_packed *w) {
 }
 
 /* Bytes the tile layout of these weights takes (64-byte aligned parts). */
-uint64_t onyx__nb_packed_bytes(const onyx__pc_nb_attrs *a, onyx__pc_nb_zp zp);
+uint64_t onyx__nb_packed_bytes(const onyx__pc_nb_attrs *a, onyx__pc_nb_zp zp, uint32_t scale_dtype);
 
 /* Repacks B (uint8 [N, k_blocks, blob]), scales and zero points (NULL: the default)
  * from the op's layout into dst, onyx__nb_packed_bytes long, on the provider's threads;
