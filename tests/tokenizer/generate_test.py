@@ -11,10 +11,12 @@
 Folders: the fp32 exported test models (byte-level BPE), and copies of two of them whose
 tokenizer.json is replaced by a SentencePiece-style BPE trained here (oracle_test.py's
 Llama-2 pipeline: Prepend/Replace normalizers, byte_fallback, a BOS template; and its
-Metaspace pre-tokenizer with prepend_scheme first). Prints how ONNX Runtime GenAI's own
+Metaspace pre-tokenizer with prepend_scheme first); and --bundled folders (the trained
+models/license-qwen2), whose continuations of the ASCII prompts must also read as
+English (no U+FFFD; letters, spaces, punctuation). Prints how ONNX Runtime GenAI's own
 tokenizer (og.Tokenizer) compares on each, for information (docs/tokenizer.md).
 
-    generate_test.py --onyx-generate BIN --config INI --work DIR --exported DIR
+    generate_test.py --onyx-generate BIN --config INI --work DIR --exported DIR [--bundled DIR...]
 
 Exits 77 (skipped) without `tokenizers` or onnxruntime_genai."""
 import argparse
@@ -94,7 +96,13 @@ def parse(stdout):
     return head + "\n", prompt, gen
 
 
-def check(folder, args):
+def reads_as_english(text):
+    """A trained model's continuation: no U+FFFD, and letters, spaces and punctuation."""
+    plain = sum(c.isascii() and (c.isalpha() or c in " \n,.;:-'()\"") for c in text)
+    return "\ufffd" not in text and plain >= 0.9 * len(text)
+
+
+def check(folder, args, readable=False):
     name = os.path.basename(folder)
     hf = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
     model = og.Model(folder)
@@ -123,6 +131,8 @@ def check(folder, args):
             problems.append(f"generated ids {gen[:10]}..., onnxruntime-genai {want_gen[:10]}...")
         if text != want_text:
             problems.append(f"text {text!r}, tokenizers' DecodeStream {want_text!r}")
+        if readable and p.isascii() and not reads_as_english(text[len(p):]):
+            problems.append(f"unreadable text {text!r}")
         for q in problems:
             print(f"{name}: {p!r}: DIFFERENT {q}")
         ok &= not problems
@@ -139,6 +149,8 @@ def main():
     ap.add_argument("--config", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--exported", required=True)
+    ap.add_argument("--bundled", nargs="*", default=[],
+                    help="trained folders (models/license-qwen2): their text must also read")
     a = ap.parse_args()
     a.onyx_generate, a.config = os.path.abspath(a.onyx_generate), os.path.abspath(a.config)
     os.makedirs(a.work, exist_ok=True)
@@ -150,6 +162,8 @@ def main():
     ok = True
     for f in folders:
         ok &= check(f, a)
+    for f in a.bundled:
+        ok &= check(os.path.abspath(f), a, readable=True)
     return 0 if ok else 1
 
 
