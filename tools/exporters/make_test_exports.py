@@ -186,6 +186,9 @@ def main():
                 toks = check(folder)
                 line += f"  {len(toks)} tokens, {len(set(toks))} distinct: {toks[:10]}"
             print(line)
+    # Every folder there, not only this run's: a run without --int4 keeps the int4 ones.
+    names = [n for n in os.listdir(args.out)
+             if os.path.exists(os.path.join(args.out, n, "genai_config.json"))]
     write_readme(args.out, sorted(names))
     if not args.keep_checkpoints:
         shutil.rmtree(work, ignore_errors=True)
