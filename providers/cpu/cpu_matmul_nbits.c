@@ -331,6 +331,34 @@ static void nb_widen_rows(void *arg, int64_t r0, int64_t r1) {
   }
 }
 
+/* Splits [0, total) into contiguous chunks of at least `grain` items, up to four a
+ * thread, taken by the threads as they come free (the pool hands out indices through a
+ * counter): a thread held up elsewhere — another process on the core — leaves its share
+ * to the others instead of holding up the whole product. */
+typedef struct nb_chunks {
+  void (*fn)(void *arg, int64_t begin, int64_t end);
+  void *arg;
+  int64_t total, count;
+} nb_chunks;
+
+static void nb_chunk(void *arg, size_t i) {
+  const nb_chunks *c = arg;
+  const int64_t b = c->total * (int64_t)i / c->count, e = c->total * ((int64_t)i + 1) / c->count;
+  if (e > b) c->fn(c->arg, b, e);
+}
+
+static void nb_parallel_chunks(const onyx__cpu_provider *p, int64_t total, int64_t grain,
+                               void (*fn)(void *arg, int64_t begin, int64_t end), void *arg) {
+  int64_t count = p != NULL && p->parallel ? 4 * (int64_t)p->num_threads : 1;
+  if (count > total / grain) count = total / grain;
+  if (count <= 1) {
+    if (total > 0) fn(arg, 0, total);
+    return;
+  }
+  nb_chunks c = {fn, arg, total, count};
+  onyx__cpu_parallel_for(p, (size_t)count, nb_chunk, &c);
+}
+
 /* Rows of A per task when a pass over A is split: each row is cheap. */
 static int64_t nb_row_grain(const onyx__pc_nb_attrs *a) {
   int64_t g = ONYX__CPU_PARALLEL_GRAIN / (a->k > 0 ? a->k : 1);
@@ -404,7 +432,7 @@ static onyx_status nb_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   int64_t rows = p.g.m < s->isa->mr ? p.g.m : s->isa->mr;
   int64_t item_bytes = r.w->kb * onyx__nb_block_bytes(r.w) * rows;
   int64_t grain = item_bytes > 0 ? 32768 / item_bytes : 1;
-  onyx__cpu_parallel_range(prov, r.w->tiles * r.row_groups, grain > 0 ? grain : 1, nb_tiles, &r);
+  nb_parallel_chunks(prov, r.w->tiles * r.row_groups, grain > 0 ? grain : 1, nb_tiles, &r);
   return ONYX_STATUS_OK;
 }
 
