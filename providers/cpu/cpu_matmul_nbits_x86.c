@@ -33,7 +33,9 @@
   __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define NB_INLINE static inline __attribute__((always_inline))
 
-/* The (bits, rows) specialisations of a body: BODY(bits, mr) for each. */
+/* The (bits, rows) specialisations of a body: BODY(bits, mr) for each. Four rows at
+ * most: with more, the accumulators of a 16-column tile no longer fit the registers
+ * beside the codes and the broadcasts, and the tile runs slower (one row: decode). */
 #define NB_MR_CASES(BODY, B)                                                                       \
   switch (mr) {                                                                                    \
   case 1:                                                                                          \
@@ -45,20 +47,8 @@
   case 3:                                                                                          \
     BODY(B, 3);                                                                                    \
     break;                                                                                         \
-  case 4:                                                                                          \
-    BODY(B, 4);                                                                                    \
-    break;                                                                                         \
-  case 5:                                                                                          \
-    BODY(B, 5);                                                                                    \
-    break;                                                                                         \
-  case 6:                                                                                          \
-    BODY(B, 6);                                                                                    \
-    break;                                                                                         \
-  case 7:                                                                                          \
-    BODY(B, 7);                                                                                    \
-    break;                                                                                         \
   default:                                                                                         \
-    BODY(B, 8);                                                                                    \
+    BODY(B, 4);                                                                                    \
     break;                                                                                         \
   }
 #define NB_CASES(BODY)                                                                             \
@@ -182,8 +172,10 @@ NB_INLINE NB_AVX512 __m512i nb_dot_bw(__m512i acc, __m512i s, int32_t a4, const 
             : _mm512_set1_epi32(1 << (bits - 1));                                                  \
     for (int r = 0; r < mr; ++r) {                                                                 \
       const int64_t ai = (r0 + r) * kb + blk;                                                      \
+      /* The default zero point is one number: a scalar product, no vector multiply. */            \
       __m512i d =                                                                                  \
-          _mm512_sub_epi32(acc[0][r], _mm512_mullo_epi32(z, _mm512_set1_epi32(qa->sum[ai])));      \
+          zpc ? _mm512_sub_epi32(acc[0][r], _mm512_mullo_epi32(z, _mm512_set1_epi32(qa->sum[ai]))) \
+              : _mm512_sub_epi32(acc[0][r], _mm512_set1_epi32(qa->sum[ai] * (1 << (bits - 1))));   \
       facc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d),                                             \
                                 _mm512_mul_ps(sv, _mm512_set1_ps(qa->scale[ai])), facc[r]);        \
     }                                                                                              \
@@ -403,7 +395,9 @@ NB_INLINE NB_AVX2 void nb_i8_avx2_body(const onyx__nb_packed *w, const onyx__nb_
                             : _mm256_set1_epi32(1 << (bits - 1));
       for (int r = 0; r < mr; ++r) {
         const int64_t ai = (r0 + r) * kb + blk;
-        __m256i d = _mm256_sub_epi32(acc[r], _mm256_mullo_epi32(z, _mm256_set1_epi32(qa->sum[ai])));
+        __m256i d =
+            zpc ? _mm256_sub_epi32(acc[r], _mm256_mullo_epi32(z, _mm256_set1_epi32(qa->sum[ai])))
+                : _mm256_sub_epi32(acc[r], _mm256_set1_epi32(qa->sum[ai] * (1 << (bits - 1))));
         facc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d),
                                   _mm256_mul_ps(sv, _mm256_set1_ps(qa->scale[ai])), facc[r]);
       }
@@ -504,9 +498,9 @@ NB_AVX2 static void nb_dequant_avx2(const onyx__nb_packed *w, int64_t t, int64_t
 /* ================================================================== choice */
 
 static const onyx__nb_isa nb_isa_vnni = {
-    "avx512vnni", 8, nb_quantize_avx512, nb_i8_vnni, nb_f32_avx512, nb_dequant_avx512};
+    "avx512vnni", 4, nb_quantize_avx512, nb_i8_vnni, nb_f32_avx512, nb_dequant_avx512};
 static const onyx__nb_isa nb_isa_avx512 = {
-    "avx512", 8, nb_quantize_avx512, nb_i8_avx512, nb_f32_avx512, nb_dequant_avx512};
+    "avx512", 4, nb_quantize_avx512, nb_i8_avx512, nb_f32_avx512, nb_dequant_avx512};
 static const onyx__nb_isa nb_isa_avx2 = {"avx2",     4,           nb_quantize_avx2,
                                          nb_i8_avx2, nb_f32_avx2, nb_dequant_avx2};
 

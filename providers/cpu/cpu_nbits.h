@@ -33,7 +33,7 @@
 enum {
   ONYX__NB_TILE = 16,  /* columns of a tile */
   ONYX__NB_GROUP = 64, /* bytes of one group of codes (16 lanes × 4 bytes) */
-  ONYX__NB_MR_MAX = 8  /* most rows one tile kernel call takes */
+  ONYX__NB_MR_MAX = 4  /* most rows one tile kernel call takes */
 };
 
 /* B, scales and zero points in the tile layout (see above). Views into one buffer. */
