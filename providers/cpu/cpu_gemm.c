@@ -19,13 +19,15 @@
  * of them that no thread idles when there are few rows (a prompt of 32 tokens has one
  * row block: the panels are the items).
  *
- * A is packed once per product for all of K: with one row block, by each thread into
- * its own slot of the declared scratch as it starts; with several, by all threads
- * in a first pass into one copy of every block. A constant B (a weight) is packed
- * once, when the kernel is created, for all of K and N (onyx__cpu_pack_b); a product
- * then reads it as is. Any other B is packed a panel slice at a time by the item that
- * uses it, which repeats the copy once per row block: one copy per MC multiply-adds,
- * a small price for items that need no ordering between them.
+ * A float32 A that is not transposed and has alpha 1 (what a MatMul gets) is read in
+ * place: the micro-kernel follows its rows. Any other A is packed once per product
+ * for all of K: with one row block, by each thread into its own slot of the declared
+ * scratch as it starts; with several, by all threads in a first pass into one copy of
+ * every block. A constant B (a weight) is packed once, when the kernel is created,
+ * for all of K and N (onyx__cpu_pack_b); a product then reads it as is. Any other B
+ * is packed a panel slice at a time by the item that uses it, which repeats the copy
+ * once per row block: one copy per MC multiply-adds, a small price for items that
+ * need no ordering between them.
  *
  * One row of A against a prepacked B (a decoder's matrix-vector step on its weights)
  * runs a row kernel over the panels instead of micro-tiles. Products with fewer than
@@ -43,7 +45,7 @@ enum {
   CPU_NR = ONYX__CPU_NR,
   CPU_MC = 144,          /* most rows of a row block: 144 × 256 floats of A = 144 KiB */
   CPU_NC = 512,          /* columns of a panel: a 144 × 512 Y block = 288 KiB */
-  CPU_MIN_MACS = 1 << 16 /* the least work worth a thread of its own */
+  CPU_MIN_MACS = 1 << 15 /* the least work worth a thread of its own */
 };
 
 static int64_t cpu_min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -59,23 +61,29 @@ static bool cpu_sgemm_direct(int64_t m, uint32_t dtype, bool prepacked) {
 /* How the blocked route cuts a product into items and spreads them. */
 typedef struct cpu_plan {
   const onyx__cpu_gemm_isa *isa;
-  bool row;      /* one row against a prepacked B: the row kernel */
-  int64_t mr;    /* height of an A sliver (1 for the row kernel) */
-  int64_t kc;    /* K slice depth */
-  int64_t mc;    /* rows of a row block */
-  int64_t rb;    /* row blocks */
-  int64_t nc;    /* columns of a panel (a multiple of NR) */
-  int64_t cb;    /* panels */
-  int64_t slots; /* tasks run at once, each with its own scratch slot */
-  bool pack_b;   /* B packed per item (not prepacked) */
+  bool row;        /* one row against a prepacked B: the row kernel */
+  int64_t mr;      /* height of an A sliver (1 for the row kernel) */
+  int64_t kc;      /* K slice depth */
+  int64_t mc;      /* rows of a row block */
+  int64_t rb;      /* row blocks */
+  int64_t nc;      /* columns of a panel (a multiple of NR) */
+  int64_t cb;      /* panels */
+  int64_t slots;   /* tasks run at once, each with its own scratch slot */
+  bool pack_b;     /* B packed per item (not prepacked) */
+  bool a_in_place; /* A read where it is: float32, not transposed, alpha 1 */
 } cpu_plan;
 
-static cpu_plan cpu_plan_make(int64_t m, int64_t n, int64_t k, bool prepacked, uint32_t tasks) {
+static cpu_plan cpu_plan_make(const onyx__cpu_gemm *g, uint32_t tasks) {
+  const int64_t m = g->m, n = g->n, k = g->k;
+  const bool prepacked = g->packed_b != NULL;
   cpu_plan pl = {.isa = onyx__cpu_gemm_isa_get(), .row = m == 1 && prepacked};
   int64_t t = tasks > 0 ? (int64_t)tasks : 1;
   pl.mr = pl.row ? 1 : pl.isa->mr;
   pl.kc = onyx__cpu_gemm_kc(k);
   pl.pack_b = !prepacked;
+  /* What a MatMul gets needs no packing: its rows are streams the kernel follows. */
+  pl.a_in_place = g->ab_dtype == ONYX_DTYPE_FLOAT32 && !g->trans_a && g->alpha == 1.0f &&
+                  (pl.row || pl.isa->micro_a != NULL);
   /* Row blocks of equal height, whole tiles each. */
   pl.rb = cpu_ceil_div(m, CPU_MC);
   pl.mc = pl.rb == 1 ? m : cpu_round_up(cpu_ceil_div(m, pl.rb), pl.mr);
@@ -93,32 +101,34 @@ static cpu_plan cpu_plan_make(int64_t m, int64_t n, int64_t k, bool prepacked, u
   return pl;
 }
 
-/* Packed A, for all of K: with a single row block (a prompt), each slot packs its own
- * copy while it works, so there is nothing to wait for; with several, one copy of
- * every block is packed by all the threads first (else each item would pack its
- * block again). B, when packed per call, takes one panel slice per slot. */
-static bool cpu_plan_shared_a(const cpu_plan *pl) { return pl->rb > 1; }
+/* Packed A (unless read in place), for all of K: with a single row block (a prompt),
+ * each slot packs its own copy while it works, so there is nothing to wait for; with
+ * several, one copy of every block is packed by all the threads first (else each item
+ * would pack its block again). B, when packed per call, takes one panel slice per
+ * slot. */
+static bool cpu_plan_shared_a(const cpu_plan *pl) { return pl->rb > 1 && !pl->a_in_place; }
 
 static int64_t cpu_plan_block_floats(const cpu_plan *pl, int64_t k) {
   return cpu_round_up(pl->mc, pl->mr) * k;
 }
 
 static int64_t cpu_plan_a_floats(const cpu_plan *pl, int64_t k) {
+  if (pl->a_in_place) return 0;
   return (cpu_plan_shared_a(pl) ? pl->rb : pl->slots) * cpu_plan_block_floats(pl, k);
 }
 
 static int64_t cpu_plan_b_floats(const cpu_plan *pl) { return pl->pack_b ? pl->kc * pl->nc : 0; }
 
-void onyx__cpu_sgemm_scratch(int64_t m, int64_t n, int64_t k, uint32_t ab_dtype, bool prepacked,
-                             uint32_t tasks, uint64_t *out_pack_a, uint64_t *out_pack_b) {
+void onyx__cpu_sgemm_scratch(const onyx__cpu_gemm *g, uint32_t tasks, uint64_t *out_pack_a,
+                             uint64_t *out_pack_b) {
   *out_pack_a = *out_pack_b = 0;
-  if (m <= 0 || n <= 0 || k <= 0) return;
-  if (cpu_sgemm_direct(m, ab_dtype, prepacked)) {
-    *out_pack_a = onyx__cpu_direct_scratch(m, n, k, tasks);
+  if (g->m <= 0 || g->n <= 0 || g->k <= 0) return;
+  if (cpu_sgemm_direct(g->m, g->ab_dtype, g->packed_b != NULL)) {
+    *out_pack_a = onyx__cpu_direct_scratch(g->m, g->n, g->k, tasks);
     return;
   }
-  cpu_plan pl = cpu_plan_make(m, n, k, prepacked, tasks);
-  *out_pack_a = (uint64_t)cpu_plan_a_floats(&pl, k);
+  cpu_plan pl = cpu_plan_make(g, tasks);
+  *out_pack_a = (uint64_t)cpu_plan_a_floats(&pl, g->k);
   *out_pack_b = (uint64_t)(pl.slots * cpu_plan_b_floats(&pl));
 }
 
@@ -145,7 +155,8 @@ static void cpu_item(const cpu_run *r, int64_t ib, int64_t jb, const float *pa, 
   for (int64_t pc = 0; pc < g->k; pc += pl->kc) {
     int64_t kc = cpu_min64(pl->kc, g->k - pc);
     const bool add = pc > 0 || !g->overwrite_y;
-    const float *ap = pa + cpu_round_up(mc, mr) * pc;
+    const float *ap =
+        pl->a_in_place ? (const float *)g->a + i0 * g->lda + pc : pa + cpu_round_up(mc, mr) * pc;
     if (pack_a != NULL) onyx__cpu_pack_a(g, i0, pc, mc, kc, mr, pack_a + cpu_round_up(mc, mr) * pc);
     const float *bp = pb;
     if (g->packed_b != NULL)
@@ -158,9 +169,22 @@ static void cpu_item(const cpu_run *r, int64_t ib, int64_t jb, const float *pa, 
     }
     for (int64_t js = 0; js < nc; js += CPU_NR, bp += kc * CPU_NR) {
       int64_t nr = cpu_min64(CPU_NR, nc - js);
-      for (int64_t is = 0; is < mc; is += mr)
-        pl->isa->micro(kc, ap + is * kc, bp, y + is * g->ldy + js, g->ldy, cpu_min64(mr, mc - is),
-                       nr, add);
+      /* A prepacked B comes from memory: the first tile requests the next sliver
+       * slice, in this panel or the next K slice's first. */
+      const float *next = NULL;
+      if (g->packed_b != NULL && js + CPU_NR < nc)
+        next = bp + kc * CPU_NR;
+      else if (g->packed_b != NULL && pc + kc < g->k)
+        next = onyx__cpu_packed_b_at(g->packed_b, pc + kc, j0 / CPU_NR);
+      for (int64_t is = 0; is < mc; is += mr) {
+        float *yt = y + is * g->ldy + js;
+        int64_t h = cpu_min64(mr, mc - is);
+        if (pl->a_in_place)
+          pl->isa->micro_a(kc, ap + is * g->lda, g->lda, bp, is == 0 ? next : NULL, yt, g->ldy, h,
+                           nr, add);
+        else
+          pl->isa->micro(kc, ap + is * kc, bp, yt, g->ldy, h, nr, add);
+      }
     }
   }
 }
@@ -172,7 +196,7 @@ static void cpu_slot_task(void *arg, size_t slot) {
   const cpu_plan *pl = &r->pl;
   const int64_t block = cpu_plan_block_floats(pl, r->g->k), items = pl->rb * pl->cb;
   bool shared = cpu_plan_shared_a(pl);
-  float *own = shared ? NULL : r->pack_a + (int64_t)slot * block;
+  float *own = shared || pl->a_in_place ? NULL : r->pack_a + (int64_t)slot * block;
   float *pb = pl->pack_b ? r->pack_b + (int64_t)slot * cpu_plan_b_floats(pl) : NULL;
   for (bool first = true;; first = false) {
     int64_t item = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
@@ -214,10 +238,7 @@ void onyx__cpu_sgemm(const onyx__cpu_provider *p, const onyx__cpu_gemm *g, float
     onyx__cpu_direct(p, g, pack_a);
     return;
   }
-  cpu_run r = {.g = g,
-               .pl = cpu_plan_make(g->m, g->n, g->k, prepacked, tasks),
-               .pack_a = pack_a,
-               .pack_b = pack_b};
+  cpu_run r = {.g = g, .pl = cpu_plan_make(g, tasks), .pack_a = pack_a, .pack_b = pack_b};
   atomic_init(&r.next, 0);
   if (cpu_plan_shared_a(&r.pl))
     onyx__cpu_parallel_for(p, (size_t)(r.pl.rb * cpu_ceil_div(g->k, r.pl.kc)), cpu_pack_a_task, &r);

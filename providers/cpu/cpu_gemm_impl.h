@@ -29,6 +29,14 @@ enum {
 typedef void (*onyx__cpu_micro_fn)(int64_t kc, const float *ap, const float *bp, float *y,
                                    int64_t ldy, int64_t mr, int64_t nr, bool add);
 
+/* The same with A read in place (float32, not transposed, alpha 1): row r of the tile
+ * at a + r·lda. Saves packing A when A is what a MatMul gets. pf (may be NULL) is the
+ * B sliver slice that comes next, kc·NR floats, which the kernel requests into L2 as
+ * it goes (a prepacked weight streams from memory). */
+typedef void (*onyx__cpu_micro_a_fn)(int64_t kc, const float *a, int64_t lda, const float *bp,
+                                     const float *pf, float *y, int64_t ldy, int64_t mr, int64_t nr,
+                                     bool add);
+
 /* y[0, n) += a · (B slivers) over kc for one row of A (= when !add): a holds kc
  * floats, bp the ceil(n/NR) slivers of one K slice one after the other, kc·NR floats
  * each. */
@@ -45,6 +53,7 @@ typedef struct onyx__cpu_gemm_isa {
   const char *name; /* "avx512", "avx2" or "generic", for messages and benchmarks */
   int64_t mr;       /* rows of a micro-tile: the height of a packed A sliver */
   onyx__cpu_micro_fn micro;
+  onyx__cpu_micro_a_fn micro_a; /* NULL: this build always packs A */
   onyx__cpu_row_fn row;
   onyx__cpu_rows_fn direct_rows;
 } onyx__cpu_gemm_isa;

@@ -471,11 +471,12 @@ uint64_t onyx__cpu_packed_b_floats(int64_t k, int64_t n);
 void onyx__cpu_pack_b(const onyx__cpu_provider *p, const onyx__cpu_gemm *g, float *dst,
                       onyx__cpu_packed_b *out);
 
-/* Scratch the float32 GEMM needs, in floats, for an m×n×k product of ab_dtype
- * operands on `tasks` parallel tasks, B prepacked or not: packing buffers for A and
- * B, or the partial sums of the route for few rows. 0 where a region is unused. */
-void onyx__cpu_sgemm_scratch(int64_t m, int64_t n, int64_t k, uint32_t ab_dtype, bool prepacked,
-                             uint32_t tasks, uint64_t *out_pack_a, uint64_t *out_pack_b);
+/* Scratch the float32 GEMM needs, in floats, for the product g describes (its
+ * geometry, transposes, alpha, ab_dtype and whether packed_b is set; the data
+ * pointers are not read) on `tasks` parallel tasks: packing buffers for A and B, or
+ * the partial sums of the route for few rows. 0 where a region is unused. */
+void onyx__cpu_sgemm_scratch(const onyx__cpu_gemm *g, uint32_t tasks, uint64_t *out_pack_a,
+                             uint64_t *out_pack_b);
 
 /* Runs the GEMM; pack_a/pack_b hold at least what sgemm_scratch said. */
 void onyx__cpu_sgemm(const onyx__cpu_provider *p, const onyx__cpu_gemm *g, float *pack_a,

@@ -115,18 +115,35 @@ static onyx_status cpu_check_inputs(onyx_compute_ctx *ctx, const cpu_packed *pk,
 
 /* ------------------------------------------------------------------ workspace */
 
-/* Bytes of each region for an m×n×k product in `dtype` (zero where unused). */
-static void cpu_gemm_ws_bytes(const onyx__cpu_node *node, uint32_t dtype, int64_t m, int64_t n,
-                              int64_t k, bool prepacked, uint64_t out_bytes[CPU_WS_COUNT]) {
+/* Bytes of each region for the product g describes (geometry, transposes, alpha,
+ * dtype, prepacked B: the data pointers are not read), zero where unused. */
+static void cpu_gemm_ws_bytes(const onyx__cpu_node *node, const onyx__cpu_gemm *g,
+                              uint64_t out_bytes[CPU_WS_COUNT]) {
   memset(out_bytes, 0, CPU_WS_COUNT * sizeof out_bytes[0]);
-  if (!cpu_uses_sgemm(dtype) || m <= 0 || n <= 0) return;
+  if (!cpu_uses_sgemm(g->ab_dtype) || g->m <= 0 || g->n <= 0) return;
   uint64_t pa = 0, pb = 0;
-  onyx__cpu_sgemm_scratch(m, n, k, dtype, prepacked,
-                          node->provider ? node->provider->num_threads : 1, &pa, &pb);
+  onyx__cpu_sgemm_scratch(g, node->provider ? node->provider->num_threads : 1, &pa, &pb);
   out_bytes[CPU_WS_PACK_A] = pa * sizeof(float);
   out_bytes[CPU_WS_PACK_B] = pb * sizeof(float);
   /* 16-bit outputs accumulate in float32 and are rounded once at the end. */
-  if (dtype != ONYX_DTYPE_FLOAT32) out_bytes[CPU_WS_ACC] = (uint64_t)(m * n) * sizeof(float);
+  if (g->ab_dtype != ONYX_DTYPE_FLOAT32)
+    out_bytes[CPU_WS_ACC] = (uint64_t)(g->m * g->n) * sizeof(float);
+}
+
+/* The product a MatMul plan runs, without its data: workspace() and compute() both
+ * size the workspace from it. */
+static onyx__cpu_gemm cpu_mm_gemm(int64_t m, int64_t n, int64_t k, uint32_t dtype,
+                                  const onyx__cpu_packed_b *packed_b) {
+  return (onyx__cpu_gemm){.m = m,
+                          .n = n,
+                          .k = k,
+                          .alpha = 1.0f,
+                          .ab_dtype = dtype,
+                          .lda = k,
+                          .ldb = n,
+                          .ldy = n,
+                          .packed_b = packed_b,
+                          .overwrite_y = true};
 }
 
 static void cpu_ws_fill(const uint64_t bytes[CPU_WS_COUNT], onyx_workspace_requirement *req) {
@@ -252,7 +269,9 @@ static onyx_status cpu_matmul_workspace(void *state, const onyx_tensor *inputs, 
   if (cpu_mm_plan_make(&inputs[0], &inputs[1], &p, NULL, 0) != ONYX_STATUS_OK)
     return ONYX_STATUS_OK; /* likewise: a bad shape is compute()'s error to report */
   uint64_t bytes[CPU_WS_COUNT];
-  cpu_gemm_ws_bytes(&s->base, inputs[0].dtype, p.gemm_m, p.n, p.k, s->packed.mem != NULL, bytes);
+  onyx__cpu_gemm g =
+      cpu_mm_gemm(p.gemm_m, p.n, p.k, inputs[0].dtype, s->packed.mem != NULL ? &s->packed.b : NULL);
+  cpu_gemm_ws_bytes(&s->base, &g, bytes);
   cpu_ws_fill(bytes, req);
   return ONYX_STATUS_OK;
 }
@@ -281,19 +300,10 @@ static void cpu_mm_one(const cpu_mm_run *r, int64_t ai, int64_t bi, int64_t yi) 
   case ONYX_DTYPE_FLOAT16:
   case ONYX_DTYPE_BFLOAT16: {
     float *acc = r->dtype == ONYX_DTYPE_FLOAT32 ? y : r->ws[CPU_WS_ACC];
-    onyx__cpu_gemm g = {.m = m,
-                        .n = n,
-                        .k = k,
-                        .alpha = 1.0f,
-                        .ab_dtype = r->dtype,
-                        .a = a,
-                        .lda = k,
-                        .b = b,
-                        .ldb = n,
-                        .y = acc,
-                        .ldy = n,
-                        .packed_b = r->packed_b,
-                        .overwrite_y = true};
+    onyx__cpu_gemm g = cpu_mm_gemm(m, n, k, r->dtype, r->packed_b);
+    g.a = a;
+    g.b = b;
+    g.y = acc;
     onyx__cpu_sgemm(r->node->provider, &g, r->ws[CPU_WS_PACK_A], r->ws[CPU_WS_PACK_B]);
     if (r->dtype != ONYX_DTYPE_FLOAT32) cpu_store_acc(r->dtype, acc, y, m * n);
     break;
@@ -346,7 +356,8 @@ static onyx_status cpu_matmul_compute(void *state, onyx_compute_ctx *ctx,
                     .a = a->data,
                     .b = b->data};
   uint64_t bytes[CPU_WS_COUNT];
-  cpu_gemm_ws_bytes(node, a->dtype, plan.gemm_m, plan.n, plan.k, run.packed_b != NULL, bytes);
+  onyx__cpu_gemm geom = cpu_mm_gemm(plan.gemm_m, plan.n, plan.k, a->dtype, run.packed_b);
+  cpu_gemm_ws_bytes(node, &geom, bytes);
   st = cpu_ws_views(ctx, bytes, run.ws);
   if (st != ONYX_STATUS_OK) return st;
 
@@ -427,6 +438,23 @@ static void cpu_gemm_destroy(void *state) {
   free(s);
 }
 
+/* The product a Gemm node runs for these dims, without its data (workspace() and
+ * compute() both size the workspace from it). */
+static onyx__cpu_gemm cpu_gemm_gemm(const cpu_gemm_state *s, int64_t m, int64_t n, int64_t k,
+                                    uint32_t dtype, const onyx_tensor *a, const onyx_tensor *b) {
+  return (onyx__cpu_gemm){.trans_a = s->trans_a,
+                          .trans_b = s->trans_b,
+                          .m = m,
+                          .n = n,
+                          .k = k,
+                          .alpha = s->alpha,
+                          .ab_dtype = dtype,
+                          .lda = a->dims[1],
+                          .ldb = b->dims[1],
+                          .ldy = n,
+                          .packed_b = s->packed.mem != NULL ? &s->packed.b : NULL};
+}
+
 /* M, N, K from A and B, or a message naming the offending input. */
 static onyx_status cpu_gemm_dims(const cpu_gemm_state *s, const onyx_tensor *a,
                                  const onyx_tensor *b, int64_t *m, int64_t *n, int64_t *k,
@@ -455,12 +483,13 @@ static onyx_status cpu_gemm_workspace(void *state, const onyx_tensor *inputs, si
                                       onyx_workspace_requirement *req) {
   const cpu_gemm_state *s = state;
   req->count = 0;
-  int64_t m, n, k;
+  int64_t m = 0, n = 0, k = 0;
   if (input_count < 2 ||
       cpu_gemm_dims(s, &inputs[0], &inputs[1], &m, &n, &k, NULL, 0) != ONYX_STATUS_OK)
     return ONYX_STATUS_OK; /* compute() reports bad shapes */
   uint64_t bytes[CPU_WS_COUNT];
-  cpu_gemm_ws_bytes(&s->base, inputs[0].dtype, m, n, k, s->packed.mem != NULL, bytes);
+  onyx__cpu_gemm g = cpu_gemm_gemm(s, m, n, k, inputs[0].dtype, &inputs[0], &inputs[1]);
+  cpu_gemm_ws_bytes(&s->base, &g, bytes);
   cpu_ws_fill(bytes, req);
   return ONYX_STATUS_OK;
 }
@@ -506,7 +535,7 @@ static onyx_status cpu_gemm_compute(void *state, onyx_compute_ctx *ctx,
       return ONYX_STATUS_INVALID_ARGUMENT;
     }
   }
-  int64_t m, n, k;
+  int64_t m = 0, n = 0, k = 0;
   char why[256];
   st = cpu_gemm_dims(s, a, b, &m, &n, &k, why, sizeof why);
   if (st != ONYX_STATUS_OK) {
@@ -527,10 +556,10 @@ static onyx_status cpu_gemm_compute(void *state, onyx_compute_ctx *ctx,
       return ONYX_STATUS_INVALID_ARGUMENT;
     }
   }
-  const onyx__cpu_packed_b *packed_b = s->packed.mem != NULL ? &s->packed.b : NULL;
+  onyx__cpu_gemm g = cpu_gemm_gemm(s, m, n, k, a->dtype, a, b);
   float *ws[CPU_WS_COUNT];
   uint64_t bytes[CPU_WS_COUNT];
-  cpu_gemm_ws_bytes(&s->base, a->dtype, m, n, k, packed_b != NULL, bytes);
+  cpu_gemm_ws_bytes(&s->base, &g, bytes);
   st = cpu_ws_views(ctx, bytes, ws);
   if (st != ONYX_STATUS_OK) return st;
 
@@ -548,21 +577,10 @@ static onyx_status cpu_gemm_compute(void *state, onyx_compute_ctx *ctx,
   float *acc = a->dtype == ONYX_DTYPE_FLOAT32 ? y->data : ws[CPU_WS_ACC];
   bool overwrite = c == NULL || s->beta == 0.0f; /* Y is the product alone */
   if (!overwrite) cpu_gemm_init_y(c, s->beta, m, n, false, acc);
-  onyx__cpu_gemm g = {.trans_a = s->trans_a,
-                      .trans_b = s->trans_b,
-                      .m = m,
-                      .n = n,
-                      .k = k,
-                      .alpha = s->alpha,
-                      .ab_dtype = a->dtype,
-                      .a = a->data,
-                      .lda = a->dims[1],
-                      .b = b->data,
-                      .ldb = b->dims[1],
-                      .y = acc,
-                      .ldy = n,
-                      .packed_b = packed_b,
-                      .overwrite_y = overwrite};
+  g.a = a->data;
+  g.b = b->data;
+  g.y = acc;
+  g.overwrite_y = overwrite;
   onyx__cpu_sgemm(s->base.provider, &g, ws[CPU_WS_PACK_A], ws[CPU_WS_PACK_B]);
   if (a->dtype != ONYX_DTYPE_FLOAT32) cpu_store_acc(a->dtype, acc, y->data, m * n);
   return ONYX_STATUS_OK;

@@ -406,6 +406,22 @@ static void test_prepack_contract(void **st) {
   assert_memory_equal(r.out[0].data, want64, sizeof want64);
   kh_result_free(&r);
 
+  /* A workspace short of what was declared is refused before anything is written,
+   * prepacked or not (alpha 2: A is packed, so there is a region to shorten). */
+  onyx_attr alpha2[] = {kh_attr_float("alpha", 2.0f)};
+  for (int constant = 0; constant < 2; ++constant) {
+    kh_node shortws = {.op = "Gemm",
+                       .opset = 13,
+                       .attrs = alpha2,
+                       .attr_count = 1,
+                       .constant_inputs = constant ? b_const : NULL,
+                       .workspace_shortfall = 4};
+    kh_run(&g_cpu[1], &shortws, in, 2, &r);
+    expect_fail(&r, ONYX_STATUS_WORKSPACE_TOO_SMALL, "required");
+    assert_int_equal(r.governed_live_after, 0);
+    kh_result_free(&r);
+  }
+
   /* Bad A against a prepacked B: the usual message, nothing allocated. */
   int64_t dbad[2] = {m, k + 1};
   onyx_tensor tbad = kh_tensor(ONYX_DTYPE_FLOAT32, 2, dbad, a);
