@@ -7,7 +7,8 @@ which both runtimes may prepack at session creation) and one data set per row co
 M, with fresh random A and ONNX Runtime's Y. It times ONNX Runtime's kernel, then
 runs `onyx-run --bench` on the same directory (which also checks Onyx's Y against
 ONNX Runtime's), and prints both medians, GFLOP/s and the ratio. Both use the same
-number of threads. With --rounds R the pair is timed R times, alternating, and the
+number of threads. Several onyx-run builds (comma-separated) are timed in the same
+run, one column each: a before/after beside ONNX Runtime. With --rounds R the pair is timed R times, alternating, and the
 medians of the R medians are printed (the VM's speed drifts between minutes). On a
 machine shared with other jobs, --wait-idle holds each timing until the CPUs have
 been nearly idle for half a second (at most a minute).
@@ -93,9 +94,28 @@ def runs_for(m, k, n, budget_ms=400.0):
     return int(max(5, min(200, budget_ms / est_ms)))
 
 
+def write_ini(path, onyx_run, threads):
+    cpu_so = os.path.abspath(os.path.join(os.path.dirname(onyx_run), "..", "providers", "cpu",
+                                          "libonyx_cpu.so"))
+    with open(path, "w") as f:
+        f.write(f"[onyx]\nthreads = {threads}\n[provider.cpu]\npath = {cpu_so}\n")
+
+
+def time_onyx(onyx_run, ini, case_dir, runs):
+    """Median ms of onyx-run --bench, and whether its outputs matched ONNX Runtime's."""
+    run = subprocess.run([onyx_run, "--config", ini, "-q", "--bench", str(runs), case_dir],
+                         capture_output=True, text=True)
+    found = re.search(r"bench: median ([0-9.]+) ms", run.stdout)
+    if found is None:
+        raise RuntimeError(f"{onyx_run} on {case_dir} failed\n{run.stdout}{run.stderr}")
+    return float(found.group(1)), run.returncode == 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--onyx-run", default="build/tools/onyx-run")
+    ap.add_argument("--onyx-run", default="build/tools/onyx-run",
+                    help="one onyx-run, or several separated by commas (builds to compare; "
+                         "each uses the CPU provider of its own build tree)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--m", default="1,16,32,128,512", help="row counts (tokens)")
     ap.add_argument("--shapes", default=",".join(SHAPES), help="weights: " + ",".join(SHAPES))
@@ -104,18 +124,22 @@ def main():
     ap.add_argument("--work", help="keep the test directories here")
     args = ap.parse_args()
     ms = [int(v) for v in args.m.split(",")]
+    builds = args.onyx_run.split(",")
     rng = np.random.default_rng()
     print(f"ONNX Runtime {ort.__version__}, {args.threads} threads each, {args.rounds} round(s)")
-    print(f"{'shape':<10} {'M':>4} {'K':>5} {'N':>6} {'ort ms':>9} {'onyx ms':>9} "
-          f"{'ort GF/s':>9} {'onyx GF/s':>9} {'ratio':>6}  check")
+    for j, b in enumerate(builds):
+        print(f"onyx[{j}] = {b}")
+    head = f"{'shape':<10} {'M':>4} {'K':>5} {'N':>6} {'ort ms':>9} {'ort GF/s':>9}"
+    for j in range(len(builds)):
+        head += f" {f'onyx[{j}] ms':>12} {'GF/s':>7} {'ratio':>6}"
+    print(head + "  check")
     tmp_ctx = tempfile.TemporaryDirectory() if args.work is None else None
     tmp = args.work or tmp_ctx.name
     os.makedirs(tmp, exist_ok=True)
-    ini = os.path.join(tmp, "plugins.ini")
-    cpu_so = os.path.abspath(os.path.join(os.path.dirname(args.onyx_run), "..", "providers",
-                                          "cpu", "libonyx_cpu.so"))
-    with open(ini, "w") as f:
-        f.write(f"[onyx]\nthreads = {args.threads}\n[provider.cpu]\npath = {cpu_so}\n")
+    inis = []
+    for j, b in enumerate(builds):
+        inis.append(os.path.join(tmp, f"plugins{j}.ini"))
+        write_ini(inis[-1], b, args.threads)
     so = ort.SessionOptions()
     so.intra_op_num_threads = args.threads
     so.log_severity_level = 3
@@ -141,7 +165,7 @@ def main():
             write_pb(os.path.join(d, "test_data_set_0", "output_0.pb"), sess.run(None, {"A": a})[0])
             feeds.append(a)
         ort_ms = [[] for _ in ms]
-        onyx_ms = [[] for _ in ms]
+        onyx_ms = [[[] for _ in ms] for _ in builds]
         ok = True
         for _ in range(args.rounds):
             for i, m in enumerate(ms):
@@ -149,24 +173,21 @@ def main():
                 if args.wait_idle:
                     wait_idle()
                 ort_ms[i].append(time_ort(sess, feeds[i], runs))
-                if args.wait_idle:
-                    wait_idle()
-                run = subprocess.run([args.onyx_run, "--config", ini, "-q", "--bench",
-                                      str(runs), os.path.join(case, f"m{m}")],
-                                     capture_output=True, text=True)
-                ok = ok and run.returncode == 0
-                found = re.search(r"bench: median ([0-9.]+) ms", run.stdout)
-                if found is None:
-                    print(f"{name} M={m}: onyx-run failed\n{run.stdout}{run.stderr}")
-                    return 1
-                onyx_ms[i].append(float(found.group(1)))
+                for j, build in enumerate(builds):
+                    if args.wait_idle:
+                        wait_idle()
+                    t, same = time_onyx(build, inis[j], os.path.join(case, f"m{m}"), runs)
+                    onyx_ms[j][i].append(t)
+                    ok = ok and same
         del sess
         for i, m in enumerate(ms):
-            t_ort, t_onyx = statistics.median(ort_ms[i]), statistics.median(onyx_ms[i])
             flop = 2.0 * m * k * n
-            print(f"{name:<10} {m:>4} {k:>5} {n:>6} {t_ort:>9.3f} {t_onyx:>9.3f} "
-                  f"{flop / t_ort / 1e6:>9.1f} {flop / t_onyx / 1e6:>9.1f} "
-                  f"{t_ort / t_onyx:>5.2f}x  {'ok' if ok else 'MISMATCH'}", flush=True)
+            t_ort = statistics.median(ort_ms[i])
+            line = f"{name:<10} {m:>4} {k:>5} {n:>6} {t_ort:>9.3f} {flop / t_ort / 1e6:>9.1f}"
+            for j in range(len(builds)):
+                t = statistics.median(onyx_ms[j][i])
+                line += f" {t:>12.3f} {flop / t / 1e6:>7.1f} {t_ort / t:>5.2f}x"
+            print(line + f"  {'ok' if ok else 'MISMATCH'}", flush=True)
     return 0
 
 
