@@ -3,7 +3,8 @@
  *
  * float32 (and float16/bfloat16, widened while packing) use the blocked scheme of
  * Goto and van de Geijn. The product is cut into work items, each a row block of Y
- * (up to MC rows) by a column panel (NC columns, a multiple of the 16-wide sliver):
+ * (up to MC rows) by a column panel (a multiple of the 16-wide sliver, 256 to 1024
+ * columns: the fewer the rows, the wider):
  *
  *   for each K slice (kc rows, cpu_gemm_pack.c)
  *     A slice of the block: alpha·A in mr-tall slivers      (stays in L2)
@@ -11,7 +12,7 @@
  *     for each sliver:                                      (stays in L1)
  *       for each mr-row tile of the block: micro-kernel   (cpu_gemm_kernel.c)
  *
- * The Y block (MC × NC floats) stays in L2 across the K slices; the first slice
+ * The Y block (128 KiB) stays in L2 across the K slices; the first slice
  * stores into Y instead of adding when the caller has nothing there (beta = 0), so Y
  * is never zeroed first. The items go to the threads through one shared counter, so
  * the threads balance themselves with no step that waits for all of them. Items run
@@ -43,8 +44,10 @@
 
 enum {
   CPU_NR = ONYX__CPU_NR,
-  CPU_MC = 144,          /* most rows of a row block: 144 × 256 floats of A = 144 KiB */
-  CPU_NC = 512,          /* columns of a panel: a 144 × 512 Y block = 288 KiB */
+  CPU_MC = 144,        /* most rows of a row block: 144 × 256 floats of A = 144 KiB */
+  CPU_Y_BLOCK = 32768, /* floats of a Y block (128 KiB, in L2 beside A's slice and B's) */
+  CPU_NC_MIN = 256,    /* columns of a panel: Y_BLOCK / rows, within these bounds */
+  CPU_NC_MAX = 1024,
   CPU_MIN_MACS = 1 << 15 /* the least work worth a thread of its own */
 };
 
@@ -88,9 +91,13 @@ static cpu_plan cpu_plan_make(const onyx__cpu_gemm *g, uint32_t tasks) {
   pl.rb = cpu_ceil_div(m, CPU_MC);
   pl.mc = pl.rb == 1 ? m : cpu_round_up(cpu_ceil_div(m, pl.rb), pl.mr);
   pl.rb = cpu_ceil_div(m, pl.mc);
+  /* Panels as wide as a Y block of these rows allows; B packed per call takes a slot
+   * of kc × panel floats, so at most half the widest. */
+  int64_t nc_max = pl.pack_b ? CPU_NC_MAX / 2 : CPU_NC_MAX;
+  int64_t nc = cpu_max64(CPU_NC_MIN, cpu_min64(nc_max, CPU_Y_BLOCK / pl.mc));
   /* Enough items for every thread, and whole rounds of them while they are few, so
    * that no thread waits through a last item alone. */
-  int64_t cb = cpu_ceil_div(n, CPU_NC);
+  int64_t cb = cpu_ceil_div(n, nc);
   if (pl.rb * cb < t) cb = cpu_ceil_div(t, pl.rb);
   while (pl.rb * cb < 4 * t && pl.rb * cb % t != 0) ++cb;
   pl.nc = cpu_round_up(cpu_ceil_div(n, cb), CPU_NR);
