@@ -1,19 +1,21 @@
 /*
- * Onyx ABI v2 — providers and kernels.
+ * Onyx ABI — what v1, v2 and v3 providers share, and the v1/v2 provider table.
  *
  * Published: every name in this file. This is the only header set a provider
  * includes; it depends on <stdint.h>, <stddef.h> and <stdbool.h> alone and compiles
  * as C11 and as C++.
  *
  * Rules (docs/abi.md says more):
- * - A provider exports exactly one symbol, ONYX_PROVIDER_ENTRY_SYMBOL.
+ * - A v1/v2 provider exports ONYX_PROVIDER_ENTRY_SYMBOL and hands out an
+ *   onyx_provider_table; a v3 provider exports ONYX_PROVIDER_FACTORY_SYMBOL and hands
+ *   out a factory of device instances (onyx_factory.h). The core speaks v1, v2 and v3.
  * - Structs that cross the boundary begin with struct_size and version. Fields are
  *   append-only; their offsets are pinned by static_assert in
  *   tests/core/abi_layout_test.c. A reader that gets a smaller struct_size treats
  *   missing trailing fields as NULL / 0 (ONYX_HAS_FIELD checks).
- * - v2 appended onyx_node_info.input_constants and .input_constant_copied, and
- *   onyx_host_table.set_error; every other struct is as in v1. The core speaks v1
- *   and v2.
+ * - Each field appended after the first v1 release says when: "(v1, appended)" came
+ *   while the version was still 1 (read as NULL / 0 from an older struct), "(since
+ *   v2)" with v2. Untagged fields are the first v1 layout.
  * - Optional function pointers may be NULL; the other side checks before calling.
  * - Nothing unwinds across the boundary; a failed call leaves its outputs untouched.
  */
@@ -31,9 +33,13 @@
 extern "C" {
 #endif
 
-/* The ABI version this header describes. The core offers its highest; the provider
- * answers with the one it will speak. */
+/* The newest version of the provider-table contract (onyx_provider_table), frozen at
+ * 2: the core offers it to ONYX_PROVIDER_ENTRY_SYMBOL and the provider answers with the
+ * one it will speak (1 or 2). ABI v3 is spoken through the factory entry only
+ * (ONYX_ABI_V3, ONYX_ABI_LATEST in onyx_factory.h). */
 #define ONYX_ABI_VERSION 2u
+#define ONYX_ABI_V1 1u
+#define ONYX_ABI_V2 2u
 
 /* True when the struct `ptr` points at (which begins with struct_size) is large
  * enough to hold `field` of `type`: a reader checks this before touching a field
@@ -219,7 +225,7 @@ typedef struct onyx_kernel_table {
    * does), which the core reads as "geometry only". */
   onyx_status (*infer)(void *state, const onyx_tensor *inputs, size_t input_count,
                        onyx_tensor *outputs, size_t output_count);
-  /* Inputs the kernel reads on the host although its provider's device is not the
+  /* (v1, appended) Inputs the kernel reads on the host although its provider's device is not the
    * host: small integer tensors whose values size the work (a shape, axes, starts and
    * ends, a total sequence length). Bit i set: compute receives input i in host
    * memory (device ONYX_DEVICE_HOST) — the core keeps it there, or moves it there,
@@ -229,11 +235,11 @@ typedef struct onyx_kernel_table {
    * and read as 0 from a table whose struct_size ends before this field. */
   uint64_t host_inputs; /* bit i set: input i is wanted in host memory (shape values,
                          * axes, lengths); the core keeps or moves it there */
-  /* Inputs whose geometry alone the kernel reads (Shape, Size): bit i set, input i
+  /* (v1, appended) Inputs whose geometry alone the kernel reads (Shape, Size): bit i set, input i
    * is handed over wherever it lies — device memory included — and never copied for
    * the kernel; compute must not touch its data. Read as 0 from an older table. */
   uint64_t geometry_inputs;
-  /* fields above: v1 */
+  /* fields above: v1 (host_inputs and geometry_inputs appended during v1) */
 } onyx_kernel_table;
 
 /* ------------------------------------------------------------------ host table */
@@ -369,18 +375,18 @@ typedef struct onyx_provider_table {
   onyx_status (*copy)(void *state, onyx_tensor *dst, const onyx_tensor *src);
   /* Waits for work queued on the provider's stream. May be NULL. */
   onyx_status (*sync)(void *state);
-  /* Device virtual memory for mapped zones; NULL when the device has none. The
+  /* (v1, appended) Device virtual memory for mapped zones; NULL when the device has none. The
    * core calls sync before every unmap. */
   const onyx_vmm_table *vmm;
-  /* Bytes of device memory the provider may use (the governor tier's default
+  /* (v1, appended) Bytes of device memory the provider may use (the governor tier's default
    * limit when plugins.ini sets none); NULL for host providers. */
   onyx_status (*memory_capacity)(void *state, uint64_t *out_bytes);
-  /* The stream kernels run on (cudaStream_t), handed to compute as ctx->stream.
+  /* (v1, appended) The stream kernels run on (cudaStream_t), handed to compute as ctx->stream.
    * NULL for host providers. */
   void *(*stream)(void *state);
-  /* Stream capture and replay; NULL when the device has none. */
+  /* (v1, appended) Stream capture and replay; NULL when the device has none. */
   const onyx_graph_table *graphs;
-  /* fields above: v1 */
+  /* fields above: v1 (vmm .. graphs appended during v1); frozen: v3 grows nothing here */
 } onyx_provider_table;
 
 /*

@@ -1,5 +1,5 @@
 /*
- * Onyx ABI v1 — element types, devices and tensor views.
+ * Onyx ABI (v1; additions tagged) — element types, devices and tensor views.
  *
  * Published: every name in this file. onyx_tensor is frozen for ABI v1 (it travels in
  * arrays, so it cannot grow); a later ABI version would add a new view type instead.
@@ -75,8 +75,14 @@ static inline size_t onyx_dtype_bits(uint32_t dtype) {
   return 8 * onyx_dtype_size(dtype);
 }
 
-/* Where memory lives. */
-typedef enum onyx_device_kind { ONYX_DEVICE_HOST = 0, ONYX_DEVICE_CUDA = 1 } onyx_device_kind;
+/* Where memory lives. ONYX_DEVICE_OTHER (since v3) is a device kind this header does
+ * not name: the core knows it only through its provider (tier "<provider>:<ordinal>");
+ * a tensor of that kind belongs to the first loaded instance with its device_id. */
+typedef enum onyx_device_kind {
+  ONYX_DEVICE_HOST = 0,
+  ONYX_DEVICE_CUDA = 1,
+  ONYX_DEVICE_OTHER = 2
+} onyx_device_kind;
 
 /* Highest tensor rank a v1 view carries. */
 #define ONYX_MAX_RANK 8
@@ -90,7 +96,7 @@ typedef enum onyx_device_kind { ONYX_DEVICE_HOST = 0, ONYX_DEVICE_CUDA = 1 } ony
 typedef struct onyx_tensor {
   uint32_t dtype;              /* onyx_dtype */
   uint32_t device;             /* onyx_device_kind */
-  int32_t device_id;           /* ordinal of the device, 0 for the host */
+  int32_t device_id;           /* ordinal of the device (since v3: which instance), 0 on the host */
   uint32_t rank;               /* number of dims, 0 for a scalar */
   int64_t dims[ONYX_MAX_RANK]; /* extent per axis; entries past rank are 0 */
   void *data;                  /* first element, or NULL (see above) */

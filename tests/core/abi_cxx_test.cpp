@@ -9,6 +9,10 @@ int main() {
   t.dims[0] = 3;
   onyx_kernel_table k{};
   k.struct_size = sizeof k;
+  onyx_kernel_def def{};
+  def.struct_size = sizeof def;
+  onyx_sink sink{};
+  (void)sink;
   onyx_node_info info{};
   info.struct_size = sizeof info;
   if (!ONYX_HAS_FIELD(&info, onyx_node_info, input_constant_copied)) return 1;

@@ -1,7 +1,7 @@
 /*
- * Pins the ABI layout (LP64): offsets of every v1 field and of the fields v2
- * appended. A change here breaks every provider built against an earlier header, so
- * these asserts must only ever gain lines.
+ * Pins the ABI layout (LP64): offsets of every v1 field, of the fields v2
+ * appended, and of every v3 struct (onyx_factory.h). A change here breaks every provider built
+ * against an earlier header, so these asserts must only ever gain lines.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -96,7 +96,64 @@ _Static_assert(sizeof(onyx_node_info) == 112, "onyx_node_info v2 ends after inpu
 /* v2: appended to onyx_host_table after its v1 tail (num_threads, padded to 56). */
 PIN(onyx_host_table, set_error, 56);
 _Static_assert(sizeof(onyx_host_table) == 64, "onyx_host_table v2 ends after set_error");
-_Static_assert(ONYX_ABI_VERSION == 2, "the header describes ABI v2");
+_Static_assert(ONYX_ABI_VERSION == 2, "the provider-table contract is frozen at v2");
+
+/* v3: the factory contract (onyx_factory.h). */
+_Static_assert(ONYX_ABI_LATEST == 3 && ONYX_ABI_V3 == 3, "the header set describes ABI v3");
+_Static_assert(ONYX_DEVICE_OTHER == 2, "device kinds are fixed");
+PIN(onyx_sink, core_data, 8);
+PIN(onyx_sink, set_error, 16);
+_Static_assert(sizeof(onyx_sink) == 24, "onyx_sink v3");
+PIN(onyx_device_info, name, 8);
+PIN(onyx_device_info, kind, 72);
+PIN(onyx_device_info, ordinal, 76);
+PIN(onyx_device_info, memory_bytes, 80);
+PIN(onyx_device_info, capability_major, 88);
+PIN(onyx_device_info, capability_minor, 92);
+PIN(onyx_device_info, caps, 96);
+_Static_assert(sizeof(onyx_device_info) == 104, "onyx_device_info v3");
+PIN(onyx_type_constraint, side, 0);
+PIN(onyx_type_constraint, index, 4);
+PIN(onyx_type_constraint, types, 8);
+_Static_assert(sizeof(onyx_type_constraint) == 16, "onyx_type_constraint v3");
+PIN(onyx_kernel_def, domain, 8);
+PIN(onyx_kernel_def, op_type, 16);
+PIN(onyx_kernel_def, since_opset, 24);
+PIN(onyx_kernel_def, until_opset, 32);
+PIN(onyx_kernel_def, types, 40);
+PIN(onyx_kernel_def, type_count, 48);
+PIN(onyx_kernel_def, host_inputs, 56);
+PIN(onyx_kernel_def, geometry_inputs, 64);
+PIN(onyx_kernel_def, supports, 72);
+PIN(onyx_kernel_def, create, 80);
+PIN(onyx_kernel_def, destroy, 88);
+PIN(onyx_kernel_def, infer, 96);
+PIN(onyx_kernel_def, workspace, 104);
+PIN(onyx_kernel_def, compute, 112);
+_Static_assert(sizeof(onyx_kernel_def) == 120, "onyx_kernel_def v3");
+PIN(onyx_kernel_registry, core_data, 8);
+PIN(onyx_kernel_registry, add, 16);
+PIN(onyx_kernel_registry, add_table, 24);
+PIN(onyx_instance_table, close, 8);
+PIN(onyx_instance_table, kernels, 16);
+PIN(onyx_instance_table, device_alloc, 24);
+PIN(onyx_instance_table, device_free, 32);
+PIN(onyx_instance_table, copy, 40);
+PIN(onyx_instance_table, sync, 48);
+PIN(onyx_instance_table, stream, 56);
+PIN(onyx_instance_table, memory_capacity, 64);
+PIN(onyx_instance_table, get_extension, 72);
+_Static_assert(sizeof(onyx_instance_table) == 80, "onyx_instance_table v3");
+PIN(onyx_provider_factory, abi_version, 4);
+PIN(onyx_provider_factory, name, 8);
+PIN(onyx_provider_factory, device_count, 16);
+PIN(onyx_provider_factory, device_info, 24);
+PIN(onyx_provider_factory, open, 32);
+PIN(onyx_provider_factory, instance, 40);
+_Static_assert(sizeof(onyx_provider_factory) == 48, "onyx_provider_factory v3");
+/* The v2 tables are frozen: v3 appended nothing to them. */
+_Static_assert(sizeof(onyx_provider_table) == 128, "onyx_provider_table frozen");
+_Static_assert(sizeof(onyx_kernel_table) == 120, "onyx_kernel_table frozen");
 
 int main(void) {
   /* Status values are fixed forever. */
@@ -112,6 +169,10 @@ int main(void) {
   if (ONYX_HAS_FIELD(&h1, onyx_host_table, set_error) ||
       !ONYX_HAS_FIELD(&h2, onyx_host_table, set_error))
     return 1;
-  puts("ABI v1 and v2 layout pinned");
+  onyx_device_info d = {.struct_size = offsetof(onyx_device_info, caps)};
+  if (ONYX_HAS_FIELD(&d, onyx_device_info, caps) ||
+      !ONYX_HAS_FIELD(&d, onyx_device_info, capability_minor))
+    return 1;
+  puts("ABI v1, v2 and v3 layout pinned");
   return 0;
 }
