@@ -69,6 +69,10 @@ void onyx__cpu_parallel_for(const onyx__cpu_provider *p, size_t n, void (*fn)(vo
 void onyx__cpu_parallel_range(const onyx__cpu_provider *p, int64_t total, int64_t grain,
                               void (*fn)(void *arg, int64_t begin, int64_t end), void *arg);
 
+/* y = 1/(1 + e^-x) over n floats, vectorised where the CPU allows (cpu_vmath.c);
+ * x and y may be the same array. */
+void onyx__cpu_sigmoid_f32(const float *x, float *y, int64_t n);
+
 /* Items below which elementwise work stays on one thread (thread hand-off costs a
  * few microseconds; this many simple float ops take about as long). */
 #define ONYX__CPU_PARALLEL_GRAIN 32768

@@ -92,6 +92,12 @@ CPU_UNARY_OPS(CPU_UNARY_LOOPS)
 static const cpu_f32_loop cpu_f32_loops[CPU_UNARY_OP_COUNT] = {CPU_UNARY_OPS(CPU_UNARY_F32_ENTRY)};
 static const cpu_f64_loop cpu_f64_loops[CPU_UNARY_OP_COUNT] = {CPU_UNARY_OPS(CPU_UNARY_F64_ENTRY)};
 
+/* The float32 loop of an op: Sigmoid's is the vectorised one of cpu_vmath.c (the
+ * table's calls libm per element and branches on the sign). */
+static cpu_f32_loop cpu_f32_loop_of(cpu_unary_op op) {
+  return op == CPU_SIGMOID ? onyx__cpu_sigmoid_f32 : cpu_f32_loops[op];
+}
+
 /* Integer Neg / Abs / Relu in unsigned arithmetic, so INT_MIN wraps instead of
  * overflowing. */
 #define CPU_INT_UNARY(T, U)                                                                        \
@@ -152,7 +158,7 @@ static void cpu_unary_slice(void *arg, int64_t begin, int64_t end) {
     return;
   case ONYX_DTYPE_FLOAT32:
     if (j->bias == NULL) {
-      cpu_f32_loops[op]((const float *)x, (float *)y, n);
+      cpu_f32_loop_of(op)((const float *)x, (float *)y, n);
       return;
     }
     /* A biased float32 goes through the chunk buffer below. */
@@ -166,7 +172,7 @@ static void cpu_unary_slice(void *arg, int64_t begin, int64_t end) {
         buf[i] = onyx__cpu_load_f32(j->dtype, x, at + i);
         if (j->bias) buf[i] += onyx__cpu_load_f32(j->dtype, j->bias, (begin + at + i) % j->bias_n);
       }
-      cpu_f32_loops[op](buf, buf, len);
+      cpu_f32_loop_of(op)(buf, buf, len);
       for (int64_t i = 0; i < len; ++i) onyx__cpu_store_f32(j->dtype, y, at + i, buf[i]);
     }
     return;
