@@ -40,7 +40,7 @@ extern "C" {
 /* The single exported symbol of a v3 provider. (A provider that must also load in a
  * core older than v3 exports ONYX_PROVIDER_ENTRY_SYMBOL as well; a v3 core uses the
  * factory when both are there.) */
-#define ONYX_PROVIDER_FACTORY_SYMBOL "onyx_provider_factory"
+#define ONYX_PROVIDER_FACTORY_SYMBOL "onyx_provider_factory_entry"
 
 /* ------------------------------------------------------------------ the error channel */
 

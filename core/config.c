@@ -4,6 +4,7 @@
  *   [onyx]              strict = false, fallback = cpu, threads = 0
  *   [governor]          TIER = BYTES (host = 8GiB), requester.KIND = BYTES
  *   [provider.NAME]     path = lib.so, enabled = true, memory_limit = BYTES,
+ *                       devices = 0, 1 (a v3 provider's devices to open, in order),
  *                       option.KEY = VALUE
  *
  * Sections appear in priority order. Unknown keys and sections warn rather than
@@ -280,6 +281,32 @@ static onyx__provider_config *provider_for(parse_state *st, const char *name) {
   return p;
 }
 
+/* `devices = 0, 1`: distinct device indexes, comma-separated. */
+static int parse_devices(parse_state *st, onyx__provider_config *p, const char *value, int line) {
+  p->device_count = 0;
+  const char *at = value;
+  while (*at != '\0') {
+    char *end = NULL;
+    errno = 0;
+    unsigned long v = isdigit((unsigned char)*at) ? strtoul(at, &end, 10) : 0;
+    if (end == NULL || end == at || errno != 0 || v >= 4096)
+      return fail(st, line, "devices: '%s' is not a list of device indexes like 0, 1", value);
+    for (size_t i = 0; i < p->device_count; ++i)
+      if (p->devices[i] == v) return fail(st, line, "devices: device %lu is listed twice", v);
+    if (p->device_count == ONYX__CONFIG_MAX_DEVICES)
+      return fail(st, line, "devices: at most %d devices may be listed", ONYX__CONFIG_MAX_DEVICES);
+    p->devices[p->device_count++] = (uint32_t)v;
+    while (*end == ' ' || *end == '\t') ++end;
+    if (*end == ',') ++end;
+    else if (*end != '\0')
+      return fail(st, line, "devices: '%s' is not a list of device indexes like 0, 1", value);
+    while (*end == ' ' || *end == '\t') ++end;
+    at = end;
+  }
+  if (p->device_count == 0) return fail(st, line, "devices: empty list");
+  return 1;
+}
+
 static int handle_provider(parse_state *st, const char *section, const char *name,
                            const char *value, int line) {
   const char *pname = section + strlen("provider.");
@@ -306,6 +333,7 @@ static int handle_provider(parse_state *st, const char *section, const char *nam
       return fail(st, line, "memory_limit: '%s' is not a byte size " BYTES_RANGE, value);
     return 1;
   }
+  if (!strcmp(name, "devices")) return parse_devices(st, p, value, line);
   if (!strcmp(name, "enabled")) {
     if (!parse_bool(value, &p->enabled))
       return fail(st, line, "enabled must be true or false, got '%s' (" BOOL_ALSO ")", value);

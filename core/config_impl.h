@@ -8,6 +8,9 @@
 
 #include "onyx_abi.h"
 
+/* Most devices one provider section may list. */
+#define ONYX__CONFIG_MAX_DEVICES 16
+
 typedef struct onyx__provider_config {
   char *name; /* from the section [provider.NAME] */
   char *path; /* library path, resolved against the ini file's folder */
@@ -16,6 +19,10 @@ typedef struct onyx__provider_config {
   int line;              /* line of the section header, for messages */
   onyx_option *options;  /* `option.KEY = VALUE` entries, KEY without the prefix */
   size_t option_count;
+  /* `devices = 1, 0`: which devices of a v3 provider to open, in placement order
+   * (device indexes as its factory counts them); none given = all, in its order. */
+  uint32_t devices[ONYX__CONFIG_MAX_DEVICES];
+  size_t device_count;
 } onyx__provider_config;
 
 typedef struct onyx__tier_limit {

@@ -1,6 +1,8 @@
 /*
  * Weights on the device: at session creation every initializer that a device kernel
  * reads as data is copied once to that kernel's device and booked there as weights.
+ * One device copy per initializer: where kernels on two devices read the same one,
+ * the first device placed gets it and the other copies it from the host per run.
  * Doing it here, not on the first run, puts the refusal where it belongs — a model
  * whose weights do not fit the device tier is refused when it is loaded, with the
  * governor's numbers — and keeps the upload out of the first run's time.
@@ -14,9 +16,9 @@
 
 /* Does node i read input k's data on its device (not on the host, not its geometry)? */
 static bool read_on_device(const onyx__placed_node *pn, size_t k) {
-  if (pn->provider->table->device == ONYX_DEVICE_HOST) return false;
-  uint64_t host = onyx__kernel_host_inputs(pn->kernel);
-  uint64_t geometry = onyx__kernel_geometry_inputs(pn->kernel);
+  if (onyx__dev_is_host(pn->provider)) return false;
+  uint64_t host = pn->kernel->host_inputs;
+  uint64_t geometry = pn->kernel->geometry_inputs;
   return k >= 64 || !((host | geometry) >> k & 1u);
 }
 
@@ -30,18 +32,23 @@ static onyx_status upload(onyx_session *s, size_t v, onyx__provider *p, char *er
                                       label, &ptr, err, cap);
   if (st != ONYX_STATUS_OK) return st;
   onyx_tensor dst = val->init;
-  dst.device = p->table->device;
+  dst.device = p->device;
+  dst.device_id = p->device_id;
   dst.data = ptr;
+  char why[256] = "";
   onyx__stream_enter(p);
-  st = bytes ? p->table->copy(p->state, &dst, &val->init) : ONYX_STATUS_OK;
+  st = bytes ? onyx__dev_copy(p, &dst, &val->init, why, sizeof why) : ONYX_STATUS_OK;
   onyx__stream_leave(p);
   if (st != ONYX_STATUS_OK) {
     onyx__memory_free(s->runtime->memory, ptr);
-    onyx__errf(err, cap, "copying initializer '%s' (%llu bytes) to provider '%s' failed: %s",
-               val->name, (unsigned long long)bytes, p->name, onyx_status_str(st));
+    onyx__errf(err, cap,
+               "copying initializer '%s' (%llu bytes) to provider '%s' (%s) failed: %s%s%s",
+               val->name, (unsigned long long)bytes, p->name, p->tier, onyx_status_str(st),
+               why[0] ? ": " : "", why);
     return st;
   }
   s->device_inits[v] = ptr;
+  s->device_init_on[v] = p;
   return ONYX_STATUS_OK;
 }
 

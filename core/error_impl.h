@@ -36,4 +36,19 @@ void onyx__host_set_error(void *host_data, const char *fmt, ...)
  * clears the reason. */
 void onyx__kernel_reason_explain(char *err, size_t cap, const char *what, onyx_status status);
 
+/* The core's side of an onyx_sink (ABI v3, sink.c): what a callback says lands in
+ * `buf` (NULL: dropped). One per call, on the caller's stack. */
+typedef struct onyx__sink {
+  onyx_sink pub;
+  char *buf;
+  size_t cap;
+} onyx__sink;
+/* Initialises `s` (buf cleared) and returns the sink to hand to the callback. */
+onyx_sink *onyx__sink_init(onyx__sink *s, char *buf, size_t cap);
+/* A sink that drops what it is told (calls whose reason nothing reports). */
+onyx_sink *onyx__sink_quiet(void);
+/* Writes "WHAT: <reason> (<status>)" into err, or says the kernel gave no reason when
+ * `reason` is empty. */
+void onyx__explain(char *err, size_t cap, const char *what, const char *reason, onyx_status status);
+
 #endif /* ONYX_CORE_ERROR_IMPL_H */

@@ -119,7 +119,7 @@ static onyx_status new_buffer(run_state *r, onyx__provider *provider, uint32_t r
     free(b);
     return st;
   }
-  b->provider = provider && provider->table->device != ONYX_DEVICE_HOST ? provider : NULL;
+  b->provider = !onyx__dev_is_host(provider) ? provider : NULL;
   b->refs = 1;
   *out = b;
   return ONYX_STATUS_OK;
@@ -139,6 +139,12 @@ static onyx_status ctx_alloc_output(onyx_compute_ctx *ctx, size_t index, uint32_
   }
   slot *sl = &r->slots[n->outputs[index]];
   uint64_t bytes = 0;
+  if (!onyx__k_type_ok(pn->kernel, ONYX_TYPE_OUTPUT, index, dtype)) {
+    snprintf(r->kernel_err, sizeof r->kernel_err,
+             "alloc_output: output %zu as %s breaks the kernel's own type constraint", index,
+             onyx__dtype_str(dtype));
+    return r->alloc_status = ONYX_STATUS_INVALID_ARGUMENT;
+  }
   if (sl->set || (rank > 0 && dims == NULL) ||
       checked_bytes(dtype, rank, dims, &bytes) != ONYX_STATUS_OK) {
     snprintf(r->kernel_err, sizeof r->kernel_err, "alloc_output: output %zu %s", index,
@@ -157,8 +163,8 @@ static onyx_status ctx_alloc_output(onyx_compute_ctx *ctx, size_t index, uint32_
   sl->set = true;
   sl->provider = b->provider;
   sl->view = (onyx_tensor){.dtype = dtype,
-                           .device = pn->provider->table->device,
-                           .device_id = 0,
+                           .device = pn->provider->device,
+                           .device_id = pn->provider->device_id,
                            .rank = rank,
                            .data = b->ptr};
   for (uint32_t i = 0; i < rank; ++i) sl->view.dims[i] = dims[i];
@@ -209,8 +215,11 @@ static void ctx_set_error(onyx_compute_ctx *ctx, const char *fmt, ...) {
 
 /* ------------------------------------------------------------ transfers */
 
-/* Makes the value in `src` available on `target`'s device, into `tmp` (a slot the
- * caller clears). Host↔device copies go through the device provider's copy.
+/* Makes the value in `src` available on `target`'s device (NULL: the host), into
+ * `tmp` (a slot the caller clears). Host<->device copies go through the device
+ * instance's copy; between two devices of one provider (sibling instances) the
+ * destination copies after the source's stream is synced; between two providers'
+ * devices the value goes through the host.
  *
  * Only a copy to the host is followed by the provider's sync: the host reads the
  * bytes right after. A copy to the device is left queued on the provider's stream,
@@ -221,14 +230,22 @@ static void ctx_set_error(onyx_compute_ctx *ctx, const char *fmt, ...) {
  * stream-ordered provider queues behind the copy and its readers. */
 static onyx_status transfer(run_state *r, const slot *src, onyx__provider *target,
                             uint32_t requester, const char *label, slot *tmp) {
-  bool to_device = target && target->table->device != ONYX_DEVICE_HOST;
-  onyx__provider *copier = to_device ? target : src->provider;
+  bool to_device = !onyx__dev_is_host(target);
+  onyx__provider *from = src->provider;
   if (recording(r))
     return refuse_recording(r,
                             "node '%s' (%s): a %s would move a value between host and device "
                             "mid-run",
                             r->s->graph->nodes[r->node].name, r->s->graph->nodes[r->node].op_type,
                             label);
+  if (to_device && from && from != target && !onyx__dev_siblings(from, target)) {
+    slot host = {0};
+    onyx_status st = transfer(r, src, NULL, requester, label, &host);
+    if (st == ONYX_STATUS_OK) st = transfer(r, &host, target, requester, label, tmp);
+    slot_clear(r->s, &host);
+    return st;
+  }
+  onyx__provider *copier = to_device ? target : from;
   uint64_t bytes = 0;
   onyx_status st = checked_bytes(src->view.dtype, src->view.rank, src->view.dims, &bytes);
   if (st != ONYX_STATUS_OK) return st;
@@ -240,20 +257,28 @@ static onyx_status transfer(run_state *r, const slot *src, onyx__provider *targe
   tmp->provider = b->provider;
   tmp->view = src->view;
   tmp->view.data = b->ptr;
-  tmp->view.device = to_device ? target->table->device : ONYX_DEVICE_HOST;
-  st = copier->table->copy(copier->state, &tmp->view, &src->view);
-  if (st == ONYX_STATUS_OK && !to_device && copier->table->sync)
-    st = copier->table->sync(copier->state);
+  tmp->view.device = to_device ? target->device : ONYX_DEVICE_HOST;
+  tmp->view.device_id = to_device ? target->device_id : 0;
+  char why[256] = "";
+  /* A sibling's value is read once its own stream has produced it. */
+  if (to_device && from && from != target) st = onyx__dev_sync_raw(from);
+  if (st == ONYX_STATUS_OK) st = onyx__dev_copy(copier, &tmp->view, &src->view, why, sizeof why);
+  if (st == ONYX_STATUS_OK && !to_device) st = onyx__dev_sync_raw(copier);
   if (st != ONYX_STATUS_OK)
-    snprintf(r->err, sizeof r->err, "copy of %llu bytes through provider '%s' failed: %s",
-             (unsigned long long)bytes, copier->name, onyx_status_str(st));
+    snprintf(r->err, sizeof r->err,
+             "copy of %llu bytes from %s to %s through provider '%s' failed: %s%s%s",
+             (unsigned long long)bytes, from ? from->tier : "host",
+             to_device ? target->tier : "host", copier->name, onyx_status_str(st),
+             why[0] ? ": " : "", why);
   return st;
 }
 
+/* Is the slot's value where `p`'s kernels read it: on the host for a host instance,
+ * on that very device instance otherwise? */
 static bool slot_on(const slot *sl, const onyx__provider *p) {
-  bool want_device = p->table->device != ONYX_DEVICE_HOST;
-  if (!want_device) return sl->view.device == ONYX_DEVICE_HOST;
-  return sl->view.device == p->table->device;
+  if (onyx__dev_is_host(p)) return sl->view.device == ONYX_DEVICE_HOST;
+  if (sl->provider) return sl->provider == p;
+  return sl->view.device == p->device && sl->view.device_id == p->device_id;
 }
 
 /* ------------------------------------------------------------ one node */
@@ -364,15 +389,15 @@ static onyx_status node_workspace(run_state *r, size_t node, onyx__placed_node *
                                   void **out_own_step) {
   *out_views = 0;
   *out_own_step = NULL;
-  if (pn->kernel->workspace == NULL) return ONYX_STATUS_OK;
+  if (!onyx__k_has_workspace(pn->kernel)) return ONYX_STATUS_OK;
   onyx_workspace_requirement req;
   memset(&req, 0, sizeof req);
   req.struct_size = sizeof req;
   req.version = ONYX_ABI_VERSION;
-  onyx__kernel_reason_clear();
-  onyx_status st = pn->kernel->workspace(pn->state, inputs, count, &req);
+  char why[ONYX__KERNEL_REASON_CAP];
+  onyx_status st = onyx__k_workspace(pn->kernel, pn->state, inputs, count, &req, why, sizeof why);
   if (st != ONYX_STATUS_OK) {
-    onyx__kernel_reason_explain(r->err, sizeof r->err, "workspace callback failed", st);
+    onyx__explain(r->err, sizeof r->err, "workspace callback failed", why, st);
     return st;
   }
   onyx__ws_layout lay;
@@ -432,8 +457,8 @@ static onyx_status run_node(run_state *r, size_t i) {
   onyx_tensor *geometry = calloc(n->input_count + 1, sizeof *geometry);
   slot *moved = calloc(n->input_count + 1, sizeof *moved);
   onyx_status st = (inputs && geometry && moved) ? ONYX_STATUS_OK : ONYX_STATUS_OUT_OF_MEMORY;
-  const uint64_t host_inputs = onyx__kernel_host_inputs(pn->kernel);
-  const uint64_t geometry_inputs = onyx__kernel_geometry_inputs(pn->kernel);
+  const uint64_t host_inputs = pn->kernel->host_inputs;
+  const uint64_t geometry_inputs = pn->kernel->geometry_inputs;
   for (size_t k = 0; st == ONYX_STATUS_OK && k < n->input_count; ++k) {
     int32_t v = n->inputs[k];
     if (v < 0) continue;
@@ -455,12 +480,14 @@ static onyx_status run_node(run_state *r, size_t i) {
         sl = &moved[k];
       }
     } else if (!slot_on(sl, pn->provider)) {
-      if (s->device_inits[v] != NULL) {
+      if (s->device_inits[v] != NULL && s->device_init_on[v] == pn->provider) {
         /* Weights went to the device when the session was created (device_weights.c). */
         moved[k] = *sl;
         moved[k].buf = NULL;
         moved[k].view.data = s->device_inits[v];
-        moved[k].view.device = pn->provider->table->device;
+        moved[k].view.device = pn->provider->device;
+        moved[k].view.device_id = pn->provider->device_id;
+        moved[k].provider = pn->provider;
       } else {
         st = transfer(r, sl, pn->provider, ONYX_REQUESTER_ACTIVATIONS, "device copy of an input",
                       &moved[k]);
@@ -470,14 +497,13 @@ static onyx_status run_node(run_state *r, size_t i) {
     inputs[k] = &sl->view;
     geometry[k] = sl->view;
   }
-  /* Kernels may not know every dtype at placement: enforce the mask here too. */
-  const onyx_kernel_table *kt = pn->kernel;
-  if (st == ONYX_STATUS_OK && kt->type_mask && kt->type_input < n->input_count &&
-      inputs[kt->type_input] != NULL &&
-      !(kt->type_mask & ONYX_DTYPE_BIT(inputs[kt->type_input]->dtype & 63))) {
-    snprintf(r->err, sizeof r->err, "provider '%s' has no %s kernel for %s (input %u)",
-             pn->provider->name, onyx__dtype_str(inputs[kt->type_input]->dtype), n->op_type,
-             kt->type_input);
+  /* Kernels may not know every dtype at placement: enforce the constraints here too. */
+  const onyx__kernel *kt = pn->kernel;
+  for (size_t k = 0; st == ONYX_STATUS_OK && k < n->input_count; ++k) {
+    if (inputs[k] == NULL || onyx__k_type_ok(kt, ONYX_TYPE_INPUT, k, inputs[k]->dtype)) continue;
+    snprintf(r->err, sizeof r->err, "provider '%s' (%s) has no %s kernel for %s (input %zu)",
+             pn->provider->name, pn->provider->tier, onyx__dtype_str(inputs[k]->dtype), n->op_type,
+             k);
     st = ONYX_STATUS_UNSUPPORTED;
   }
   onyx_workspace_view views[ONYX_MAX_WORKSPACE_REGIONS];
@@ -498,7 +524,7 @@ static onyx_status run_node(run_state *r, size_t i) {
         .workspace_count = view_count,
     };
     r->node_inputs = inputs;
-    st = kt->compute(pn->state, &ctx, (const onyx_tensor *const *)inputs, n->input_count);
+    st = onyx__k_compute(kt, pn->state, &ctx, (const onyx_tensor *const *)inputs, n->input_count);
     if (st == ONYX_STATUS_OK && r->alloc_status != ONYX_STATUS_OK) st = r->alloc_status;
     if (st != ONYX_STATUS_OK) {
       snprintf(r->err, sizeof r->err, "%s", r->kernel_err[0] ? r->kernel_err : onyx_status_str(st));
@@ -546,11 +572,12 @@ onyx_status onyx__check_inputs(const onyx_session *s, const onyx_tensor *inputs,
   for (size_t i = 0; i < count; ++i) {
     const onyx__value *val = &g->values[g->inputs[i]];
     const onyx_tensor *t = &inputs[i];
-    if (t->device != ONYX_DEVICE_HOST && onyx__device_provider(s->runtime, t->device) == NULL) {
+    if (t->device != ONYX_DEVICE_HOST &&
+        onyx__device_provider(s->runtime, t->device, t->device_id) == NULL) {
       onyx__errf(err, err_cap,
-                 "input '%s' is in device memory (kind %u) that no loaded "
+                 "input '%s' is in device memory (kind %u, device %d) that no loaded "
                  "provider owns",
-                 val->name, t->device);
+                 val->name, t->device, (int)t->device_id);
       return ONYX_STATUS_INVALID_ARGUMENT;
     }
     if (val->dtype != ONYX_DTYPE_UNDEFINED && t->dtype != val->dtype) {
@@ -595,7 +622,7 @@ static onyx_status bind_inputs(run_state *r, const onyx_tensor *inputs, size_t c
     sl->writable = writable != NULL && writable[i];
     /* Device inputs (a KV cache on the GPU) are copied, where needed, by their owner. */
     if (inputs[i].device != ONYX_DEVICE_HOST)
-      sl->provider = onyx__device_provider(r->s->runtime, inputs[i].device);
+      sl->provider = onyx__device_provider(r->s->runtime, inputs[i].device, inputs[i].device_id);
   }
   for (size_t v = 0; v < g->value_count; ++v) {
     if (!g->values[v].is_initializer) continue;
@@ -698,7 +725,7 @@ onyx_status onyx__execute(onyx_session *s, const onyx_run_options *options,
     return onyx__error_set(out_error, ONYX_STATUS_OUT_OF_MEMORY, NULL);
   }
   const bool record = hooks && hooks->record;
-  const onyx_graph_table *gt = record ? hooks->provider->table->graphs : NULL;
+  const onyx_graph_table *gt = record ? onyx__dev_graphs(hooks->provider) : NULL;
   bool capture_open = false;
   /* Nothing of this run may land in another thread's capture (stream_lock.c). */
   onyx__stream_enter_all(s->runtime);
@@ -756,9 +783,10 @@ onyx_status onyx__execute(onyx_session *s, const onyx_run_options *options,
     }
     if (st != ONYX_STATUS_OK) {
       const onyx__node *n = &g->nodes[i];
-      snprintf(msg, sizeof msg, "node '%s' (#%zu, %s%s%s on %s): %s", n->name, i,
-               n->domain[0] ? n->domain : "", n->domain[0] ? "::" : "", n->op_type,
-               s->nodes[i].provider->name, r.err);
+      const onyx__provider *p = s->nodes[i].provider;
+      snprintf(msg, sizeof msg, "node '%s' (#%zu, %s%s%s on %s%s%s): %s", n->name, i,
+               n->domain[0] ? n->domain : "", n->domain[0] ? "::" : "", n->op_type, p->name,
+               onyx__dev_is_host(p) ? "" : ", device ", onyx__dev_is_host(p) ? "" : p->tier, r.err);
     }
   }
   if (st == ONYX_STATUS_OK && record) st = record_outputs(&r);

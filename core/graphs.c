@@ -66,18 +66,18 @@ typedef struct onyx__graph_cache {
 /* ------------------------------------------------------------ the provider */
 
 static bool provider_records(const onyx__provider *p) {
-  const onyx_provider_table *t = p->table;
-  return t->device != ONYX_DEVICE_HOST && onyx__provider_has(t, graphs) && t->graphs &&
-         t->graphs->begin && t->graphs->end && t->graphs->launch && t->graphs->destroy && t->copy &&
-         t->sync;
+  const onyx_graph_table *g = onyx__dev_graphs(p); /* the instance's own (v3: an extension) */
+  return g && g->begin && g->end && g->launch && g->destroy && onyx__dev_has_sync(p);
 }
 
-/* The one device provider that runs this session's device nodes, if it records. */
+/* The one device instance that runs this session's device nodes, if it records. A
+ * session spread over two device instances runs node by node: one capture cannot
+ * hold two streams. */
 static onyx__provider *graph_provider(const onyx_session *s) {
   onyx__provider *found = NULL;
   for (size_t i = 0; i < s->graph->node_count; ++i) {
     onyx__provider *p = s->nodes[i].provider;
-    if (p->table->device == ONYX_DEVICE_HOST || p == found) continue;
+    if (onyx__dev_is_host(p) || p == found) continue;
     if (found != NULL) return NULL; /* two device providers: one stream cannot hold both */
     found = p;
   }
@@ -88,7 +88,7 @@ static onyx__provider *graph_provider(const onyx_session *s) {
 
 static void entry_free(onyx_session *s, onyx__graph_cache *c, graph_entry *e) {
   if (e == NULL) return;
-  if (e->graph) c->provider->table->graphs->destroy(c->provider->state, e->graph);
+  if (e->graph) onyx__dev_graphs(c->provider)->destroy(c->provider->state, e->graph);
   /* The arenas may still be read by a replay in flight: device_free is stream-ordered
    * (abi/onyx_provider.h), so they are reused only by work queued after it. */
   onyx__memory_free(s->runtime->memory, e->act_block);
@@ -242,7 +242,7 @@ static onyx_status stage_inputs(onyx__provider *p, graph_entry *e, const onyx_te
                                 char *err, size_t cap) {
   for (size_t i = 0; i < n; ++i) {
     if (e->staged[i].data == NULL) continue;
-    onyx_status st = p->table->copy(p->state, &e->staged[i], &in[i]);
+    onyx_status st = onyx__dev_copy(p, &e->staged[i], &in[i], NULL, 0);
     if (st != ONYX_STATUS_OK) {
       onyx__errf(err, cap, "copying input %zu (%llu bytes) to the device failed: %s", i,
                  (unsigned long long)tensor_bytes(&in[i]), onyx_status_str(st));
@@ -277,7 +277,7 @@ static onyx_status collect(onyx_session *s, onyx__provider *p, const graph_entry
       st = ONYX_STATUS_OUT_OF_MEMORY;
       break;
     }
-    if (bytes) st = p->table->copy(p->state, &host, v);
+    if (bytes) st = onyx__dev_copy(p, &host, v, NULL, 0);
     if (st != ONYX_STATUS_OK) {
       free(host.data);
       onyx__errf(err, cap, "copying output %zu to the host failed: %s", done, onyx_status_str(st));
@@ -286,7 +286,7 @@ static onyx_status collect(onyx_session *s, onyx__provider *p, const graph_entry
     outs[done] = host;
   }
   if (st == ONYX_STATUS_OK) {
-    st = p->table->sync(p->state);
+    st = onyx__dev_sync_raw(p);
     if (st != ONYX_STATUS_OK)
       onyx__errf(err, cap, "waiting for the replay failed: %s", onyx_status_str(st));
   }
@@ -308,7 +308,7 @@ static onyx_status replay(onyx_session *s, onyx__graph_cache *c, graph_entry *e,
   onyx__stream_enter(p);
   onyx_status st = stage_inputs(p, e, in, n, err, sizeof err);
   if (st == ONYX_STATUS_OK) {
-    st = p->table->graphs->launch(p->state, e->graph);
+    st = onyx__dev_graphs(p)->launch(p->state, e->graph);
     if (st != ONYX_STATUS_OK)
       onyx__errf(err, sizeof err, "provider '%s' failed to launch the device graph: %s", p->name,
                  onyx_status_str(st));
@@ -347,7 +347,8 @@ static onyx_status arenas(onyx_session *s, onyx__provider *p, graph_entry *e, co
     uint64_t b = tensor_bytes(&in[i]);
     if (in[i].device != ONYX_DEVICE_HOST || b == 0) continue;
     e->staged[i] = in[i];
-    e->staged[i].device = p->table->device;
+    e->staged[i].device = p->device;
+    e->staged[i].device_id = p->device_id;
     e->staged[i].data = (char *)e->act_block + at;
     at += onyx__graph_round(b);
   }

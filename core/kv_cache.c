@@ -207,7 +207,7 @@ onyx_status onyx_kv_cache_create(onyx_runtime *rt, const onyx_kv_cache_options *
       snprintf(msg, sizeof msg, "onyx_kv_cache_create: no provider '%s' is loaded", o->provider);
       return onyx__error_set(out_error, ONYX_STATUS_NOT_FOUND, msg);
     }
-    if (prov->table->device == ONYX_DEVICE_HOST) prov = NULL;
+    if (onyx__dev_is_host(prov)) prov = NULL;
   }
   onyx_kv_cache *kv = calloc(1, sizeof *kv);
   if (kv == NULL) return onyx__error_set(out_error, ONYX_STATUS_OUT_OF_MEMORY, NULL);
@@ -295,14 +295,15 @@ static onyx_status copy_bytes(onyx_kv_cache *kv, void *dst, const void *src, uin
     return ONYX_STATUS_OK;
   }
   onyx_tensor d = {.dtype = ONYX_DTYPE_UINT8,
-                   .device = kv->provider->table->device,
+                   .device = kv->provider->device,
+                   .device_id = kv->provider->device_id,
                    .rank = 1,
                    .dims = {(int64_t)bytes},
                    .data = dst};
   onyx_tensor s = d;
   s.data = (void *)(uintptr_t)src;
   onyx__stream_enter(kv->provider);
-  onyx_status st = kv->provider->table->copy(kv->provider->state, &d, &s);
+  onyx_status st = onyx__dev_copy(kv->provider, &d, &s, NULL, 0);
   onyx__stream_leave(kv->provider);
   return st;
 }
@@ -411,7 +412,8 @@ onyx_status onyx_kv_cache_views(const onyx_kv_cache *kv, uint32_t layer, onyx_te
             : kv->buffers[t];
     *out[k] =
         (onyx_tensor){.dtype = kv->opt.dtype,
-                      .device = kv->provider ? kv->provider->table->device : ONYX_DEVICE_HOST,
+                      .device = kv->provider ? kv->provider->device : ONYX_DEVICE_HOST,
+                      .device_id = kv->provider ? kv->provider->device_id : 0,
                       .rank = 4,
                       .dims = {kv->opt.batch, kv->opt.kv_heads, kv->view_length, kv->opt.head_size},
                       .data = data};

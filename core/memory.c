@@ -44,14 +44,14 @@ const char *onyx__requester_name(uint32_t r) { return onyx_gov_requester_name(r)
  * hold the stream lock shared, so that neither lands in another thread's capture. */
 static onyx_status dev_alloc(onyx__provider *p, uint64_t bytes, void **out) {
   onyx__stream_enter(p);
-  onyx_status st = p->table->device_alloc(p->state, bytes, out);
+  onyx_status st = onyx__dev_alloc(p, bytes, out);
   onyx__stream_leave(p);
   return st;
 }
 
 static void dev_free(onyx__provider *p, void *ptr) {
   onyx__stream_enter(p);
-  p->table->device_free(p->state, ptr);
+  onyx__dev_free(p, ptr);
   onyx__stream_leave(p);
 }
 
@@ -172,7 +172,7 @@ onyx_status onyx__memory_cap_tier(onyx__memory *m, uint32_t tier, uint64_t bytes
 }
 
 uint32_t onyx__memory_tier_of(const onyx__memory *m, const struct onyx__provider *p) {
-  return p && p->table->device != ONYX_DEVICE_HOST ? p->gov_tier : m->host_tier;
+  return !onyx__dev_is_host(p) ? p->gov_tier : m->host_tier;
 }
 
 onyx_status onyx__memory_alloc(onyx__memory *m, onyx__provider *provider, uint32_t requester,
@@ -182,7 +182,7 @@ onyx_status onyx__memory_alloc(onyx__memory *m, onyx__provider *provider, uint32
   if (alignment == 0) alignment = 64;
   if ((alignment & (alignment - 1)) != 0) return ONYX_STATUS_INVALID_ARGUMENT;
   if (alignment < sizeof(void *)) alignment = sizeof(void *);
-  bool device = provider && provider->table->device != ONYX_DEVICE_HOST;
+  bool device = !onyx__dev_is_host(provider);
   uint64_t rounded = bytes == 0 ? alignment : (bytes + alignment - 1) / alignment * alignment;
   if (rounded < bytes || rounded > SIZE_MAX) {
     onyx__errf(err, err_cap, "allocation of %llu bytes for %s overflows", (unsigned long long)bytes,
@@ -234,7 +234,7 @@ onyx_status onyx__memory_alloc_parts(onyx__memory *m, onyx__provider *provider, 
   if (alignment == 0) alignment = 64;
   if ((alignment & (alignment - 1)) != 0) return ONYX_STATUS_INVALID_ARGUMENT;
   if (alignment < sizeof(void *)) alignment = sizeof(void *);
-  bool device = provider && provider->table->device != ONYX_DEVICE_HOST;
+  bool device = !onyx__dev_is_host(provider);
   uint64_t total = 0;
   uint32_t live = 0;
   for (size_t i = 0; i < part_count; ++i) {

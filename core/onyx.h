@@ -55,9 +55,20 @@ ONYX_API onyx_status onyx_runtime_create(const char *config_path, onyx_runtime *
                                          onyx_error **out_error);
 ONYX_API void onyx_runtime_destroy(onyx_runtime *runtime);
 
-/* Providers in placement order (the fallback last). */
+/* Provider instances in placement order (the fallback last): one per opened device, so
+ * a v3 provider with two devices appears twice under one name. */
 ONYX_API size_t onyx_runtime_provider_count(const onyx_runtime *runtime);
 ONYX_API const char *onyx_runtime_provider_name(const onyx_runtime *runtime, size_t index);
+/* The instance's device, as its memory tier is named ("host", "cuda:0"). */
+ONYX_API const char *onyx_runtime_provider_device(const onyx_runtime *runtime, size_t index);
+/* The instance's kernel registrations (for listing tools): onyx_runtime_kernel gives a
+ * registration made as a v1/v2 table, onyx_runtime_kernel_def one made as a v3
+ * definition; the other is NULL. */
+ONYX_API size_t onyx_runtime_kernel_count(const onyx_runtime *runtime, size_t provider);
+ONYX_API const onyx_kernel_table *onyx_runtime_kernel(const onyx_runtime *runtime, size_t provider,
+                                                      size_t index);
+ONYX_API const onyx_kernel_def *onyx_runtime_kernel_def(const onyx_runtime *runtime,
+                                                        size_t provider, size_t index);
 /* The provider's kernel tables (for listing tools). */
 ONYX_API size_t onyx_runtime_kernel_count(const onyx_runtime *runtime, size_t provider);
 ONYX_API const onyx_kernel_table *onyx_runtime_kernel(const onyx_runtime *runtime, size_t provider,
@@ -148,6 +159,8 @@ ONYX_API onyx_value_info onyx_session_output_info(const onyx_session *session, s
 /* Which provider runs node `index` ("cpu", ...), and the node's op and name. */
 ONYX_API size_t onyx_session_node_count(const onyx_session *session);
 ONYX_API const char *onyx_session_node_provider(const onyx_session *session, size_t index);
+/* The device instance that runs node `index`: its memory tier ("host", "cuda:1"). */
+ONYX_API const char *onyx_session_node_device(const onyx_session *session, size_t index);
 ONYX_API const char *onyx_session_node_op(const onyx_session *session, size_t index);
 ONYX_API const char *onyx_session_node_name(const onyx_session *session, size_t index);
 

@@ -44,15 +44,12 @@ int64_t onyx__opset_newest_known(const char *domain) {
 static int64_t kernel_newest(const onyx_runtime *rt, const onyx__node *n, bool *out_any) {
   int64_t newest = 0;
   *out_any = false;
-  for (size_t p = 0; p < rt->provider_count; ++p) {
-    const onyx_provider_table *t = rt->providers[p].table;
-    for (size_t k = 0; k < t->kernel_count; ++k) {
-      const onyx_kernel_table *kt = t->kernels[k];
-      if (strcmp(kt->domain, n->domain) != 0 || strcmp(kt->op_type, n->op_type) != 0) continue;
-      *out_any = true;
-      if (kt->since_opset > newest) newest = kt->since_opset;
-      if (kt->until_opset > newest) newest = kt->until_opset;
-    }
+  size_t count = 0;
+  const onyx__kernel *const *found = onyx__kernel_lookup(rt, n->domain, n->op_type, &count);
+  for (size_t i = 0; i < count; ++i) {
+    *out_any = true;
+    if (found[i]->since_opset > newest) newest = found[i]->since_opset;
+    if (found[i]->until_opset > newest) newest = found[i]->until_opset;
   }
   return newest;
 }

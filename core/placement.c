@@ -47,24 +47,29 @@ const char *onyx__dtype_str(uint32_t d) {
   }
 }
 
-/* Does kernel `k` take node `n` with these input dtypes? `reason` explains a no. */
-static bool kernel_matches(const onyx_kernel_table *k, const onyx_node_info *info, char *reason,
-                           size_t reason_cap) {
-  if (strcmp(k->domain, info->domain) != 0 || strcmp(k->op_type, info->op_type) != 0) return false;
+/* Does kernel `k` take node `info`? Its opset range, every type constraint the
+ * node's known dtypes can be checked against, then its own `supports` (given its
+ * instance). `reason` explains a no. */
+static bool kernel_matches(const onyx__kernel *k, const onyx_node_info *info,
+                           const uint32_t *output_dtypes, char *reason, size_t reason_cap) {
   if (info->opset < k->since_opset || (k->until_opset != 0 && info->opset > k->until_opset)) {
     snprintf(reason, reason_cap, "opset %lld outside %lld..%lld", (long long)info->opset,
              (long long)k->since_opset, (long long)k->until_opset);
     return false;
   }
-  if (k->type_mask != 0 && k->type_input < info->input_count) {
-    uint32_t d = info->input_dtypes[k->type_input];
-    if (d != ONYX_DTYPE_UNDEFINED && (d >= 64 || !(k->type_mask & ONYX_DTYPE_BIT(d)))) {
-      snprintf(reason, reason_cap, "no %s kernel (input %u)", onyx__dtype_str(d), k->type_input);
+  for (size_t c = 0; c < k->type_count; ++c) {
+    const onyx_type_constraint *tc = &k->types[c];
+    bool in = tc->side == ONYX_TYPE_INPUT;
+    size_t count = in ? info->input_count : info->output_count;
+    if (tc->index >= count || (!in && output_dtypes == NULL)) continue;
+    uint32_t d = in ? info->input_dtypes[tc->index] : output_dtypes[tc->index];
+    if (!onyx__k_type_ok(k, tc->side, tc->index, d)) {
+      snprintf(reason, reason_cap, "no %s kernel (%s %u)", onyx__dtype_str(d),
+               in ? "input" : "output", tc->index);
       return false;
     }
   }
-  if (k->supports != NULL && !k->supports(info, reason, reason_cap)) return false;
-  return true;
+  return onyx__k_supports(k, info, reason, reason_cap);
 }
 
 /* Fills the node's onyx_node_info (arrays owned by the placed node). */
@@ -75,8 +80,9 @@ static onyx_status build_info(onyx_session *s, size_t i, onyx__placed_node *pn) 
   pn->input_dtypes = calloc(n->input_count + 1, sizeof(uint32_t));
   pn->input_constants = calloc(n->input_count + 1, sizeof *pn->input_constants);
   pn->input_constant_copied = calloc(n->input_count + 1, sizeof(bool));
+  pn->output_dtypes = calloc(n->output_count + 1, sizeof(uint32_t));
   if (!pn->input_present || !pn->output_present || !pn->input_dtypes || !pn->input_constants ||
-      !pn->input_constant_copied)
+      !pn->input_constant_copied || !pn->output_dtypes)
     return ONYX_STATUS_OUT_OF_MEMORY;
   for (size_t k = 0; k < n->input_count; ++k) {
     pn->input_present[k] = n->inputs[k] >= 0;
@@ -84,7 +90,10 @@ static onyx_status build_info(onyx_session *s, size_t i, onyx__placed_node *pn) 
     const onyx__value *val = n->inputs[k] >= 0 ? &s->graph->values[n->inputs[k]] : NULL;
     if (val && onyx__value_is_constant(val)) pn->input_constants[k] = &val->init;
   }
-  for (size_t k = 0; k < n->output_count; ++k) pn->output_present[k] = n->outputs[k] >= 0;
+  for (size_t k = 0; k < n->output_count; ++k) {
+    pn->output_present[k] = n->outputs[k] >= 0;
+    pn->output_dtypes[k] = n->outputs[k] >= 0 ? s->dtypes[n->outputs[k]] : ONYX_DTYPE_UNDEFINED;
+  }
   pn->info = (onyx_node_info){
       .struct_size = sizeof(onyx_node_info),
       .version = ONYX_ABI_VERSION,
@@ -105,34 +114,36 @@ static onyx_status build_info(onyx_session *s, size_t i, onyx__placed_node *pn) 
   return ONYX_STATUS_OK;
 }
 
-bool onyx__kernel_search(onyx_runtime *rt, const onyx_node_info *info, bool host_only,
-                         onyx__provider **out_provider, const onyx_kernel_table **out_kernel,
+bool onyx__kernel_search(onyx_runtime *rt, const onyx_node_info *info,
+                         const uint32_t *output_dtypes, bool host_only,
+                         onyx__provider **out_provider, const onyx__kernel **out_kernel,
                          char *why_not, size_t why_cap) {
   char reason[256];
-  for (size_t p = 0; p < rt->provider_count; ++p) {
-    onyx__provider *prov = &rt->providers[p];
-    if (host_only && prov->table->device != ONYX_DEVICE_HOST) continue;
-    for (size_t k = 0; k < prov->table->kernel_count; ++k) {
-      reason[0] = '\0';
-      if (kernel_matches(prov->table->kernels[k], info, reason, sizeof reason)) {
-        *out_kernel = prov->table->kernels[k];
-        *out_provider = prov;
-        return true;
-      }
-      size_t len = why_not ? strlen(why_not) : 0;
-      if (why_not && reason[0] && len + 64 < why_cap)
-        snprintf(why_not + len, why_cap - len, "%s%s: %s", len ? "; " : "", prov->name, reason);
+  size_t count = 0;
+  const onyx__kernel *const *found = onyx__kernel_lookup(rt, info->domain, info->op_type, &count);
+  for (size_t i = 0; i < count; ++i) { /* placement order: instance, then registration */
+    const onyx__kernel *k = found[i];
+    if (host_only && !onyx__dev_is_host(k->instance)) continue;
+    reason[0] = '\0';
+    if (kernel_matches(k, info, output_dtypes, reason, sizeof reason)) {
+      *out_kernel = k;
+      *out_provider = k->instance;
+      return true;
     }
+    size_t len = why_not ? strlen(why_not) : 0;
+    if (why_not && reason[0] && len + 64 < why_cap)
+      snprintf(why_not + len, why_cap - len, "%s%s (%s): %s", len ? "; " : "", k->instance->name,
+               k->instance->tier, reason);
   }
   return false;
 }
 
-/* Places `pn` on the first provider with a kernel that matches it (see
+/* Places `pn` on the first instance with a kernel that matches it (see
  * onyx__kernel_search). */
 static bool find_kernel(onyx_runtime *rt, onyx__placed_node *pn, bool host_only, char *why_not,
                         size_t why_cap) {
-  return onyx__kernel_search(rt, &pn->info, host_only, &pn->provider, &pn->kernel, why_not,
-                             why_cap);
+  return onyx__kernel_search(rt, &pn->info, pn->output_dtypes, host_only, &pn->provider,
+                             &pn->kernel, why_not, why_cap);
 }
 
 /* ------------------------------------------------------------ shape arithmetic */
@@ -168,7 +179,7 @@ static bool shape_arithmetic(const onyx_session *s, size_t i, const bool *shape_
  * unless strict mode asks that every node run on the preferred providers.
  */
 static void keep_on_host(onyx_session *s, onyx__placed_node *pn) {
-  if (s->runtime->config->strict || pn->provider->table->device == ONYX_DEVICE_HOST) return;
+  if (s->runtime->config->strict || onyx__dev_is_host(pn->provider)) return;
   find_kernel(s->runtime, pn, true, NULL, 0);
 }
 
@@ -176,8 +187,9 @@ void onyx__unplace_nodes(onyx_session *s) {
   if (s->nodes == NULL) return;
   for (size_t i = 0; i < s->graph->node_count; ++i) {
     onyx__placed_node *pn = &s->nodes[i];
-    if (pn->state && pn->kernel && pn->kernel->destroy) pn->kernel->destroy(pn->state);
+    if (pn->state && pn->kernel) onyx__k_destroy(pn->kernel, pn->state);
     free(pn->input_present);
+    free(pn->output_dtypes);
     free(pn->output_present);
     free(pn->input_dtypes);
     free(pn->input_constants);
@@ -219,16 +231,14 @@ static onyx_status place_node(onyx_session *s, size_t i, bool has_preferred, boo
     for (size_t o = 0; o < n->output_count; ++o)
       if (n->outputs[o] >= 0) shape_val[n->outputs[o]] = true;
   }
-  if (pn->kernel->create != NULL) {
-    char kerr[512] = "";
-    onyx_status st =
-        pn->kernel->create(pn->provider->state, &pn->info, &pn->state, kerr, sizeof kerr);
-    if (st != ONYX_STATUS_OK) {
-      pn->state = NULL;
-      onyx__errf(err, err_cap, "node '%s' (#%zu, %s on %s): %s: %s", n->name, i, n->op_type,
-                 pn->provider->name, onyx_status_str(st), kerr[0] ? kerr : "create failed");
-      return st;
-    }
+  char kerr[512] = "";
+  onyx_status st = onyx__k_create(pn->kernel, &pn->info, &pn->state, kerr, sizeof kerr);
+  if (st != ONYX_STATUS_OK) {
+    pn->state = NULL;
+    onyx__errf(err, err_cap, "node '%s' (#%zu, %s on %s, device %s): %s: %s", n->name, i,
+               n->op_type, pn->provider->name, pn->provider->tier, onyx_status_str(st),
+               kerr[0] ? kerr : "create failed");
+    return st;
   }
   /* A constant the kernel copied (prepacked) is freed as soon as its last reader
    * has done so, node by node, so that the original and the copy coexist for one

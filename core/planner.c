@@ -178,10 +178,11 @@ static onyx_status evaluate(const onyx__placed_node *pn, const onyx_tensor *cons
   onyx_workspace_requirement req = {.struct_size = sizeof req, .version = ONYX_ABI_VERSION};
   void *scratch[2] = {NULL, NULL};
   onyx_status st = ONYX_STATUS_OK;
-  onyx__kernel_reason_clear();
-  if (pn->kernel->workspace) st = pn->kernel->workspace(pn->state, geometry, input_count, &req);
+  char why[ONYX__KERNEL_REASON_CAP] = "";
+  if (onyx__k_has_workspace(pn->kernel))
+    st = onyx__k_workspace(pn->kernel, pn->state, geometry, input_count, &req, why, sizeof why);
   if (st != ONYX_STATUS_OK)
-    onyx__kernel_reason_explain(e.err, sizeof e.err, "its workspace callback failed", st);
+    onyx__explain(e.err, sizeof e.err, "its workspace callback failed", why, st);
   onyx__ws_layout lay;
   if (st == ONYX_STATUS_OK) st = onyx__ws_layout_make(&req, &lay, e.err, sizeof e.err);
   for (int l = 0; l < 2 && st == ONYX_STATUS_OK; ++l) {
@@ -204,7 +205,7 @@ static onyx_status evaluate(const onyx__placed_node *pn, const onyx_tensor *cons
                             .set_error = eval_set_error,
                             .workspace = views,
                             .workspace_count = req.count};
-    st = pn->kernel->compute(pn->state, &ctx, inputs, input_count);
+    st = onyx__k_compute(pn->kernel, pn->state, &ctx, inputs, input_count);
   }
   free(scratch[0]);
   free(scratch[1]);
@@ -217,16 +218,15 @@ static onyx_status evaluate(const onyx__placed_node *pn, const onyx_tensor *cons
 /* Output geometry of node i: evaluated or inferred. */
 /* Output geometry (and any values the kernel knows) from the kernel's infer. */
 static onyx_status infer_outputs(const onyx__placed_node *pn, const onyx__node *n,
-                                 const onyx_tensor *in_geo, geo *outs) {
+                                 const onyx_tensor *in_geo, geo *outs, char *why, size_t why_cap) {
   /* Each output offers a values buffer; a kernel that knows the values (Shape of
    * a tensor whose values are not known) writes them and leaves data there. */
   onyx_tensor *out_t = calloc(n->output_count + 1, sizeof *out_t);
   int64_t(*buf)[PLAN_INFER_VALUES] = calloc(n->output_count + 1, sizeof *buf);
   for (size_t o = 0; out_t && buf && o < n->output_count; ++o) out_t[o].data = buf[o];
-  onyx__kernel_reason_clear();
-  onyx_status st =
-      out_t && buf ? pn->kernel->infer(pn->state, in_geo, n->input_count, out_t, n->output_count)
-                   : ONYX_STATUS_OUT_OF_MEMORY;
+  onyx_status st = out_t && buf ? onyx__k_infer(pn->kernel, pn->state, in_geo, n->input_count,
+                                                out_t, n->output_count, why, why_cap)
+                                : ONYX_STATUS_OUT_OF_MEMORY;
   for (size_t o = 0; out_t && st == ONYX_STATUS_OK && o < n->output_count; ++o) {
     outs[o].t = out_t[o];
     outs[o].t.data = NULL;
@@ -268,17 +268,18 @@ static onyx_status node_outputs(onyx_session *s, size_t i, geo *g, const onyx_te
     all_known &= g[n->inputs[k]].known;
     in_ptrs[k] = &g[n->inputs[k]].t;
   }
-  bool host = pn->provider->table->device == ONYX_DEVICE_HOST;
+  bool host = onyx__dev_is_host(pn->provider);
   bool inferred = false;
-  if (st == ONYX_STATUS_OK && onyx__kernel_has(pn->kernel, infer) && pn->kernel->infer) {
-    onyx_status ist = infer_outputs(pn, n, in_geo, outs);
+  char why[ONYX__KERNEL_REASON_CAP] = "";
+  if (st == ONYX_STATUS_OK && onyx__k_has_infer(pn->kernel)) {
+    onyx_status ist = infer_outputs(pn, n, in_geo, outs, why, sizeof why);
     inferred = ist == ONYX_STATUS_OK;
     if (!inferred) reset_outputs(outs, n->output_count);
     if (ist == ONYX_STATUS_OUT_OF_MEMORY)
       st = ist;
     else if (!inferred && !(all_known && host)) {
-      onyx__kernel_reason_explain(err, err_cap,
-                                  "its kernel cannot infer output shapes for this geometry", ist);
+      onyx__explain(err, err_cap, "its kernel cannot infer output shapes for this geometry", why,
+                    ist);
       st = ist;
     }
   }
@@ -304,7 +305,8 @@ static onyx_status node_outputs(onyx_session *s, size_t i, geo *g, const onyx_te
       continue;
     }
     g[v] = outs[o];
-    g[v].t.device = pn->provider->table->device;
+    g[v].t.device = pn->provider->device;
+    g[v].t.device_id = pn->provider->device_id;
     g[v].known = g[v].t.data != NULL && host && small_int(&g[v].t);
     if (!g[v].known) {
       free(g[v].owned);
@@ -390,17 +392,20 @@ onyx_status onyx__plan_build(onyx_session *s, const onyx_tensor *inputs, size_t 
     onyx__node_plan *np_ = &p->nodes[i];
     np_->req =
         (onyx_workspace_requirement){.struct_size = sizeof np_->req, .version = ONYX_ABI_VERSION};
-    if (st == ONYX_STATUS_OK && pn->kernel->workspace) {
+    if (st == ONYX_STATUS_OK && onyx__k_has_workspace(pn->kernel)) {
       for (size_t k = 0; k < n->input_count; ++k) in_geo[k].data = NULL; /* geometry only */
-      onyx__kernel_reason_clear();
-      st = pn->kernel->workspace(pn->state, in_geo, n->input_count, &np_->req);
+      char reason[ONYX__KERNEL_REASON_CAP] = "";
+      st = onyx__k_workspace(pn->kernel, pn->state, in_geo, n->input_count, &np_->req, reason,
+                             sizeof reason);
       if (st != ONYX_STATUS_OK)
-        onyx__kernel_reason_explain(why, sizeof why, "its workspace callback failed", st);
+        onyx__explain(why, sizeof why, "its workspace callback failed", reason, st);
     }
     if (st == ONYX_STATUS_OK) st = onyx__ws_layout_make(&np_->req, &np_->layout, why, sizeof why);
     if (st != ONYX_STATUS_OK) {
-      onyx__errf(err, err_cap, "planning node '%s' (#%zu, %s on %s): %s", n->name, i, n->op_type,
-                 pn->provider->name, why);
+      const onyx__provider *pv = pn->provider;
+      onyx__errf(err, err_cap, "planning node '%s' (#%zu, %s on %s%s%s): %s", n->name, i,
+                 n->op_type, pv->name, onyx__dev_is_host(pv) ? "" : ", device ",
+                 onyx__dev_is_host(pv) ? "" : pv->tier, why);
       break;
     }
     const onyx__ws_layout *lay = &np_->layout;

@@ -1,9 +1,12 @@
 /*
- * Provider libraries: loading, version negotiation and opening.
+ * Provider libraries: loading, version negotiation and opening instances.
  *
  * The negotiation follows the Vulkan loader's: the core offers the highest ABI it
  * speaks, the provider answers with the version it will use, or declines with the
- * lowest it could use. Both numbers appear in every mismatch message.
+ * lowest it could use. Both numbers appear in every mismatch message. A library that
+ * exports the v3 factory symbol speaks v3 (one instance per device it reports);
+ * otherwise its v1/v2 entry hands out one provider table, opened once, as device 0
+ * of its kind. Both end as the same onyx__provider instances.
  */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -61,19 +64,27 @@ static char *dup_str(const char *s) {
   return d;
 }
 
+void onyx__provider_close(onyx__provider *p) {
+  if (p == NULL || p->state == NULL) return;
+  if (p->ops && p->ops->close) p->ops->close(p->state);
+  if (p->table && p->table->close) p->table->close(p->state);
+  p->state = NULL;
+}
+
 void onyx__provider_unload(onyx__provider *p) {
   if (p == NULL) return;
-  if (p->table && p->table->close && p->state) p->table->close(p->state);
+  onyx__provider_close(p);
   onyx__stream_lock_free(p);
   /* Kernel states and tables live in the library: the runtime unloads providers
    * only after every session (and so every kernel state) is gone. */
   if (p->library) dlclose(p->library);
+  free(p->kernels);
   free(p->name);
   free(p->path);
   memset(p, 0, sizeof *p);
 }
 
-/* Checks the table a provider handed out before anything is called through it. */
+/* Checks the table a v1/v2 provider handed out before anything is called through it. */
 static bool table_is_usable(const onyx_provider_table *t, char *why, size_t cap) {
   if (t->struct_size < offsetof(onyx_provider_table, sync) + sizeof t->sync) {
     onyx__errf(why, cap, "provider table too small (%u bytes)", (unsigned)t->struct_size);
@@ -87,14 +98,6 @@ static bool table_is_usable(const onyx_provider_table *t, char *why, size_t cap)
     onyx__errf(why, cap, "provider table lists %zu kernels but no array", t->kernel_count);
     return false;
   }
-  for (size_t i = 0; i < t->kernel_count; ++i) {
-    const onyx_kernel_table *k = t->kernels[i];
-    if (k == NULL || k->op_type == NULL || k->domain == NULL || k->compute == NULL ||
-        k->struct_size < offsetof(onyx_kernel_table, compute) + sizeof k->compute) {
-      onyx__errf(why, cap, "kernel table %zu is incomplete (NULL op, domain or compute)", i);
-      return false;
-    }
-  }
   if (t->device != ONYX_DEVICE_HOST &&
       (t->device_alloc == NULL || t->device_free == NULL || t->copy == NULL)) {
     onyx__errf(why, cap, "device provider lacks device_alloc/device_free/copy");
@@ -103,147 +106,331 @@ static bool table_is_usable(const onyx_provider_table *t, char *why, size_t cap)
   return true;
 }
 
-onyx_status onyx__provider_load(onyx_runtime *runtime, const onyx__config *config,
-                                const onyx__provider_config *pc, onyx__provider *out, char *err,
-                                size_t err_cap) {
-  onyx__provider p;
-  memset(&p, 0, sizeof p);
-  p.runtime = runtime;
-  const char *where = config->path;
-  int line = pc->line;
+/* The same for a v3 factory and its instance table. */
+static bool factory_is_usable(const onyx_provider_factory *f, char *why, size_t cap) {
+  const onyx_instance_table *t = f->instance;
+  const char *lacks = f->struct_size < sizeof *f   ? "the v3 fields (factory struct too small)"
+                      : f->name == NULL            ? "a name"
+                      : f->device_count == NULL    ? "device_count()"
+                      : f->device_info == NULL     ? "device_info()"
+                      : f->open == NULL            ? "open()"
+                      : t == NULL                  ? "an instance table"
+                      : t->struct_size < sizeof *t ? "the v3 instance fields (table too small)"
+                      : t->kernels == NULL         ? "kernels()"
+                                                   : NULL;
+  if (lacks) onyx__errf(why, cap, "provider factory lacks %s", lacks);
+  return lacks == NULL;
+}
 
-  dlerror();
-  p.library = dlopen(pc->path, RTLD_NOW | RTLD_LOCAL);
-  if (p.library == NULL) {
-    const char *why = dlerror();
-    onyx__errf(err, err_cap, "%s:%d: provider '%s': cannot load %s: %s", where, line, pc->name,
-               pc->path, why ? why : "unknown dlopen failure");
-    return ONYX_STATUS_NOT_FOUND;
-  }
-  dlerror();
-  void *sym = dlsym(p.library, ONYX_PROVIDER_ENTRY_SYMBOL);
-  const char *sym_err = dlerror();
-  if (sym == NULL || sym_err != NULL) {
-    onyx__errf(err, err_cap, "%s:%d: provider '%s': %s does not export %s: %s", where, line,
-               pc->name, pc->path, ONYX_PROVIDER_ENTRY_SYMBOL,
-               sym_err ? sym_err : "symbol is NULL");
-    dlclose(p.library);
-    return ONYX_STATUS_PROVIDER_ERROR;
-  }
-  onyx_provider_entry_fn entry;
-  memcpy(&entry, &sym, sizeof entry); /* object pointer to function pointer, POSIX-style */
+/* "host", "cuda:1", or "<provider>:<ordinal>" for a kind this core does not name. */
+static void tier_name(onyx__provider *p, const char *provider_name) {
+  if (p->device == ONYX_DEVICE_HOST)
+    snprintf(p->tier, sizeof p->tier, "host");
+  else if (p->device == ONYX_DEVICE_CUDA)
+    snprintf(p->tier, sizeof p->tier, "cuda:%d", (int)p->device_id);
+  else
+    snprintf(p->tier, sizeof p->tier, "%.30s:%d", provider_name, (int)p->device_id);
+}
 
-  uint32_t answered = 0;
-  const onyx_provider_table *table = NULL;
-  onyx_status st = entry(ONYX_ABI_VERSION, &answered, &table);
-  if (st == ONYX_STATUS_ABI_MISMATCH ||
-      (st == ONYX_STATUS_OK && (answered > ONYX_ABI_VERSION || answered < ONYX_ABI_MIN_VERSION))) {
-    onyx__errf(err, err_cap,
-               "%s:%d: provider '%s' (%s): ABI mismatch: the core speaks ABI %u..%u, the "
-               "provider %s ABI %u",
-               where, line, pc->name, pc->path, ONYX_ABI_MIN_VERSION, ONYX_ABI_VERSION,
-               st == ONYX_STATUS_OK ? "answered" : "needs at least", answered);
-    dlclose(p.library);
-    return ONYX_STATUS_ABI_MISMATCH;
-  }
-  if (st != ONYX_STATUS_OK || table == NULL) {
-    onyx__errf(err, err_cap, "%s:%d: provider '%s' (%s): entry point failed: %s", where, line,
-               pc->name, pc->path, st != ONYX_STATUS_OK ? onyx_status_str(st) : "no table");
-    dlclose(p.library);
-    return ONYX_STATUS_PROVIDER_ERROR;
-  }
-  if (table->abi_version != answered) {
-    onyx__errf(err, err_cap,
-               "%s:%d: provider '%s' (%s): ABI mismatch: negotiated ABI %u but its table "
-               "says ABI %u",
-               where, line, pc->name, pc->path, answered, table->abi_version);
-    dlclose(p.library);
-    return ONYX_STATUS_ABI_MISMATCH;
-  }
-  char why[256] = "";
-  if (!table_is_usable(table, why, sizeof why)) {
-    onyx__errf(err, err_cap, "%s:%d: provider '%s' (%s): %s", where, line, pc->name, pc->path, why);
-    dlclose(p.library);
-    return ONYX_STATUS_PROVIDER_ERROR;
-  }
+typedef struct load_ctx {
+  onyx_runtime *rt;
+  const onyx__config *config;
+  const onyx__provider_config *pc;
+  void *library; /* the handle of the first dlopen: each instance takes its own */
+  char *err;
+  size_t err_cap;
+} load_ctx;
 
-  p.table = table;
-  p.abi = answered;
-  p.name = dup_str(pc->name);
-  p.path = dup_str(pc->path);
-  p.is_fallback = config->fallback && !strcmp(pc->name, config->fallback);
-  snprintf(p.tier, sizeof p.tier, "%s", table->device == ONYX_DEVICE_HOST ? "host" : "cuda:0");
-  if (p.name == NULL || p.path == NULL) {
-    free(p.name);
-    free(p.path);
-    dlclose(p.library);
+/* Copies name, path and a library reference into a fresh instance. */
+static onyx_status instance_init(const load_ctx *c, onyx__provider *p) {
+  memset(p, 0, sizeof *p);
+  p->runtime = c->rt;
+  p->name = dup_str(c->pc->name);
+  p->path = dup_str(c->pc->path);
+  p->library = dlopen(c->pc->path, RTLD_NOW | RTLD_LOCAL); /* one more reference */
+  p->is_fallback = c->config->fallback && !strcmp(c->pc->name, c->config->fallback);
+  if (p->name && p->path && p->library) return ONYX_STATUS_OK;
+  onyx__provider_unload(p);
+  onyx__errf(c->err, c->err_cap, "provider '%s': out of memory", c->pc->name);
+  return ONYX_STATUS_OUT_OF_MEMORY;
+}
+
+/* After open: the tier (capped by memory_limit), probe, stream lock, kernels. */
+static onyx_status instance_finish(const load_ctx *c, onyx__provider *out) {
+  const char *where = c->config->path;
+  int line = c->pc->line;
+  /* The device tier's limit defaults to what the device says it can give. */
+  uint64_t capacity = UINT64_MAX / 2;
+  if (!onyx__dev_is_host(out) && onyx__dev_capacity(out, &capacity) != ONYX_STATUS_OK)
+    capacity = UINT64_MAX / 2;
+  /* The section's memory_limit caps the tier (for the host tier: shared by every host
+   * provider, so the lowest cap wins). */
+  if (onyx__memory_tier(c->rt->memory, out->tier, capacity, &out->gov_tier) != ONYX_STATUS_OK ||
+      (c->pc->memory_limit && onyx__memory_cap_tier(c->rt->memory, out->gov_tier,
+                                                    c->pc->memory_limit) != ONYX_STATUS_OK)) {
+    onyx__errf(c->err, c->err_cap, "%s:%d: provider '%s': cannot add memory tier %s", where, line,
+               out->name, out->tier);
+    return ONYX_STATUS_INTERNAL;
+  }
+  if (out->table && out->table->probe != NULL) {
+    char probe_why[256] = "";
+    if (!out->table->probe(out->state, probe_why, sizeof probe_why)) {
+      onyx__errf(c->err, c->err_cap, "provider '%s' (%s) declined: %s", out->name, out->path,
+                 probe_why[0] ? probe_why : "probe failed");
+      return ONYX_STATUS_DEVICE_UNAVAILABLE;
+    }
+  }
+  if (!onyx__stream_lock_init(out)) {
+    onyx__errf(c->err, c->err_cap, "provider '%s': out of memory for its stream lock", out->name);
     return ONYX_STATUS_OUT_OF_MEMORY;
   }
-  /* The host table's host_data points at the provider's final slot (`out`), which
-   * stays put for the runtime's life. */
-  *out = p;
+  char why[512] = "";
+  onyx_status st = onyx__kernels_register(out, why, sizeof why);
+  if (st != ONYX_STATUS_OK)
+    onyx__errf(c->err, c->err_cap, "%s:%d: provider '%s' (%s), device %s: %s", where, line,
+               out->name, out->path, out->tier, why);
+  return st;
+}
+
+/* The host table an instance is opened with; host_data points at its final slot. */
+static void host_table_init(onyx__provider *out) {
   out->host = (onyx_host_table){
       .struct_size = sizeof(onyx_host_table),
-      .version = ONYX_ABI_VERSION,
+      .version = ONYX_ABI_LATEST,
       .host_data = out,
       .log = host_log,
       .mem_alloc = host_mem_alloc,
       .mem_free = host_mem_free,
       .parallel_for = host_parallel_for,
-      .num_threads = onyx__thread_pool_size(runtime->pool),
+      .num_threads = onyx__thread_pool_size(out->runtime->pool),
       .set_error = onyx__host_set_error,
   };
+}
 
+/* ------------------------------------------------------------ v1/v2 */
+
+static onyx_status load_table(const load_ctx *c, onyx_provider_entry_fn entry,
+                              onyx__provider *out) {
+  const char *where = c->config->path;
+  int line = c->pc->line;
+  const onyx__provider_config *pc = c->pc;
+  uint32_t answered = 0;
+  const onyx_provider_table *table = NULL;
+  onyx_status st = entry(ONYX_ABI_VERSION, &answered, &table);
+  if (st == ONYX_STATUS_ABI_MISMATCH ||
+      (st == ONYX_STATUS_OK && (answered > ONYX_ABI_VERSION || answered < ONYX_ABI_MIN_VERSION))) {
+    onyx__errf(c->err, c->err_cap,
+               "%s:%d: provider '%s' (%s): ABI mismatch: the core speaks ABI %u..%u (ABI %u "
+               "through %s), the provider %s ABI %u",
+               where, line, pc->name, pc->path, ONYX_ABI_MIN_VERSION, ONYX_ABI_LATEST,
+               ONYX_ABI_LATEST, ONYX_PROVIDER_FACTORY_SYMBOL,
+               st == ONYX_STATUS_OK ? "answered" : "needs at least", answered);
+    return ONYX_STATUS_ABI_MISMATCH;
+  }
+  if (st != ONYX_STATUS_OK || table == NULL) {
+    onyx__errf(c->err, c->err_cap, "%s:%d: provider '%s' (%s): entry point failed: %s", where, line,
+               pc->name, pc->path, st != ONYX_STATUS_OK ? onyx_status_str(st) : "no table");
+    return ONYX_STATUS_PROVIDER_ERROR;
+  }
+  if (table->abi_version != answered) {
+    onyx__errf(c->err, c->err_cap,
+               "%s:%d: provider '%s' (%s): ABI mismatch: negotiated ABI %u but its table "
+               "says ABI %u",
+               where, line, pc->name, pc->path, answered, table->abi_version);
+    return ONYX_STATUS_ABI_MISMATCH;
+  }
+  char why[256] = "";
+  if (!table_is_usable(table, why, sizeof why)) {
+    onyx__errf(c->err, c->err_cap, "%s:%d: provider '%s' (%s): %s", where, line, pc->name, pc->path,
+               why);
+    return ONYX_STATUS_PROVIDER_ERROR;
+  }
+  if ((st = instance_init(c, out)) != ONYX_STATUS_OK) return st;
+  out->table = table;
+  out->abi = answered;
+  out->device = table->device;
+  out->device_id = 0;
+  out->info = (onyx_device_info){.struct_size = sizeof out->info, .kind = table->device};
+  snprintf(out->info.name, sizeof out->info.name, "%s", table->name);
+  tier_name(out, pc->name);
+  host_table_init(out);
   char open_err[512] = "";
   void *state = NULL;
   st = table->open(&out->host, pc->options, pc->option_count, &state, open_err, sizeof open_err);
   if (st != ONYX_STATUS_OK) {
-    onyx__errf(err, err_cap, "%s:%d: provider '%s' (%s): init failed: %s: %s", where, line,
+    onyx__errf(c->err, c->err_cap, "%s:%d: provider '%s' (%s): init failed: %s: %s", where, line,
                pc->name, pc->path, onyx_status_str(st), open_err[0] ? open_err : "(no message)");
     onyx__provider_unload(out);
     return ONYX_STATUS_PROVIDER_ERROR;
   }
   out->state = state;
-  /* The device tier's limit defaults to what the device says it can give. */
-  uint64_t capacity = UINT64_MAX / 2;
-  if (onyx__provider_has(table, memory_capacity) && table->memory_capacity &&
-      table->memory_capacity(state, &capacity) != ONYX_STATUS_OK)
-    capacity = UINT64_MAX / 2;
-  /* The section's memory_limit caps the tier (for the host tier: shared by every host
-   * provider, so the lowest cap wins). */
-  if (onyx__memory_tier(runtime->memory, out->tier, capacity, &out->gov_tier) != ONYX_STATUS_OK ||
-      (pc->memory_limit &&
-       onyx__memory_cap_tier(runtime->memory, out->gov_tier, pc->memory_limit) != ONYX_STATUS_OK)) {
-    onyx__errf(err, err_cap, "%s:%d: provider '%s': cannot add memory tier %s", where, line,
-               pc->name, out->tier);
-    onyx__provider_unload(out);
-    return ONYX_STATUS_INTERNAL;
+  st = instance_finish(c, out);
+  if (st != ONYX_STATUS_OK) onyx__provider_unload(out);
+  return st;
+}
+
+/* ------------------------------------------------------------ v3 */
+
+/* Opens device `index` of the factory into `out`. */
+static onyx_status open_device(const load_ctx *c, const onyx_provider_factory *f, uint32_t index,
+                               onyx__provider *out) {
+  const onyx__provider_config *pc = c->pc;
+  const char *where = c->config->path;
+  char why[512] = "";
+  onyx__sink sink;
+  onyx_device_info info = {.struct_size = sizeof info, .version = ONYX_ABI_LATEST};
+  onyx_status st = f->device_info(index, &info, onyx__sink_init(&sink, why, sizeof why));
+  if (st != ONYX_STATUS_OK) {
+    onyx__errf(c->err, c->err_cap,
+               "%s:%d: provider '%s' (%s): device %u: device_info failed: %s: %s", where, pc->line,
+               pc->name, pc->path, index, onyx_status_str(st), why[0] ? why : "(no message)");
+    return ONYX_STATUS_PROVIDER_ERROR;
   }
-  if (table->probe != NULL) {
-    char probe_why[256] = "";
-    if (!table->probe(state, probe_why, sizeof probe_why)) {
-      onyx__errf(err, err_cap, "provider '%s' (%s) declined: %s", pc->name, pc->path,
-                 probe_why[0] ? probe_why : "probe failed");
-      onyx__provider_unload(out);
-      return ONYX_STATUS_DEVICE_UNAVAILABLE;
+  info.name[sizeof info.name - 1] = '\0';
+  if ((st = instance_init(c, out)) != ONYX_STATUS_OK) return st;
+  out->factory = f;
+  out->ops = f->instance;
+  out->abi = ONYX_ABI_V3;
+  out->info = info;
+  out->device = info.kind;
+  out->device_id = info.ordinal;
+  tier_name(out, pc->name);
+  if (!onyx__dev_is_host(out) &&
+      (out->ops->device_alloc == NULL || out->ops->device_free == NULL || out->ops->copy == NULL)) {
+    onyx__errf(c->err, c->err_cap,
+               "%s:%d: provider '%s' (%s): device %s lacks device_alloc/device_free/copy", where,
+               pc->line, pc->name, pc->path, out->tier);
+    onyx__provider_unload(out);
+    return ONYX_STATUS_PROVIDER_ERROR;
+  }
+  host_table_init(out);
+  void *state = NULL;
+  st = f->open(&out->host, index, pc->options, pc->option_count, &state,
+               onyx__sink_init(&sink, why, sizeof why));
+  if (st != ONYX_STATUS_OK) {
+    onyx__errf(c->err, c->err_cap,
+               "%s:%d: provider '%s' (%s): opening device %s (%s) failed: %s: %s", where, pc->line,
+               pc->name, pc->path, out->tier, info.name, onyx_status_str(st),
+               why[0] ? why : "(no message)");
+    onyx__provider_unload(out);
+    return st == ONYX_STATUS_DEVICE_UNAVAILABLE ? st : ONYX_STATUS_PROVIDER_ERROR;
+  }
+  out->state = state;
+  st = instance_finish(c, out);
+  if (st != ONYX_STATUS_OK) onyx__provider_unload(out);
+  return st;
+}
+
+static onyx_status load_factory(const load_ctx *c, onyx_provider_factory_fn entry,
+                                onyx__provider *out, size_t out_cap, size_t *out_count) {
+  const onyx__provider_config *pc = c->pc;
+  const char *where = c->config->path;
+  uint32_t answered = 0;
+  const onyx_provider_factory *f = NULL;
+  onyx_status st = entry(ONYX_ABI_LATEST, &answered, &f);
+  if (st == ONYX_STATUS_ABI_MISMATCH || (st == ONYX_STATUS_OK && answered != ONYX_ABI_V3)) {
+    onyx__errf(c->err, c->err_cap,
+               "%s:%d: provider '%s' (%s): ABI mismatch: the core speaks ABI %u..%u, the "
+               "provider's factory %s ABI %u",
+               where, pc->line, pc->name, pc->path, ONYX_ABI_MIN_VERSION, ONYX_ABI_LATEST,
+               st == ONYX_STATUS_OK ? "answered" : "needs at least", answered);
+    return ONYX_STATUS_ABI_MISMATCH;
+  }
+  char why[512] = "";
+  if (st != ONYX_STATUS_OK || f == NULL || f->abi_version != answered ||
+      !factory_is_usable(f, why, sizeof why)) {
+    onyx__errf(c->err, c->err_cap, "%s:%d: provider '%s' (%s): factory entry failed: %s", where,
+               pc->line, pc->name, pc->path,
+               st != ONYX_STATUS_OK ? onyx_status_str(st)
+               : f == NULL          ? "no factory"
+               : why[0]             ? why
+                                    : "its abi_version differs from the negotiated one");
+    return ONYX_STATUS_PROVIDER_ERROR;
+  }
+  uint32_t count = 0;
+  onyx__sink sink;
+  st = f->device_count(pc->options, pc->option_count, &count,
+                       onyx__sink_init(&sink, why, sizeof why));
+  if (st != ONYX_STATUS_OK) {
+    onyx__errf(c->err, c->err_cap, "%s:%d: provider '%s' (%s): device_count failed: %s: %s", where,
+               pc->line, pc->name, pc->path, onyx_status_str(st), why[0] ? why : "(no message)");
+    return st == ONYX_STATUS_DEVICE_UNAVAILABLE ? st : ONYX_STATUS_PROVIDER_ERROR;
+  }
+  /* The section's `devices` list picks and orders them; by default all, in order. */
+  size_t wanted = pc->device_count ? pc->device_count : count;
+  st = ONYX_STATUS_DEVICE_UNAVAILABLE;
+  onyx__errf(c->err, c->err_cap, "provider '%s' (%s) reports no device", pc->name, pc->path);
+  for (size_t i = 0; i < wanted; ++i) {
+    uint32_t index = pc->device_count ? pc->devices[i] : (uint32_t)i;
+    if (index >= count) {
+      onyx__errf(c->err, c->err_cap,
+                 "%s:%d: provider '%s' (%s): devices names device %u, but it reports %u", where,
+                 pc->line, pc->name, pc->path, index, count);
+      st = ONYX_STATUS_INVALID_CONFIG;
+      break;
     }
+    if (*out_count == out_cap) {
+      onyx__errf(c->err, c->err_cap, "%s:%d: provider '%s': more than %d devices", where, pc->line,
+                 pc->name, ONYX__MAX_DEVICES);
+      st = ONYX_STATUS_INVALID_CONFIG;
+      break;
+    }
+    onyx_status dst = open_device(c, f, index, &out[*out_count]);
+    if (dst == ONYX_STATUS_DEVICE_UNAVAILABLE) {
+      onyx__log(ONYX_LOG_INFO, "%s; placing its nodes elsewhere", c->err);
+      continue;
+    }
+    if (dst != ONYX_STATUS_OK) {
+      st = dst;
+      break;
+    }
+    ++*out_count;
+    st = ONYX_STATUS_OK;
   }
-  if (!onyx__stream_lock_init(out)) {
-    onyx__errf(err, err_cap, "provider '%s': out of memory for its stream lock", out->name);
-    onyx__provider_unload(out);
-    return ONYX_STATUS_OUT_OF_MEMORY;
+  if (st != ONYX_STATUS_OK && st != ONYX_STATUS_DEVICE_UNAVAILABLE) {
+    while (*out_count > 0) onyx__provider_unload(&out[--*out_count]);
   }
-  return ONYX_STATUS_OK;
+  return *out_count > 0 ? ONYX_STATUS_OK : st;
 }
 
-void *onyx__provider_stream(const onyx__provider *p) {
-  if (p == NULL || !onyx__provider_has(p->table, stream) || p->table->stream == NULL) return NULL;
-  return p->table->stream(p->state);
-}
-
-onyx__provider *onyx__device_provider(onyx_runtime *rt, uint32_t device) {
-  for (size_t i = 0; rt && i < rt->provider_count; ++i)
-    if (rt->providers[i].table->device == device && device != ONYX_DEVICE_HOST)
-      return &rt->providers[i];
-  return NULL;
+onyx_status onyx__provider_load(onyx_runtime *runtime, const onyx__config *config,
+                                const onyx__provider_config *pc, onyx__provider *out,
+                                size_t out_cap, size_t *out_count, char *err, size_t err_cap) {
+  *out_count = 0;
+  const char *where = config->path;
+  int line = pc->line;
+  dlerror();
+  void *library = dlopen(pc->path, RTLD_NOW | RTLD_LOCAL);
+  if (library == NULL) {
+    const char *why = dlerror();
+    onyx__errf(err, err_cap, "%s:%d: provider '%s': cannot load %s: %s", where, line, pc->name,
+               pc->path, why ? why : "unknown dlopen failure");
+    return ONYX_STATUS_NOT_FOUND;
+  }
+  load_ctx c = {runtime, config, pc, library, err, err_cap};
+  dlerror();
+  void *factory_sym = dlsym(library, ONYX_PROVIDER_FACTORY_SYMBOL);
+  dlerror();
+  void *entry_sym = factory_sym ? NULL : dlsym(library, ONYX_PROVIDER_ENTRY_SYMBOL);
+  const char *sym_err = factory_sym ? NULL : dlerror();
+  onyx_status st;
+  if (factory_sym) {
+    onyx_provider_factory_fn fentry;
+    memcpy(&fentry, &factory_sym, sizeof fentry); /* object to function pointer, POSIX-style */
+    st = load_factory(&c, fentry, out, out_cap, out_count);
+  } else if (entry_sym == NULL || sym_err != NULL) {
+    onyx__errf(err, err_cap, "%s:%d: provider '%s': %s does not export %s or %s: %s", where, line,
+               pc->name, pc->path, ONYX_PROVIDER_FACTORY_SYMBOL, ONYX_PROVIDER_ENTRY_SYMBOL,
+               sym_err ? sym_err : "symbol is NULL");
+    st = ONYX_STATUS_PROVIDER_ERROR;
+  } else if (out_cap == 0) {
+    st = ONYX_STATUS_INVALID_CONFIG;
+  } else {
+    onyx_provider_entry_fn entry;
+    memcpy(&entry, &entry_sym, sizeof entry);
+    st = load_table(&c, entry, out);
+    *out_count = st == ONYX_STATUS_OK;
+  }
+  dlclose(library); /* each instance holds its own reference */
+  return st;
 }

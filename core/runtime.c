@@ -14,24 +14,24 @@ void onyx_runtime_destroy(onyx_runtime *rt) {
   if (rt == NULL) return;
   /* Close providers first (they may return memory through the host table), then
    * drop the memory books, and unload the libraries last. */
-  for (size_t i = rt->provider_count; i-- > 0;) {
-    onyx__provider *p = &rt->providers[i];
-    if (p->table->close && p->state) p->table->close(p->state);
-    p->state = NULL;
-  }
+  for (size_t i = rt->provider_count; i-- > 0;) onyx__provider_close(&rt->providers[i]);
   onyx__memory_destroy(rt->memory);
   for (size_t i = rt->provider_count; i-- > 0;) onyx__provider_unload(&rt->providers[i]);
   free(rt->providers);
+  onyx__kernel_index_free(rt->index);
   onyx__thread_pool_destroy(rt->pool);
   onyx__config_free(rt->config);
   free(rt);
 }
 
 /* Loads the enabled providers: every non-fallback one in file order, then the
- * fallback, so that placement can simply walk the array. */
+ * fallback, so that placement can simply walk the array — one entry per opened
+ * instance (a v3 provider opens one per device). Entries never move: each instance's
+ * host table points at its own. */
 static onyx_status load_providers(onyx_runtime *rt, char *err, size_t err_cap) {
   const onyx__config *c = rt->config;
-  rt->providers = calloc(c->provider_count ? c->provider_count : 1, sizeof *rt->providers);
+  size_t cap = (c->provider_count ? c->provider_count : 1) * ONYX__MAX_DEVICES;
+  rt->providers = calloc(cap, sizeof *rt->providers);
   if (rt->providers == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < c->provider_count; ++i) {
@@ -39,21 +39,24 @@ static onyx_status load_providers(onyx_runtime *rt, char *err, size_t err_cap) {
       bool is_fallback = c->fallback && !strcmp(pc->name, c->fallback);
       if (!pc->enabled || is_fallback != (pass == 1)) continue;
       onyx__provider *slot = &rt->providers[rt->provider_count];
-      onyx_status st = onyx__provider_load(rt, c, pc, slot, err, err_cap);
+      size_t opened = 0;
+      onyx_status st =
+          onyx__provider_load(rt, c, pc, slot, ONYX__MAX_DEVICES, &opened, err, err_cap);
       if (st == ONYX_STATUS_DEVICE_UNAVAILABLE && !c->strict) {
         onyx__log(ONYX_LOG_INFO, "%s; placing its nodes elsewhere", err);
         err[0] = '\0';
         continue;
       }
       if (st != ONYX_STATUS_OK) return st;
-      rt->provider_count++;
+      rt->provider_count += opened;
+      err[0] = '\0';
     }
   }
   if (rt->provider_count == 0) {
     onyx__errf(err, err_cap, "%s: no enabled provider could be loaded", c->path);
     return ONYX_STATUS_INVALID_CONFIG;
   }
-  return ONYX_STATUS_OK;
+  return onyx__kernel_index_build(rt);
 }
 
 onyx_status onyx_runtime_create(const char *config_path, onyx_runtime **out_runtime,
@@ -86,13 +89,21 @@ const char *onyx_runtime_provider_name(const onyx_runtime *rt, size_t i) {
 }
 
 size_t onyx_runtime_kernel_count(const onyx_runtime *rt, size_t p) {
-  return rt && p < rt->provider_count ? rt->providers[p].table->kernel_count : 0;
+  return rt && p < rt->provider_count ? rt->providers[p].kernel_count : 0;
 }
 
 const onyx_kernel_table *onyx_runtime_kernel(const onyx_runtime *rt, size_t p, size_t i) {
-  if (rt == NULL || p >= rt->provider_count || i >= rt->providers[p].table->kernel_count)
-    return NULL;
-  return rt->providers[p].table->kernels[i];
+  if (rt == NULL || p >= rt->provider_count || i >= rt->providers[p].kernel_count) return NULL;
+  return rt->providers[p].kernels[i].v2; /* NULL for a v3 definition */
+}
+
+const onyx_kernel_def *onyx_runtime_kernel_def(const onyx_runtime *rt, size_t p, size_t i) {
+  if (rt == NULL || p >= rt->provider_count || i >= rt->providers[p].kernel_count) return NULL;
+  return rt->providers[p].kernels[i].v3;
+}
+
+const char *onyx_runtime_provider_device(const onyx_runtime *rt, size_t i) {
+  return rt && i < rt->provider_count ? rt->providers[i].tier : NULL;
 }
 
 void onyx_runtime_write_memory_json(const onyx_runtime *rt, void *stream) {

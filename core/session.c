@@ -33,6 +33,7 @@ void onyx_session_destroy(onyx_session *s) {
   onyx__weights_unbook_all(s);
   free(s->opt_stats);
   free(s->device_inits);
+  free(s->device_init_on);
   free(s->dtypes);
   free(s->last_use);
   onyx__graph_free(s->graph);
@@ -54,14 +55,15 @@ static void print_placement(const onyx_session *s) {
   fprintf(stderr, "placement of %zu nodes:\n", g->node_count);
   for (size_t i = 0; i < g->node_count; ++i) {
     const onyx__node *n = &g->nodes[i];
-    fprintf(stderr, "  #%-4zu %-28s %-20s -> %s\n", i, n->name[0] ? n->name : "(unnamed)",
-            n->op_type, s->nodes[i].provider->name);
+    fprintf(stderr, "  #%-4zu %-28s %-20s -> %s (%s)\n", i, n->name[0] ? n->name : "(unnamed)",
+            n->op_type, s->nodes[i].provider->name, s->nodes[i].provider->tier);
   }
   for (size_t p = 0; p < s->runtime->provider_count; ++p) {
     size_t count = 0;
     for (size_t i = 0; i < g->node_count; ++i)
       count += s->nodes[i].provider == &s->runtime->providers[p];
-    fprintf(stderr, "  %s: %zu nodes\n", s->runtime->providers[p].name, count);
+    fprintf(stderr, "  %s (%s): %zu nodes\n", s->runtime->providers[p].name,
+            s->runtime->providers[p].tier, count);
   }
   onyx__function_notes_print(g, stderr);
 }
@@ -77,20 +79,24 @@ static const char *claiming_provider(void *ctx, const onyx__graph *g, const onyx
   const onyx_runtime *rt = ctx;
   bool has_preferred = false;
   for (size_t p = 0; p < rt->provider_count; ++p) has_preferred |= !rt->providers[p].is_fallback;
-  for (size_t p = 0; p < rt->provider_count; ++p) {
-    const onyx__provider *prov = &rt->providers[p];
-    if (rt->config->strict && has_preferred && prov->is_fallback) continue;
-    for (size_t k = 0; k < prov->table->kernel_count; ++k) {
-      const onyx_kernel_table *kt = prov->table->kernels[k];
-      if (strcmp(kt->domain, n->domain) != 0 || strcmp(kt->op_type, n->op_type) != 0) continue;
-      if (n->opset < kt->since_opset || (kt->until_opset != 0 && n->opset > kt->until_opset))
-        continue;
-      int32_t v =
-          kt->type_mask != 0 && kt->type_input < n->input_count ? n->inputs[kt->type_input] : -1;
+  size_t count = 0;
+  const onyx__kernel *const *found = onyx__kernel_lookup(rt, n->domain, n->op_type, &count);
+  for (size_t i = 0; i < count; ++i) {
+    const onyx__kernel *kt = found[i];
+    if (rt->config->strict && has_preferred && kt->instance->is_fallback) continue;
+    if (n->opset < kt->since_opset || (kt->until_opset != 0 && n->opset > kt->until_opset))
+      continue;
+    bool typed = true;
+    for (size_t c = 0; typed && c < kt->type_count; ++c) {
+      const onyx_type_constraint *tc = &kt->types[c];
+      size_t count_ = tc->side == ONYX_TYPE_INPUT ? n->input_count : n->output_count;
+      int32_t v = tc->index >= count_           ? -1
+                  : tc->side == ONYX_TYPE_INPUT ? n->inputs[tc->index]
+                                                : n->outputs[tc->index];
       uint32_t d = v >= 0 ? g->values[v].dtype : ONYX_DTYPE_UNDEFINED;
-      if (d != ONYX_DTYPE_UNDEFINED && (d >= 64 || !(kt->type_mask & ONYX_DTYPE_BIT(d)))) continue;
-      return prov->name;
+      typed = onyx__k_type_ok(kt, tc->side, tc->index, d);
     }
+    if (typed) return kt->instance->name;
   }
   return NULL;
 }
@@ -121,7 +127,8 @@ static onyx_status finish_create(onyx_runtime *rt, onyx__graph *g,
   s->dtypes = calloc(nv, sizeof *s->dtypes);
   s->last_use = calloc(nv, sizeof *s->last_use);
   s->device_inits = calloc(nv, sizeof *s->device_inits);
-  if (!s->dtypes || !s->last_use || !s->device_inits) {
+  s->device_init_on = calloc(nv, sizeof *s->device_init_on);
+  if (!s->dtypes || !s->last_use || !s->device_inits || !s->device_init_on) {
     onyx_session_destroy(s);
     return onyx__error_set(out_error, ONYX_STATUS_OUT_OF_MEMORY, NULL);
   }
@@ -196,6 +203,10 @@ size_t onyx_session_node_count(const onyx_session *s) { return s ? s->graph->nod
 
 const char *onyx_session_node_provider(const onyx_session *s, size_t i) {
   return s && i < s->graph->node_count ? s->nodes[i].provider->name : NULL;
+}
+
+const char *onyx_session_node_device(const onyx_session *s, size_t i) {
+  return s && i < s->graph->node_count ? s->nodes[i].provider->tier : NULL;
 }
 
 const char *onyx_session_node_op(const onyx_session *s, size_t i) {

@@ -6,8 +6,8 @@
 #include "provider_impl.h"
 
 typedef struct onyx__placed_node {
-  onyx__provider *provider;
-  const onyx_kernel_table *kernel;
+  onyx__provider *provider; /* the device instance it runs on */
+  const onyx__kernel *kernel;
   void *state;         /* the kernel's per-node state */
   onyx_node_info info; /* what the kernel saw at create; arrays below */
   bool *input_present;
@@ -15,6 +15,7 @@ typedef struct onyx__placed_node {
   uint32_t *input_dtypes;
   const onyx_tensor **input_constants; /* [input_count]: constant initializers, else NULL */
   bool *input_constant_copied;         /* [input_count]: set by the kernel at create */
+  uint32_t *output_dtypes;             /* [output_count]: declared or inferred, for placement */
   /* SESSION-lifetime workspace: one block per node, grown on demand. */
   void *session_ws;
   uint64_t session_ws_bytes;
@@ -27,6 +28,7 @@ struct onyx_session {
   uint32_t *dtypes;                 /* per value: declared or inferred dtype */
   int32_t *last_use;                /* per value: last node reading it, INT32_MAX for outputs */
   void **device_inits;              /* per value: device copy of an initializer, or NULL */
+  onyx__provider **device_init_on;  /* per value: the instance device_inits[v] lives on */
   uint64_t weights_grant;           /* governor grant booking the host initializers (0: none) */
   struct onyx__graph_cache *graphs; /* recorded device graphs (graphs.c), NULL: none yet */
   struct onyx__profile *profile;    /* per-node timing (profile.c), NULL: not profiled */
@@ -44,12 +46,14 @@ struct onyx_session {
 /* Infers the dtype of every value the model leaves untyped (for placement). */
 void onyx__infer_dtypes(const onyx__graph *graph, uint32_t *dtypes);
 
-/* The first provider (placement order, the fallback last; host providers only when
- * `host_only`) with a kernel that takes `info` — domain, op, opset, type constraint and
- * its `supports` — into *out_provider and *out_kernel. False when none does, both left
- * untouched; `why_not` (may be NULL) collects the providers' reasons. */
-bool onyx__kernel_search(onyx_runtime *runtime, const onyx_node_info *info, bool host_only,
-                         onyx__provider **out_provider, const onyx_kernel_table **out_kernel,
+/* The first instance (placement order, the fallback last; host instances only when
+ * `host_only`) with a kernel that takes `info` — domain and op through the index, then
+ * opset, type constraints (outputs against `output_dtypes` where non-NULL) and its
+ * `supports` — into *out_provider and *out_kernel. False when none does, both left
+ * untouched; `why_not` (may be NULL) collects the instances' reasons. */
+bool onyx__kernel_search(onyx_runtime *runtime, const onyx_node_info *info,
+                         const uint32_t *output_dtypes, bool host_only,
+                         onyx__provider **out_provider, const onyx__kernel **out_kernel,
                          char *why_not, size_t why_cap);
 
 /* Refuses (UNSUPPORTED) the first node whose opset is newer than both the core's

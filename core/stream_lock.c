@@ -25,7 +25,7 @@ static bool lockable(const onyx__provider *p) {
 }
 
 bool onyx__stream_lock_init(onyx__provider *p) {
-  if (p->table->device == ONYX_DEVICE_HOST) return true;
+  if (onyx__dev_is_host(p)) return true;
   pthread_rwlock_t *l = malloc(sizeof *l);
   pthread_rwlockattr_t attr;
   if (l == NULL || pthread_rwlockattr_init(&attr) != 0) {
@@ -67,10 +67,9 @@ void onyx__stream_leave_all(const onyx_runtime *rt) {
 }
 
 onyx_status onyx__stream_sync(const onyx__provider *p) {
-  if (p == NULL || p->table->device == ONYX_DEVICE_HOST || p->table->sync == NULL)
-    return ONYX_STATUS_OK;
+  if (p == NULL || onyx__dev_is_host(p) || !onyx__dev_has_sync(p)) return ONYX_STATUS_OK;
   onyx__stream_enter(p);
-  onyx_status st = p->table->sync(p->state);
+  onyx_status st = onyx__dev_sync_raw(p);
   onyx__stream_leave(p);
   return st;
 }

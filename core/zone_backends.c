@@ -106,7 +106,7 @@ typedef struct vmm_backend {
 } vmm_backend;
 
 static const onyx_vmm_table *VMM(void *backend) {
-  return ((vmm_backend *)backend)->provider->table->vmm;
+  return onyx__dev_vmm(((vmm_backend *)backend)->provider);
 }
 static void *PSTATE(void *backend) { return ((vmm_backend *)backend)->provider->state; }
 
@@ -137,8 +137,8 @@ static void vmm_unmap(void *s, void *base, uint64_t off, uint64_t bytes) {
 static onyx_status vmm_sync(void *s) { return onyx__stream_sync(((vmm_backend *)s)->provider); }
 
 onyx_gov_backend *onyx__vmm_backend_create(onyx__provider *p) {
-  if (p == NULL || !onyx__provider_has(p->table, vmm) || p->table->vmm == NULL) return NULL;
-  const onyx_vmm_table *v = p->table->vmm;
+  const onyx_vmm_table *v = onyx__dev_vmm(p);
+  if (v == NULL) return NULL;
   if (!v->granularity || !v->reserve || !v->unreserve || !v->create || !v->release || !v->map ||
       !v->set_access || !v->unmap)
     return NULL;

@@ -74,6 +74,14 @@ int main(int argc, char **argv) {
     printf("%s: %zu kernels\n", onyx_runtime_provider_name(rt, p), n);
     for (size_t k = 0; kernels && k < n; ++k) {
       const onyx_kernel_table *kt = onyx_runtime_kernel(rt, p, k);
+      const onyx_kernel_def *kd = kt ? NULL : onyx_runtime_kernel_def(rt, p, k);
+      if (kd) { /* a v3 registration: its type constraints are a list */
+        printf("  %s%s%-28s opset %lld.. (v3, %zu type constraints)%s\n", kd->domain,
+               kd->domain[0] ? "::" : "", kd->op_type, (long long)kd->since_opset, kd->type_count,
+               kd->workspace ? "  [workspace]" : "");
+        continue;
+      }
+      if (kt == NULL) continue;
       printf("  %s%s%-28s opset %lld..", kt->domain, kt->domain[0] ? "::" : "", kt->op_type,
              (long long)kt->since_opset);
       if (kt->until_opset)

@@ -142,16 +142,16 @@ static void fold_set_error(onyx_compute_ctx *c, const char *fmt, ...) {
 }
 
 /* The node's STEP and SESSION workspace, one block per region, freed after. */
-static onyx_status fold_workspace(onyx_session *s, const onyx_kernel_table *k, void *state,
+static onyx_status fold_workspace(onyx_session *s, const onyx__kernel *k, void *state,
                                   const onyx_tensor *inputs, size_t n, onyx_workspace_view *views,
                                   size_t *out_count) {
   *out_count = 0;
-  if (k->workspace == NULL) return ONYX_STATUS_OK;
+  if (!onyx__k_has_workspace(k)) return ONYX_STATUS_OK;
   onyx_workspace_requirement req;
   memset(&req, 0, sizeof req);
   req.struct_size = sizeof req;
   req.version = ONYX_ABI_VERSION;
-  onyx_status st = k->workspace(state, inputs, n, &req);
+  onyx_status st = onyx__k_workspace(k, state, inputs, n, &req, NULL, 0);
   if (st == ONYX_STATUS_OK && req.count > ONYX_MAX_WORKSPACE_REGIONS)
     st = ONYX_STATUS_PROVIDER_ERROR;
   for (uint32_t i = 0; st == ONYX_STATUS_OK && i < req.count; ++i) {
@@ -215,13 +215,13 @@ static uint64_t result_limit(const onyx__graph *g, const onyx__node *n) {
 }
 
 /* What infer says the results take; UINT64_MAX when it cannot say. */
-static uint64_t inferred_bytes(const onyx_kernel_table *k, void *state, const onyx_tensor *inputs,
+static uint64_t inferred_bytes(const onyx__kernel *k, void *state, const onyx_tensor *inputs,
                                size_t n_in, size_t n_out) {
-  if (k->infer == NULL) return UINT64_MAX;
+  if (!onyx__k_has_infer(k)) return UINT64_MAX;
   onyx_tensor *outs = calloc(n_out + 1, sizeof *outs);
   if (outs == NULL) return UINT64_MAX;
   uint64_t total = 0;
-  onyx_status st = k->infer(state, inputs, n_in, outs, n_out);
+  onyx_status st = onyx__k_infer(k, state, inputs, n_in, outs, n_out, NULL, 0);
   for (size_t o = 0; st == ONYX_STATUS_OK && o < n_out; ++o) {
     uint64_t b = 0;
     if (outs[o].dtype == ONYX_DTYPE_UNDEFINED) continue; /* an absent output */
@@ -233,8 +233,7 @@ static uint64_t inferred_bytes(const onyx_kernel_table *k, void *state, const on
 }
 
 /* Runs node `node` on kernel `k` of `prov`; the results land in r->outs. */
-static onyx_status fold_compute(fold_run *r, onyx__provider *prov, const onyx_kernel_table *k,
-                                const fold_info *fi) {
+static onyx_status fold_compute(fold_run *r, const onyx__kernel *k, const fold_info *fi) {
   const onyx__graph *g = r->ctx->graph;
   const onyx__node *n = &g->nodes[r->node];
   onyx_session *s = r->ctx->session;
@@ -247,8 +246,8 @@ static onyx_status fold_compute(fold_run *r, onyx__provider *prov, const onyx_ke
     inputs[i] = g->values[n->inputs[i]].init;
     ptrs[i] = &inputs[i];
   }
-  if (st == ONYX_STATUS_OK && k->create)
-    st = k->create(prov->state, &fi->info, &state, r->kernel_err, sizeof r->kernel_err);
+  if (st == ONYX_STATUS_OK)
+    st = onyx__k_create(k, &fi->info, &state, r->kernel_err, sizeof r->kernel_err);
   /* Ask first where the kernel can say: a result too large is then never computed. */
   uint64_t expected = st == ONYX_STATUS_OK
                           ? inferred_bytes(k, state, inputs, n->input_count, n->output_count)
@@ -272,12 +271,12 @@ static onyx_status fold_compute(fold_run *r, onyx__provider *prov, const onyx_ke
                           .set_error = fold_set_error,
                           .workspace = views,
                           .workspace_count = view_count};
-    st = k->compute(state, &c, (const onyx_tensor *const *)ptrs, n->input_count);
+    st = onyx__k_compute(k, state, &c, (const onyx_tensor *const *)ptrs, n->input_count);
   }
   for (size_t o = 0; st == ONYX_STATUS_OK && o < n->output_count; ++o)
     if (n->outputs[o] >= 0 && !r->outs[o].set) st = ONYX_STATUS_PROVIDER_ERROR;
   for (size_t i = 0; i < view_count; ++i) onyx__memory_free(s->runtime->memory, views[i].data);
-  if (state && k->destroy) k->destroy(state);
+  onyx__k_destroy(k, state);
   free(ptrs);
   free(inputs);
   return st;
@@ -326,10 +325,10 @@ static onyx_status fold_node(onyx__opt_ctx *ctx, size_t i, uint32_t *readers, bo
     return ONYX_STATUS_OUT_OF_MEMORY;
   }
   onyx__provider *prov = NULL;
-  const onyx_kernel_table *k = NULL;
+  const onyx__kernel *k = NULL;
   onyx_status st = ONYX_STATUS_UNSUPPORTED;
-  if (onyx__kernel_search(ctx->session->runtime, &fi.info, true, &prov, &k, NULL, 0))
-    st = fold_compute(&r, prov, k, &fi);
+  if (onyx__kernel_search(ctx->session->runtime, &fi.info, NULL, true, &prov, &k, NULL, 0))
+    st = fold_compute(&r, k, &fi);
   if (st == ONYX_STATUS_OK) {
     st = fold_commit(&r, readers);
     *out_folded = true;

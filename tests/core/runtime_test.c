@@ -43,18 +43,18 @@ static void expect_failure(const char *lib, onyx_status want, const char *needle
 
 static void wrong_abi_names_both_versions(void **state) {
   (void)state;
-  expect_failure(MOCK_WRONG_ABI, ONYX_STATUS_ABI_MISMATCH, "ABI 1..2", "ABI 99");
+  expect_failure(MOCK_WRONG_ABI, ONYX_STATUS_ABI_MISMATCH, "ABI 1..3", "ABI 99");
 }
 
 static void future_abi_is_refused(void **state) {
   (void)state;
-  expect_failure(MOCK_FUTURE_ABI, ONYX_STATUS_ABI_MISMATCH, "ABI 1..2", "ABI 7");
+  expect_failure(MOCK_FUTURE_ABI, ONYX_STATUS_ABI_MISMATCH, "ABI 1..3", "ABI 7");
 }
 
 static void missing_entry_symbol(void **state) {
   (void)state;
-  expect_failure(MOCK_NO_ENTRY, ONYX_STATUS_PROVIDER_ERROR, "does not export onyx_provider_entry",
-                 NULL);
+  expect_failure(MOCK_NO_ENTRY, ONYX_STATUS_PROVIDER_ERROR,
+                 "does not export onyx_provider_factory_entry or onyx_provider_entry", NULL);
 }
 
 static void failing_init_keeps_provider_message(void **state) {

@@ -27,6 +27,11 @@ typedef struct onyx_fake_device_stats {
    * capture was open (each invalidates it). */
   uint64_t captures_begun, graph_launches, live_graphs, capture_misuse;
   uint64_t submits; /* device work submitted by kernels' compute (a replay submits none) */
+  /* The v3 build's two devices: bytes live on each, copies between them, and the
+   * computes whose inputs were checked on each. */
+  uint64_t live_bytes_on[2];
+  uint64_t copies_peer;
+  uint64_t computes_on[2];
 } onyx_fake_device_stats;
 
 #define ONYX_FAKE_DEVICE_STATS_SYMBOL "onyx_fake_device_stats_get"

@@ -28,6 +28,18 @@
  * "stream": work submitted from any thread while a capture is open lands in that
  * capture, as on a CUDA stream. Keeping other threads' work out of a capture is the
  * core's job (stream_lock.c).
+ *
+ * Built twice (FAKE_ABI):
+ *   2  onyx_mock_fake_device: a v2 provider table, device kind CUDA, one device — the
+ *      old contract, which the core must keep loading.
+ *   3  onyx_mock_fake_device3: a v3 factory with two devices of kind OTHER (tiers
+ *      fake:0 and fake:1; option.devices = N reports N), one instance each. Every
+ *      block belongs to one device; kernels check that their inputs lie on their own
+ *      instance's device, copies may go between the two (peer copies), and two more
+ *      v3 kernels show what the contract adds:
+ *        Triple  y = 3x, registered only by devices of capability 2.0 and up (device 1)
+ *        Picky   y = x, whose infer refuses anything but rank 2 through its sink
+ *      Twice declines a node whose int attribute `device` names another device.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -40,6 +52,17 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+#ifndef FAKE_ABI
+#define FAKE_ABI 2
+#endif
+#if FAKE_ABI == 3
+#define FAKE_KIND ONYX_DEVICE_OTHER
+#define FAKE_DEVICES 2
+#else
+#define FAKE_KIND ONYX_DEVICE_CUDA
+#define FAKE_DEVICES 1
+#endif
+
 /* ------------------------------------------------------------------ "device" memory */
 
 #define MAX_BLOCKS 4096
@@ -47,7 +70,17 @@
 typedef struct block {
   char *ptr;
   uint64_t bytes;
+  int dev; /* the device it belongs to */
 } block;
+
+/* One opened device. */
+typedef struct fake_instance {
+  int ordinal;
+} fake_instance;
+
+static fake_instance g_instances[FAKE_DEVICES];
+/* The device whose kernel runs now (set by the v3 wrappers; 0 for v2). */
+static int g_dev;
 
 static block g_blocks[MAX_BLOCKS];
 static onyx_fake_device_stats g_stats;
@@ -119,17 +152,25 @@ static block *find_block(const void *p, uint64_t bytes) {
 
 static bool on_device(const void *p, uint64_t bytes) { return find_block(p, bytes) != NULL; }
 
+/* On device `dev` in particular. */
+static bool on_dev(const void *p, uint64_t bytes, int dev) {
+  const block *b = find_block(p, bytes);
+  return b != NULL && b->dev == dev;
+}
+
+static int dev_of(void *state) { return state ? ((fake_instance *)state)->ordinal : 0; }
+
 static onyx_status fake_device_alloc_unlocked(void *state, uint64_t bytes, void **out_ptr) {
-  (void)state;
   capture_misuse("device_alloc");
   for (size_t i = 0; i < MAX_BLOCKS; ++i) {
     if (g_blocks[i].ptr != NULL) continue;
     char *p = aligned_alloc(256, (size_t)((bytes + 255) / 256 * 256 + 256));
     if (p == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
-    g_blocks[i] = (block){p, bytes ? bytes : 1};
+    g_blocks[i] = (block){p, bytes ? bytes : 1, dev_of(state)};
     g_stats.allocs++;
     g_stats.live_blocks++;
     g_stats.live_bytes += g_blocks[i].bytes;
+    g_stats.live_bytes_on[g_blocks[i].dev] += g_blocks[i].bytes;
     *out_ptr = p;
     return ONYX_STATUS_OK;
   }
@@ -141,16 +182,21 @@ static onyx_status fake_device_alloc(void *state, uint64_t bytes, void **out_ptr
 }
 
 static void fake_device_free_unlocked(void *state, void *ptr) {
-  (void)state;
   if (ptr == NULL) return;
   capture_misuse("device_free");
   for (size_t i = 0; i < MAX_BLOCKS; ++i) {
     if (g_blocks[i].ptr != ptr) continue;
+    if (g_blocks[i].dev != dev_of(state)) {
+      fprintf(stderr, "fake device %d: device_free of a block of device %d\n", dev_of(state),
+              g_blocks[i].dev);
+      abort();
+    }
     g_stats.frees++;
     g_stats.live_blocks--;
     g_stats.live_bytes -= g_blocks[i].bytes;
+    g_stats.live_bytes_on[g_blocks[i].dev] -= g_blocks[i].bytes;
     free(ptr);
-    g_blocks[i] = (block){NULL, 0};
+    g_blocks[i] = (block){NULL, 0, 0};
     return;
   }
   fprintf(stderr, "fake device: device_free of %p, which it never handed out\n", ptr);
@@ -168,16 +214,15 @@ static uint64_t tensor_bytes(const onyx_tensor *t) {
   return n < 0 ? 0 : (uint64_t)n * onyx_dtype_size(t->dtype);
 }
 
-/* Each side must be what its tensor says: device memory inside a live block, host
- * memory outside every block. */
+/* Each side must be what its tensor says: device memory inside a live block of the
+ * device its device_id names, host memory outside every block. */
 static bool side_ok(const onyx_tensor *t, uint64_t bytes) {
   if (bytes == 0) return true;
-  if (t->device == ONYX_DEVICE_CUDA) return on_device(t->data, bytes);
+  if (t->device == FAKE_KIND) return on_dev(t->data, bytes, t->device_id);
   return t->device == ONYX_DEVICE_HOST && t->data != NULL && !on_device(t->data, 1);
 }
 
 static onyx_status fake_copy_unlocked(void *state, onyx_tensor *dst, const onyx_tensor *src) {
-  (void)state;
   capture_misuse("copy");
   uint64_t bytes = tensor_bytes(src);
   if (dst->dtype != src->dtype || dst->rank != src->rank || tensor_bytes(dst) != bytes ||
@@ -187,9 +232,17 @@ static onyx_status fake_copy_unlocked(void *state, onyx_tensor *dst, const onyx_
             (unsigned long long)bytes);
     return ONYX_STATUS_INVALID_ARGUMENT;
   }
-  if (dst->device == ONYX_DEVICE_CUDA && src->device == ONYX_DEVICE_CUDA)
+  /* The core calls the destination's instance for a device-side destination. */
+  if (dst->device == FAKE_KIND && dst->device_id != dev_of(state)) {
+    fprintf(stderr, "fake device %d: asked to copy into device %d\n", dev_of(state),
+            dst->device_id);
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  }
+  if (dst->device == FAKE_KIND && src->device == FAKE_KIND && dst->device_id != src->device_id)
+    g_stats.copies_peer++;
+  else if (dst->device == FAKE_KIND && src->device == FAKE_KIND)
     g_stats.copies_d2d++;
-  else if (dst->device == ONYX_DEVICE_CUDA)
+  else if (dst->device == FAKE_KIND)
     g_stats.copies_h2d++;
   else
     g_stats.copies_d2h++;
@@ -226,10 +279,12 @@ EXPORT void onyx_fake_device_stats_get(onyx_fake_device_stats *out) {
 /* ------------------------------------------------------------------ kernels */
 
 static onyx_status need_device(onyx_compute_ctx *ctx, const onyx_tensor *t, size_t i) {
-  if (t == NULL || t->device != ONYX_DEVICE_CUDA || !on_device(t->data, tensor_bytes(t))) {
-    ctx->set_error(ctx, "input %zu is not in fake device memory", i);
+  if (t == NULL || t->device != FAKE_KIND || t->device_id != g_dev ||
+      !on_dev(t->data, tensor_bytes(t), g_dev)) {
+    ctx->set_error(ctx, "input %zu is not in the memory of fake device %d", i, g_dev);
     return ONYX_STATUS_INVALID_ARGUMENT;
   }
+  g_stats.computes_on[g_dev]++;
   return ONYX_STATUS_OK;
 }
 
@@ -297,7 +352,7 @@ static onyx_status scale_run(onyx_compute_ctx *ctx, const onyx_tensor *const *in
   g_stats.in1_on_device = on_device(n->data, tensor_bytes(n));
   g_stats.in1_data = n->data;
   g_stats.ws_on_device = ctx->workspace_count == 1 && ctx->workspace[0].bytes >= 64 &&
-                         on_device(ctx->workspace[0].data, 64);
+                         on_dev(ctx->workspace[0].data, 64, g_dev);
   onyx_status st = need_device(ctx, x, 0);
   if (st != ONYX_STATUS_OK) return st;
   if (n_on_host ? n->device != ONYX_DEVICE_HOST || g_stats.in1_on_device
@@ -391,6 +446,7 @@ static onyx_status legacy_compute(void *state, onyx_compute_ctx *ctx,
                      .k = -1.0f});
 }
 
+#if FAKE_ABI == 2
 #define FAKE_KERNEL(sym, NAME, SIZE, COMPUTE, INFER, WORKSPACE, HOST)                              \
   static onyx_status sym##_compute(void *state, onyx_compute_ctx *ctx,                             \
                                    const onyx_tensor *const *inputs, size_t input_count) {         \
@@ -421,6 +477,8 @@ FAKE_KERNEL(k_legacy, "Legacy", sizeof(onyx_kernel_table), legacy_compute, same_
 
 static const onyx_kernel_table *const kernels[] = {&k_twice, &k_scale,   &k_scale_old,
                                                    &k_count, &k_inplace, &k_legacy};
+
+#endif
 
 /* ------------------------------------------------------------------ graphs */
 
@@ -499,7 +557,7 @@ static const onyx_graph_table graphs = {
 
 /* ------------------------------------------------------------------ provider */
 
-static int g_state;
+#if FAKE_ABI == 2
 
 static onyx_status fake_open(const onyx_host_table *host, const onyx_option *options,
                              size_t option_count, void **out_state, char *err, size_t err_cap) {
@@ -508,7 +566,7 @@ static onyx_status fake_open(const onyx_host_table *host, const onyx_option *opt
   (void)option_count;
   (void)err;
   (void)err_cap;
-  *out_state = &g_state;
+  *out_state = &g_instances[0];
   return ONYX_STATUS_OK;
 }
 
@@ -540,3 +598,7 @@ EXPORT onyx_status onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,
   *out_table = &table;
   return ONYX_STATUS_OK;
 }
+
+#else /* FAKE_ABI == 3 */
+#include "fake_device_v3.inc"
+#endif

@@ -121,3 +121,23 @@ wf = helper.make_tensor("w", TensorProto.FLOAT, [64, 64], [0.25 * ((i % 7) - 3) 
 save(helper.make_graph([helper.make_node("Twice", ["w"], ["y"], domain="onyx.fake")],
                        "fake_weights", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64])],
                        initializer=[wf]), "fake_weights.onnx", FAKE)
+
+# Two devices of one v3 provider (tests/core/two_devices_test.c, the fake device built
+# as a v3 factory): Triple exists on fake device 1 only, so the chain crosses from
+# device 0 to device 1 and back; the last Twice is pinned to device 1 by its `device`
+# attribute, which device 0's Twice declines.
+save(helper.make_graph([helper.make_node("Twice", ["x"], ["a"], domain="onyx.fake", name="twice_a"),
+                        helper.make_node("Triple", ["a"], ["b"], domain="onyx.fake", name="triple"),
+                        helper.make_node("Twice", ["b"], ["c"], domain="onyx.fake", name="twice_c"),
+                        helper.make_node("Twice", ["c"], ["y"], domain="onyx.fake", name="twice_y",
+                                         device=1)],
+                       "fake_two_devices", [xf], [yf]), "fake_two_devices.onnx", FAKE)
+# A kernel whose infer refuses the geometry and says why through its v3 sink.
+xd = helper.make_tensor_value_info("x", TensorProto.FLOAT, None)
+save(helper.make_graph([helper.make_node("Picky", ["x"], ["y"], domain="onyx.fake", name="picky")],
+                       "fake_picky", [xd], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]),
+     "fake_picky.onnx", FAKE)
+# A node pinned to fake device 1: with device 0 alone its Twice declines, saying why.
+save(helper.make_graph([helper.make_node("Twice", ["x"], ["y"], domain="onyx.fake", name="pinned",
+                                         device=1)],
+                       "fake_pinned", [xf], [yf]), "fake_pinned.onnx", FAKE)
