@@ -27,6 +27,9 @@
  *   cuda_shape_ops.c    Reshape Squeeze Unsqueeze Identity Transpose Concat Slice Expand
  *                       Gather Cast CastLike (host side)
  *   cuda_layout.cu      strided copy, gather and cast kernels
+ *   cuda_matmul_nbits.*  com.microsoft MatMulNBits (decode GEMV, dequantize + cuBLASLt)
+ *   cuda_gather_block_quantized.*  com.microsoft GatherBlockQuantized
+ *                       (launchers of both in cuda_nbits.h)
  *   attention/          GroupQueryAttention and Attention (kept by its own owner; see
  *                       provider.c for how its tables are listed)
  *
@@ -394,6 +397,7 @@ extern const onyx_kernel_table onyx__cuda_k_reshape, onyx__cuda_k_squeeze_1,
     onyx__cuda_k_identity, onyx__cuda_k_transpose, onyx__cuda_k_concat, onyx__cuda_k_slice_1,
     onyx__cuda_k_slice_10, onyx__cuda_k_expand, onyx__cuda_k_gather, onyx__cuda_k_cast,
     onyx__cuda_k_castlike;
+extern const onyx_kernel_table onyx__cuda_k_matmul_nbits, onyx__cuda_k_gather_block_quantized;
 
 #ifdef __cplusplus
 }

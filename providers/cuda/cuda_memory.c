@@ -144,11 +144,14 @@ onyx_status onyx__cuda_copy(void *state, onyx_tensor *dst, const onyx_tensor *sr
       memcmp(dst->dims, src->dims,
              sizeof(int64_t) * (dst->rank <= ONYX_MAX_RANK ? dst->rank : ONYX_MAX_RANK)) != 0)
     return ONYX_STATUS_INVALID_ARGUMENT;
-  uint64_t bytes = onyx_dtype_size(src->dtype);
+  /* Sub-byte types (INT4, UINT4) pack two elements a byte, the last one rounded up. */
+  const uint64_t bits = onyx_dtype_bits(src->dtype);
+  uint64_t numel = 1;
   for (uint32_t i = 0; i < src->rank; ++i) {
     if (src->dims[i] < 0) return ONYX_STATUS_INVALID_ARGUMENT;
-    bytes *= (uint64_t)src->dims[i];
+    numel *= (uint64_t)src->dims[i];
   }
+  const uint64_t bytes = (numel * bits + 7) / 8;
   if (bytes == 0) return ONYX_STATUS_OK;
   if (dst->data == NULL || src->data == NULL) return ONYX_STATUS_INVALID_ARGUMENT;
   bool from_dev = src->device == ONYX_DEVICE_CUDA, to_dev = dst->device == ONYX_DEVICE_CUDA;

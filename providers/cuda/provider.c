@@ -64,6 +64,8 @@ static const onyx_kernel_table *const cuda_kernels[] = {
     &onyx__cuda_k_gather,
     &onyx__cuda_k_cast,
     &onyx__cuda_k_castlike,
+    &onyx__cuda_k_matmul_nbits,
+    &onyx__cuda_k_gather_block_quantized,
 #ifdef ONYX_CUDA_ATTENTION_KERNELS
     ONYX_CUDA_ATTENTION_KERNELS,
 #endif

@@ -843,6 +843,126 @@ static void chain_cases(void) {
   }
 }
 
+/* ------------------------------------------------------------------ quantized weights */
+
+/* A uint8 (or int4/uint4: packed nibbles) initializer of `bytes` random bytes. */
+static void case_random_bytes(ocase *c, const char *name, uint32_t dtype, uint32_t rank,
+                              const int64_t *dims, size_t bytes) {
+  uint8_t *data = malloc(bytes ? bytes : 1);
+  for (size_t i = 0; data && i < bytes; ++i) data[i] = (uint8_t)(tu_rand(&g.seed) >> 24);
+  mb_initializer(c->m, name, dtype, rank, dims, data, bytes);
+  free(data);
+}
+
+typedef struct nbits_variant {
+  int bits, block;
+  int zp; /* 0 absent, 1 packed uint8, 2 of the scales' type */
+  int64_t k, n;
+  uint32_t a_rank;
+  int64_t a_lead[2]; /* A's leading dims (rows = their product) */
+  bool bias;
+  const char *what;
+} nbits_variant;
+
+/* MatMulNBits with weights, scales and zero points as initializers (as exports have
+ * them): codes and zero points random bytes, scales in [0.005, 0.03]. */
+static void nbits_case(uint32_t d, const nbits_variant *v) {
+  ocase c;
+  const int64_t kb = (v->k + v->block - 1) / v->block, blob = v->block * v->bits / 8;
+  const int64_t zp_bytes = (kb * v->bits + 7) / 8;
+  int64_t rows = 1;
+  for (uint32_t i = 0; i + 1 < v->a_rank; ++i) rows *= v->a_lead[i];
+  case_begin(&c, 17, "MatMulNBits", "MatMulNBits %s %d-bit block %d zp %s K %lld N %lld M %lld%s",
+             dname(d), v->bits, v->block, v->zp == 0 ? "none" : v->zp == 1 ? "uint8" : "float",
+             (long long)v->k, (long long)v->n, (long long)rows, v->bias ? " bias" : "");
+  int64_t a_dims[3] = {v->a_lead[0], v->a_lead[1], v->k};
+  a_dims[v->a_rank - 1] = v->k;
+  case_input(&c, "a", d, v->a_rank, a_dims, -1.0f, 1.0f);
+  int64_t b_dims[] = {v->n, kb, blob}, s_dims[] = {v->n, kb}, z_dims[] = {v->n, zp_bytes};
+  case_random_bytes(&c, "b", ONYX_DTYPE_UINT8, 3, b_dims, (size_t)(v->n * kb * blob));
+  case_weight(&c, "scales", d, 2, s_dims, 0.005f, 0.03f);
+  if (v->zp == 1)
+    case_random_bytes(&c, "zp", ONYX_DTYPE_UINT8, 2, z_dims, (size_t)(v->n * zp_bytes));
+  if (v->zp == 2) case_weight(&c, "zp", d, 2, s_dims, 0.0f, (float)((1 << v->bits) - 1));
+  int64_t bias_dims[] = {v->n};
+  if (v->bias) case_weight(&c, "bias", d, 1, bias_dims, -0.5f, 0.5f);
+  const char *in[] = {"a", "b", "scales", v->zp ? "zp" : "", "", "bias"}, *out[] = {"y"};
+  mb_node *node = mb_add_node(c.m, "MatMulNBits", "com.microsoft", in, v->bias ? 6 : 3 + !!v->zp,
+                              out, 1);
+  mb_attr_int(node, "K", v->k);
+  mb_attr_int(node, "N", v->n);
+  mb_attr_int(node, "bits", v->bits);
+  mb_attr_int(node, "block_size", v->block);
+  mb_output(c.m, "y", d);
+  c.tol_scale = 2.0; /* the weights are rounded to the activations' type once */
+  case_run(&c);
+}
+
+static void nbits_cases(void) {
+  static const nbits_variant v[] = {
+      {4, 32, 0, 64, 48, 3, {1, 1}, false, "decode"},
+      {4, 16, 1, 72, 37, 2, {3, 0}, false, "odd k_blocks: 8-byte loads"},
+      {4, 128, 2, 300, 70, 2, {1, 0}, true, "K not whole blocks"},
+      {4, 32, 1, 1000, 200, 2, {1, 0}, true, "several chunks a row"},
+      {4, 256, 1, 520, 130, 2, {5, 0}, false, "block 256"},
+      {4, 64, 0, 896, 96, 2, {8, 0}, true, "8 rows"},
+      {8, 64, 1, 200, 33, 2, {8, 0}, true, "8-bit"},
+      {8, 16, 0, 48, 20, 2, {2, 0}, false, "8-bit block 16"},
+      {8, 128, 2, 333, 41, 2, {1, 0}, false, "8-bit float zp"},
+      {4, 32, 0, 96, 64, 2, {17, 0}, true, "prefill"},
+      {4, 64, 1, 130, 300, 3, {2, 20}, false, "prefill batched"},
+      {8, 32, 2, 100, 50, 2, {40, 0}, true, "prefill 8-bit"},
+  };
+  static const uint32_t types[] = {ONYX_DTYPE_FLOAT16, ONYX_DTYPE_BFLOAT16};
+  for (size_t t = 0; t < 2; ++t)
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; ++i) nbits_case(types[t], &v[i]);
+}
+
+/* GatherBlockQuantized: the embedding form (uint8 codes along the last axis) and int4
+ * data on other axes; indices are a graph input (constant ones would be folded) drawn
+ * from one past each end, so some count from the end and some are out of range. */
+static void gbq_cases(void) {
+  static const uint32_t types[] = {ONYX_DTYPE_FLOAT32, ONYX_DTYPE_FLOAT16, ONYX_DTYPE_BFLOAT16};
+  for (size_t t = 0; t < 3; ++t) {
+    const uint32_t d = types[t];
+    for (int bits = 4; bits <= 8; bits += 4) {
+      ocase c;
+      const int64_t vocab = 50, cols = 96, block = bits == 4 ? 32 : 16, kb = cols / block;
+      case_begin(&c, 17, "GatherBlockQuantized", "GatherBlockQuantized %s uint8 %d-bit%s",
+                 dname(d), bits, bits == 8 ? " zp" : "");
+      int64_t data_dims[] = {vocab, cols * bits / 8}, s_dims[] = {vocab, kb};
+      int64_t z_dims[] = {vocab, (kb * bits + 7) / 8}, idx_dims[] = {4, 8};
+      case_int_input(&c, "idx", ONYX_DTYPE_INT64, 2, idx_dims, -vocab - 1, vocab, false);
+      case_random_bytes(&c, "data", ONYX_DTYPE_UINT8, 2, data_dims,
+                        (size_t)(vocab * cols * bits / 8));
+      case_weight(&c, "scales", d, 2, s_dims, 0.01f, 0.1f);
+      if (bits == 8) case_random_bytes(&c, "zp", ONYX_DTYPE_UINT8, 2, z_dims, (size_t)(vocab * kb));
+      const char *in[] = {"data", "idx", "scales", "zp"}, *out[] = {"y"};
+      mb_node *n =
+          mb_add_node(c.m, "GatherBlockQuantized", "com.microsoft", in, bits == 8 ? 4 : 3, out, 1);
+      mb_attr_int(n, "bits", bits);
+      mb_attr_int(n, "block_size", block);
+      mb_output(c.m, "y", d);
+      case_run(&c);
+    }
+    ocase c;
+    case_begin(&c, 17, "GatherBlockQuantized",
+               "GatherBlockQuantized %s int4 gather_axis 1 quantize_axis 0 zp", dname(d));
+    int64_t data_dims[] = {40, 10}, s_dims[] = {3, 10}, idx_dims[] = {4};
+    case_int_input(&c, "idx", ONYX_DTYPE_INT32, 1, idx_dims, -11, 10, false);
+    case_random_bytes(&c, "data", ONYX_DTYPE_INT4, 2, data_dims, 200);
+    case_weight(&c, "scales", d, 2, s_dims, 0.01f, 0.1f);
+    case_random_bytes(&c, "zp", ONYX_DTYPE_INT4, 2, s_dims, 15);
+    const char *in[] = {"data", "idx", "scales", "zp"}, *out[] = {"y"};
+    mb_node *n = mb_add_node(c.m, "GatherBlockQuantized", "com.microsoft", in, 4, out, 1);
+    mb_attr_int(n, "block_size", 16);
+    mb_attr_int(n, "gather_axis", 1);
+    mb_attr_int(n, "quantize_axis", 0);
+    mb_output(c.m, "y", d);
+    case_run(&c);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc < 4) {
     fprintf(stderr, "usage: %s REFERENCE.ini UNDER_TEST.ini PROVIDER [SEED]\n", argv[0]);
@@ -891,6 +1011,8 @@ int main(int argc, char **argv) {
   reduce_cases();
   decoder_mask_cases();
   int_cast_cases();
+  nbits_cases();
+  gbq_cases();
   printf("consistency: %d passed, %d failed, %d without a reference (seed %llu)\n", g.passed,
          g.failed, g.no_reference, (unsigned long long)g.first_seed);
   /* Everything the runs allocated must be back with the governor. */

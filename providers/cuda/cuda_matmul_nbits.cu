@@ -1,0 +1,505 @@
+/*
+ * Device side of MatMulNBits: the decode GEMV and the prefill route's dequantization.
+ *
+ * GEMV. Each warp owns a tile of 16 columns of Y (16 rows of B) and multiplies it with
+ * up to 8 rows of A on the tensor cores (mma m16n8k16, float32 accumulators): B's 16
+ * rows are the mma's A operand, A's rows (padded to 8 with zeros) its B operand. B is
+ * streamed once in the model's own layout, 16 bytes a lane (8 where rows are not
+ * 16-byte multiples), and every code is dequantized in registers — (q − zp) formed
+ * exactly through the 16-bit magic-number trick, then multiplied by its block's scale
+ * in the activations' type — straight into the mma's register fragments.
+ *
+ * The fragment layout asks for consecutive k in a lane, four lanes a row; the sum
+ * over k does not care about order, so a lane instead takes 32 consecutive codes of
+ * its row (one 16-byte load) and the activations are stored in shared memory in the
+ * matching order: per group of 8 codes (4 for 8-bit codes) the pairs that the
+ * dequantization yields, (k0, k4), (k1, k5), ... Each lane then reads its activation
+ * fragment as plain consecutive words.
+ *
+ * Small matrices have few tiles, so a tile's K can be split over up to 8 warps of the
+ * block (split_k), their partial sums added through shared memory.
+ *
+ * Dequantize (prefill): one thread per 8 codes of a row, (q − zp) · scale in float32
+ * rounded once to the output type, as the CPU provider's definition computes it.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cuda_nbits.h"
+#include "onyx_abi.h"
+
+namespace {
+
+constexpr int kWarps = 8; /* per block */
+constexpr int kRedBytes = kWarps * 32 * 4 * (int)sizeof(float);
+
+struct gemv_params {
+  const uint8_t *b;
+  const uint16_t *scales;
+  const uint8_t *zp_packed;
+  const uint16_t *zp_float;
+  const uint16_t *bias;
+  const uint16_t *a;
+  uint16_t *y;
+  int m, n, k, kb, bs_log2, row_bytes, zp_row, zp_kind;
+  int nj;       /* chunk groups per row: ceil(row_bytes / (4 * VEC)) */
+  int wk;       /* warps per tile */
+  int kc;       /* activations per row in shared memory (nj groups, zero past K) */
+  int a_stride; /* halves between rows of activations in shared memory */
+};
+
+__device__ __forceinline__ uint32_t h2u(__half2 h) {
+  uint32_t u;
+  memcpy(&u, &h, 4);
+  return u;
+}
+__device__ __forceinline__ __half2 u2h(uint32_t u) {
+  __half2 h;
+  memcpy(&h, &u, 4);
+  return h;
+}
+__device__ __forceinline__ uint32_t b2u(__nv_bfloat162 h) {
+  uint32_t u;
+  memcpy(&u, &h, 4);
+  return u;
+}
+__device__ __forceinline__ __nv_bfloat162 u2b(uint32_t u) {
+  __nv_bfloat162 h;
+  memcpy(&h, &u, 4);
+  return h;
+}
+
+/* 16-bit float types by their raw bits. */
+template <typename T> struct f16t;
+template <> struct f16t<__half> {
+  static __device__ __forceinline__ float to_f(uint16_t r) {
+    return __half2float(__ushort_as_half(r));
+  }
+  static __device__ __forceinline__ uint16_t from_f(float v) {
+    return __half_as_ushort(__float2half_rn(v));
+  }
+};
+template <> struct f16t<__nv_bfloat16> {
+  static __device__ __forceinline__ float to_f(uint16_t r) {
+    return __bfloat162float(__ushort_as_bfloat16(r));
+  }
+  static __device__ __forceinline__ uint16_t from_f(float v) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+  }
+};
+
+/*
+ * Dequantization constants of one row and block. Raw pairs come out as magic + q:
+ * float16 1024 + q (4- and 8-bit codes), bfloat16 128 + q (4-bit codes). off is
+ * magic + zero point for integer zero points (q − zp exact), magic alone for float
+ * ones (q exact, then q · s − zp · s in one fused rounding). s2, b2: scale and
+ * −zp · s as pairs of T; sf, bf: the same in float32 (bfloat16 with 8-bit codes,
+ * whose magic is a float16 one).
+ */
+struct deq {
+  uint32_t off, s2, b2;
+  float sf, bf;
+};
+
+template <typename T, int BITS> struct dq;
+
+/* float16 activations: 4-bit or 8-bit codes, float16 arithmetic. */
+template <int BITS> struct dq<__half, BITS> {
+  static __device__ __forceinline__ deq make(float s, float zp, bool float_zp) {
+    deq d;
+    __half2 s2 = __float2half2_rn(s);
+    d.off = h2u(__float2half2_rn(1024.0f + (float_zp ? 0.0f : zp)));
+    d.s2 = h2u(s2);
+    d.b2 = h2u(__float2half2_rn(float_zp ? -zp * s : 0.0f));
+    d.sf = s;
+    d.bf = 0.0f;
+    return d;
+  }
+  static __device__ __forceinline__ uint32_t raw(uint32_t w, int i) {
+    if (BITS == 4) return ((w >> (4 * i)) & 0x000F000Fu) | 0x64006400u;
+    return __byte_perm(w, 0x64646464u, i == 0 ? 0x4240u : 0x4341u);
+  }
+  static __device__ __forceinline__ uint32_t pair(uint32_t w, int i, const deq &d) {
+    __half2 h = __hsub2(u2h(raw(w, i)), u2h(d.off));
+    return h2u(__hfma2(h, u2h(d.s2), u2h(d.b2)));
+  }
+};
+
+/* bfloat16 activations, 4-bit codes: bfloat16 arithmetic (128 + q is exact). */
+template <> struct dq<__nv_bfloat16, 4> {
+  static __device__ __forceinline__ deq make(float s, float zp, bool float_zp) {
+    deq d;
+    d.off = b2u(__float2bfloat162_rn(128.0f + (float_zp ? 0.0f : zp)));
+    d.s2 = b2u(__float2bfloat162_rn(s));
+    d.b2 = b2u(__float2bfloat162_rn(float_zp ? -zp * s : 0.0f));
+    d.sf = s;
+    d.bf = 0.0f;
+    return d;
+  }
+  static __device__ __forceinline__ uint32_t pair(uint32_t w, int i, const deq &d) {
+    uint32_t r = ((w >> (4 * i)) & 0x000F000Fu) | 0x43004300u;
+    __nv_bfloat162 h = __hsub2(u2b(r), u2b(d.off));
+    return b2u(__hfma2(h, u2b(d.s2), u2b(d.b2)));
+  }
+};
+
+/* bfloat16 activations, 8-bit codes: 128 + 255 is not a bfloat16, so q − zp is formed
+ * in float16 (exact), and the product with the scale in float32. */
+template <> struct dq<__nv_bfloat16, 8> {
+  static __device__ __forceinline__ deq make(float s, float zp, bool float_zp) {
+    deq d;
+    d.off = h2u(__float2half2_rn(1024.0f + (float_zp ? 0.0f : zp)));
+    d.s2 = 0;
+    d.b2 = 0;
+    d.sf = s;
+    d.bf = float_zp ? -zp * s : 0.0f;
+    return d;
+  }
+  static __device__ __forceinline__ uint32_t pair(uint32_t w, int i, const deq &d) {
+    uint32_t r = __byte_perm(w, 0x64646464u, i == 0 ? 0x4240u : 0x4341u);
+    float2 f = __half22float2(__hsub2(u2h(r), u2h(d.off)));
+    return b2u(__floats2bfloat162_rn(fmaf(f.x, d.sf, d.bf), fmaf(f.y, d.sf, d.bf)));
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
+template <>
+__device__ __forceinline__ void mma16816<__half>(float c[4], const uint32_t a[4], uint32_t b0,
+                                                 uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma16816<__nv_bfloat16>(float c[4], const uint32_t a[4],
+                                                        uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Scale and zero point of (row, block) into dequantization constants. */
+template <typename T, int BITS>
+__device__ __forceinline__ deq load_deq(const gemv_params &p, int row, int blk) {
+  const size_t si = (size_t)row * p.kb + blk;
+  const float s = f16t<T>::to_f(p.scales[si]);
+  float zp = (float)(1 << (BITS - 1));
+  if (p.zp_kind == 1) {
+    const int bit = blk * BITS;
+    zp = (float)((p.zp_packed[(size_t)row * p.zp_row + (bit >> 3)] >> (bit & 7)) &
+                 ((1 << BITS) - 1));
+  } else if (p.zp_kind == 2) {
+    zp = f16t<T>::to_f(p.zp_float[si]);
+  }
+  return dq<T, BITS>::make(s, zp, p.zp_kind == 2);
+}
+
+/* VEC bytes of one row of B, streamed past the caches (zeros past the row's end). */
+template <int VEC>
+__device__ __forceinline__ void load_codes(const uint8_t *src, bool ok, uint32_t (&w)[VEC / 4]) {
+  if constexpr (VEC == 16) {
+    const uint4 v = ok ? __ldcs(reinterpret_cast<const uint4 *>(src)) : make_uint4(0, 0, 0, 0);
+    w[0] = v.x;
+    w[1] = v.y;
+    w[2] = v.z;
+    w[3] = v.w;
+  } else {
+    const uint2 v = ok ? __ldcs(reinterpret_cast<const uint2 *>(src)) : make_uint2(0, 0);
+    w[0] = v.x;
+    w[1] = v.y;
+  }
+}
+
+/* Activations, in the dequantization's pair order, into shared memory: rows of kc
+ * halves (zero past K), a_stride apart. */
+template <int BITS>
+__device__ __forceinline__ void fill_activations(const gemv_params &p, uint16_t *sa) {
+  constexpr int G = BITS == 4 ? 8 : 4;
+  const int per_row = p.kc / G, groups = p.m * per_row;
+  for (int t = threadIdx.x; t < groups; t += blockDim.x) {
+    const int mm = t / per_row, k0 = (t % per_row) * G;
+    const uint16_t *src = p.a + (size_t)mm * p.k;
+    uint16_t v[G];
+#pragma unroll
+    for (int i = 0; i < G; ++i) v[i] = k0 + i < p.k ? src[k0 + i] : (uint16_t)0;
+    uint16_t *dst = sa + (size_t)mm * p.a_stride + k0;
+    if constexpr (BITS == 4) {
+      uint4 o;
+      o.x = (uint32_t)v[0] | (uint32_t)v[4] << 16;
+      o.y = (uint32_t)v[1] | (uint32_t)v[5] << 16;
+      o.z = (uint32_t)v[2] | (uint32_t)v[6] << 16;
+      o.w = (uint32_t)v[3] | (uint32_t)v[7] << 16;
+      *reinterpret_cast<uint4 *>(dst) = o;
+    } else {
+      uint2 o;
+      o.x = (uint32_t)v[0] | (uint32_t)v[2] << 16;
+      o.y = (uint32_t)v[1] | (uint32_t)v[3] << 16;
+      *reinterpret_cast<uint2 *>(dst) = o;
+    }
+  }
+}
+
+/*
+ * One lane's share of chunk group j: VEC bytes of rows r0 and r1 (w0, w1) against the
+ * activations of batch row g. CPL codes a row, 4 a row per mma step; the scale of
+ * each 16 codes (a block holds at least 16) is looked up once.
+ */
+template <typename T, int BITS, int VEC>
+__device__ __forceinline__ void chunk_mma(const gemv_params &p, const uint32_t (&w0)[VEC / 4],
+                                          const uint32_t (&w1)[VEC / 4], int kbase, int r0, int r1,
+                                          const uint16_t *sa, int g, float c[4]) {
+  constexpr int WPL = VEC / 4, CPW = 32 / BITS, CPL = WPL * CPW, STEPS = CPL / 4;
+  constexpr int SPL = CPL >= 16 ? CPL / 16 : 1, WPS = 16 / CPW;
+  uint32_t bw[CPL / 2];
+  if (g < p.m) {
+    const uint16_t *src = sa + (size_t)g * p.a_stride + kbase;
+#pragma unroll
+    for (int i = 0; i < CPL / 8; ++i) {
+      uint4 v = reinterpret_cast<const uint4 *>(src)[i];
+      bw[4 * i] = v.x;
+      bw[4 * i + 1] = v.y;
+      bw[4 * i + 2] = v.z;
+      bw[4 * i + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < CPL / 2; ++i) bw[i] = 0;
+  }
+  deq d0[SPL], d1[SPL];
+#pragma unroll
+  for (int sg = 0; sg < SPL; ++sg) {
+    if (sg > 0 && p.bs_log2 >= 5) { /* one block covers the lane's 32 codes */
+      d0[sg] = d0[0];
+      d1[sg] = d1[0];
+      continue;
+    }
+    int blk = (kbase + 16 * sg) >> p.bs_log2;
+    blk = blk < p.kb ? blk : p.kb - 1;
+    d0[sg] = load_deq<T, BITS>(p, r0, blk);
+    d1[sg] = load_deq<T, BITS>(p, r1, blk);
+  }
+#pragma unroll
+  for (int s = 0; s < STEPS; ++s) {
+    const int q = BITS == 4 ? s / 2 : s;
+    const int sg = q / WPS < SPL ? q / WPS : SPL - 1;
+    const int i = BITS == 4 ? (s & 1) * 2 : 0;
+    uint32_t a[4];
+    a[0] = dq<T, BITS>::pair(w0[q], i, d0[sg]);
+    a[1] = dq<T, BITS>::pair(w1[q], i, d1[sg]);
+    a[2] = dq<T, BITS>::pair(w0[q], i + 1, d0[sg]);
+    a[3] = dq<T, BITS>::pair(w1[q], i + 1, d1[sg]);
+    mma16816<T>(c, a, bw[2 * s], bw[2 * s + 1]);
+  }
+}
+
+template <typename T, int BITS, int VEC>
+__global__ void __launch_bounds__(kWarps * 32) nbits_gemv(gemv_params p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  float *red = reinterpret_cast<float *>(smem);
+  uint16_t *sa = reinterpret_cast<uint16_t *>(smem + kRedBytes);
+  fill_activations<BITS>(p, sa);
+  __syncthreads();
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, c4 = lane & 3;
+  const int tiles_per_block = kWarps / p.wk;
+  const int tile = blockIdx.x * tiles_per_block + warp / p.wk, part = warp % p.wk;
+  const int n0 = tile * 16;
+  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (n0 < p.n) {
+    /* Rows past N read the last row (their results are dropped). */
+    const int r0 = n0 + g < p.n ? n0 + g : p.n - 1;
+    const int r1 = n0 + g + 8 < p.n ? n0 + g + 8 : p.n - 1;
+    const uint8_t *b0 = p.b + (size_t)r0 * p.row_bytes;
+    const uint8_t *b1 = p.b + (size_t)r1 * p.row_bytes;
+    constexpr int CODES = VEC * 8 / BITS;
+    /* Two chunk groups per iteration: both rows' loads are in flight before the math. */
+    for (int j = part; j < p.nj; j += 2 * p.wk) {
+      const int ja = j, jb = j + p.wk;
+      const int oa = ja * 4 * VEC + c4 * VEC, ob = jb * 4 * VEC + c4 * VEC;
+      const bool va = oa < p.row_bytes, vb = jb < p.nj && ob < p.row_bytes;
+      uint32_t wa0[VEC / 4], wa1[VEC / 4], wb0[VEC / 4], wb1[VEC / 4];
+      load_codes<VEC>(b0 + oa, va, wa0);
+      load_codes<VEC>(b1 + oa, va, wa1);
+      load_codes<VEC>(b0 + ob, vb, wb0);
+      load_codes<VEC>(b1 + ob, vb, wb1);
+      chunk_mma<T, BITS, VEC>(p, wa0, wa1, (oa / VEC) * CODES, r0, r1, sa, g, c);
+      if (jb < p.nj) chunk_mma<T, BITS, VEC>(p, wb0, wb1, (ob / VEC) * CODES, r0, r1, sa, g, c);
+    }
+  }
+  if (p.wk > 1) {
+    float *mine = red + ((size_t)warp * 32 + lane) * 4;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) mine[i] = c[i];
+    __syncthreads();
+    if (part != 0) return;
+    for (int q = 1; q < p.wk; ++q) {
+      const float *o = red + ((size_t)(warp + q) * 32 + lane) * 4;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) c[i] += o[i];
+    }
+  }
+  if (n0 >= p.n) return;
+    /* c[0], c[1]: column n0 + g of Y, rows 2·c4 and 2·c4 + 1; c[2], c[3]: column + 8. */
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int n = n0 + g + (i >> 1) * 8, mm = 2 * c4 + (i & 1);
+    if (n >= p.n || mm >= p.m) continue;
+    float v = c[i];
+    if (p.bias != nullptr) v += f16t<T>::to_f(p.bias[n]);
+    p.y[(size_t)mm * p.n + n] = f16t<T>::from_f(v);
+  }
+}
+
+int log2_of(int64_t v) {
+  int l = 0;
+  while ((INT64_C(1) << l) < v) ++l;
+  return l;
+}
+
+/* Chunk groups of a row and activations kept per row, for loads of VEC bytes. */
+void gemv_geometry(int bits, int64_t k_blocks, int64_t block_size, int vec, int *nj, int *kc) {
+  const int64_t row_bytes = k_blocks * block_size * bits / 8;
+  *nj = (int)((row_bytes + 4 * vec - 1) / (4 * vec));
+  *kc = *nj * 4 * vec * 8 / bits;
+}
+
+/* Warps per tile: enough warps in all to keep the memory busy (about 16 an SM), no
+ * more than a row has chunk groups. */
+int choose_split(int64_t tiles, int nj, int sm_count) {
+  const int64_t want = (int64_t)(sm_count > 0 ? sm_count : 132) * 16;
+  int wk = 1;
+  while (wk < kWarps && tiles * wk < want && 2 * wk <= nj) wk *= 2;
+  return wk;
+}
+
+template <typename T, int BITS, int VEC>
+cudaError_t launch_gemv(const gemv_params &p, size_t smem, unsigned blocks, cudaStream_t stream) {
+  /* Past 48 KiB the kernel must opt in, once (idempotent, so a race is harmless; not
+   * a stream operation, so it may come during a graph capture). */
+  static bool raised = false;
+  if (smem > (48u << 10) && !raised) {
+    cudaError_t e =
+        cudaFuncSetAttribute(nbits_gemv<T, BITS, VEC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)ONYX__CUDA_NBITS_GEMV_MAX_SMEM);
+    if (e != cudaSuccess) return e;
+    raised = true;
+  }
+  nbits_gemv<T, BITS, VEC><<<blocks, kWarps * 32, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_gemv_t(const gemv_params &p, int bits, int vec, size_t smem, unsigned blocks,
+                          cudaStream_t stream) {
+  if (bits == 4)
+    return vec == 16 ? launch_gemv<T, 4, 16>(p, smem, blocks, stream)
+                     : launch_gemv<T, 4, 8>(p, smem, blocks, stream);
+  return vec == 16 ? launch_gemv<T, 8, 16>(p, smem, blocks, stream)
+                   : launch_gemv<T, 8, 8>(p, smem, blocks, stream);
+}
+
+/* ------------------------------------------------------------------ dequantize */
+
+template <typename T> __global__ void nbits_dequant(gemv_params p, int bits, uint16_t *w) {
+  const int64_t gpr = (p.k + 7) / 8, total = (int64_t)p.n * gpr;
+  const int mask = (1 << bits) - 1;
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
+       t += (int64_t)gridDim.x * blockDim.x) {
+    const int n = (int)(t / gpr), k0 = (int)(t % gpr) * 8;
+    const uint8_t *row = p.b + (size_t)n * p.row_bytes;
+    int blk = -1;
+    float s = 0.0f, zp = 0.0f;
+    for (int i = 0; i < 8 && k0 + i < p.k; ++i) {
+      const int k = k0 + i;
+      if (k >> p.bs_log2 != blk) {
+        blk = k >> p.bs_log2;
+        const size_t si = (size_t)n * p.kb + blk;
+        s = f16t<T>::to_f(p.scales[si]);
+        zp = (float)(1 << (bits - 1));
+        if (p.zp_kind == 1) {
+          const int bit = blk * bits;
+          zp = (float)((p.zp_packed[(size_t)n * p.zp_row + (bit >> 3)] >> (bit & 7)) & mask);
+        } else if (p.zp_kind == 2) {
+          zp = f16t<T>::to_f(p.zp_float[si]);
+        }
+      }
+      const int bit = k * bits;
+      const int q = (row[bit >> 3] >> (bit & 7)) & mask;
+      w[(size_t)n * p.k + k] = f16t<T>::from_f(((float)q - zp) * s);
+    }
+  }
+}
+
+gemv_params make_params(const onyx__cuda_nbits_args *a) {
+  gemv_params p;
+  memset(&p, 0, sizeof p);
+  p.b = static_cast<const uint8_t *>(a->b);
+  p.scales = static_cast<const uint16_t *>(a->scales);
+  p.zp_packed = a->zp_kind == 1 ? static_cast<const uint8_t *>(a->zp) : nullptr;
+  p.zp_float = a->zp_kind == 2 ? static_cast<const uint16_t *>(a->zp) : nullptr;
+  p.bias = static_cast<const uint16_t *>(a->bias);
+  p.a = static_cast<const uint16_t *>(a->a);
+  p.y = static_cast<uint16_t *>(a->y);
+  p.m = (int)a->m;
+  p.n = (int)a->n;
+  p.k = (int)a->k;
+  p.kb = (int)a->k_blocks;
+  p.bs_log2 = log2_of(a->block_size);
+  p.row_bytes = (int)(a->k_blocks * a->block_size * a->bits / 8);
+  p.zp_row = (int)a->zp_row;
+  p.zp_kind = a->zp_kind;
+  return p;
+}
+
+} // namespace
+
+extern "C" size_t onyx__cuda_nbits_gemv_smem(int bits, int64_t m, int64_t k_blocks,
+                                             int64_t block_size) {
+  int nj = 0, kc = 0;
+  gemv_geometry(bits, k_blocks, block_size, 16, &nj, &kc);
+  return (size_t)kRedBytes + (size_t)m * (size_t)(kc + 8) * 2u;
+}
+
+extern "C" cudaError_t onyx__cuda_launch_nbits_gemv(const onyx__cuda_nbits_args *a,
+                                                    cudaStream_t stream) {
+  if (a->m <= 0 || a->n <= 0) return cudaSuccess;
+  if (a->m > ONYX__CUDA_NBITS_GEMV_MAX_M || (a->bits != 4 && a->bits != 8) || a->k <= 0)
+    return cudaErrorInvalidValue;
+  gemv_params p = make_params(a);
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(a->b);
+  int vec = (addr % 16 == 0 && p.row_bytes % 16 == 0) ? 16 : 8;
+  if (addr % 8 != 0 || p.row_bytes % 8 != 0) return cudaErrorMisalignedAddress;
+  gemv_geometry(a->bits, a->k_blocks, a->block_size, vec, &p.nj, &p.kc);
+  p.a_stride = p.kc + 8;
+  const int64_t tiles = (a->n + 15) / 16;
+  p.wk = a->split_k > 0 ? a->split_k : choose_split(tiles, p.nj, a->sm_count);
+  if (p.wk != 1 && p.wk != 2 && p.wk != 4 && p.wk != 8) return cudaErrorInvalidValue;
+  const int64_t tpb = kWarps / p.wk;
+  const unsigned blocks = (unsigned)((tiles + tpb - 1) / tpb);
+  const size_t smem = (size_t)kRedBytes + (size_t)p.m * (size_t)p.a_stride * 2u;
+  if (smem > ONYX__CUDA_NBITS_GEMV_MAX_SMEM) return cudaErrorInvalidValue;
+  if (a->dtype == ONYX_DTYPE_FLOAT16)
+    return launch_gemv_t<__half>(p, a->bits, vec, smem, blocks, stream);
+  return launch_gemv_t<__nv_bfloat16>(p, a->bits, vec, smem, blocks, stream);
+}
+
+extern "C" cudaError_t onyx__cuda_launch_nbits_dequant(const onyx__cuda_nbits_args *a, void *w,
+                                                       cudaStream_t stream) {
+  if (a->n <= 0 || a->k <= 0) return cudaSuccess;
+  gemv_params p = make_params(a);
+  const int64_t total = a->n * ((a->k + 7) / 8);
+  int64_t blocks = (total + 255) / 256;
+  if (blocks > 65535LL * 16) blocks = 65535LL * 16;
+  uint16_t *out = static_cast<uint16_t *>(w);
+  if (a->dtype == ONYX_DTYPE_FLOAT16)
+    nbits_dequant<__half><<<(unsigned)blocks, 256, 0, stream>>>(p, a->bits, out);
+  else
+    nbits_dequant<__nv_bfloat16><<<(unsigned)blocks, 256, 0, stream>>>(p, a->bits, out);
+  return cudaGetLastError();
+}
