@@ -69,10 +69,6 @@ ONYX_API const onyx_kernel_table *onyx_runtime_kernel(const onyx_runtime *runtim
                                                       size_t index);
 ONYX_API const onyx_kernel_def *onyx_runtime_kernel_def(const onyx_runtime *runtime,
                                                         size_t provider, size_t index);
-/* The provider's kernel tables (for listing tools). */
-ONYX_API size_t onyx_runtime_kernel_count(const onyx_runtime *runtime, size_t provider);
-ONYX_API const onyx_kernel_table *onyx_runtime_kernel(const onyx_runtime *runtime, size_t provider,
-                                                      size_t index);
 
 /* Bytes in use and the peak since creation per requester (indexed by
  * onyx_requester: weights, kv_cache, workspace_session, workspace_step,

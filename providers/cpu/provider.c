@@ -1,8 +1,12 @@
 /*
- * The CPU reference provider: entry point, version negotiation and the provider
- * table. This is the file a third party copies first when writing a provider.
+ * The CPU reference provider: entry points, version negotiation, the v3 factory (one
+ * host device) and the v2 provider table. This is the file a third party copies first
+ * when writing a provider.
  *
- * The library exports one symbol, onyx_provider_entry. Everything else is hidden
+ * The library exports two symbols: onyx_provider_factory_entry (ABI v3, which a v3
+ * core uses) and onyx_provider_entry (the v2 table, for older cores and for tests that
+ * drive the kernels directly). Its kernels keep the v2 table shape and are registered
+ * as they are (onyx_kernel_registry.add_table). Everything else is hidden
  * (-fvisibility=hidden plus a version script), so two providers loaded side by side
  * with RTLD_LOCAL can never bind to each other's helpers.
  */
@@ -213,3 +217,83 @@ onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,
 /* The entry point must match the published typedef exactly. */
 _Static_assert(_Generic(&onyx_provider_entry, onyx_provider_entry_fn : 1, default : 0),
                "onyx_provider_entry must have the onyx_provider_entry_fn type");
+
+/* ------------------------------------------------------------------ ABI v3 */
+
+static onyx_status cpu_device_count(const onyx_option *options, size_t option_count,
+                                    uint32_t *out_count, onyx_sink *err) {
+  (void)options;
+  (void)option_count;
+  (void)err;
+  *out_count = 1; /* the host */
+  return ONYX_STATUS_OK;
+}
+
+static onyx_status cpu_device_info(uint32_t index, onyx_device_info *info, onyx_sink *err) {
+  if (index != 0) {
+    err->set_error(err, "cpu: there is one host device, not %u", index);
+    return ONYX_STATUS_NOT_FOUND;
+  }
+  snprintf(info->name, sizeof info->name, "host CPU");
+  info->kind = ONYX_DEVICE_HOST;
+  info->ordinal = 0;
+  return ONYX_STATUS_OK;
+}
+
+static onyx_status cpu_open3(const onyx_host_table *host, uint32_t index,
+                             const onyx_option *options, size_t option_count, void **out_instance,
+                             onyx_sink *err) {
+  (void)index;
+  char msg[512] = "";
+  onyx_status st = cpu_open(host, options, option_count, out_instance, msg, sizeof msg);
+  if (st != ONYX_STATUS_OK) err->set_error(err, "%s", msg[0] ? msg : "cpu: open failed");
+  return st;
+}
+
+/* Every kernel, as its v2 table: the CPU kernels are the same on every host. */
+static onyx_status cpu_kernels3(void *instance, onyx_kernel_registry *reg, onyx_sink *err) {
+  (void)instance;
+  for (size_t i = 0; i < sizeof cpu_kernels / sizeof cpu_kernels[0]; ++i) {
+    onyx_status st = reg->add_table(reg, cpu_kernels[i]);
+    if (st != ONYX_STATUS_OK) {
+      err->set_error(err, "cpu: kernel %s was refused", cpu_kernels[i]->op_type);
+      return st;
+    }
+  }
+  return ONYX_STATUS_OK;
+}
+
+static const onyx_instance_table cpu_instance_table = {
+    .struct_size = sizeof(onyx_instance_table),
+    .version = ONYX_ABI_V3,
+    .close = cpu_close,
+    .kernels = cpu_kernels3,
+    /* Host memory is the core's; kernels finish before compute returns. */
+};
+
+static const onyx_provider_factory cpu_factory = {
+    .struct_size = sizeof(onyx_provider_factory),
+    .abi_version = ONYX_ABI_V3,
+    .name = "cpu",
+    .device_count = cpu_device_count,
+    .device_info = cpu_device_info,
+    .open = cpu_open3,
+    .instance = &cpu_instance_table,
+};
+
+__attribute__((visibility("default"))) onyx_status
+onyx_provider_factory_entry(uint32_t core_max_abi, uint32_t *out_abi,
+                            const onyx_provider_factory **out_factory);
+
+__attribute__((visibility("default"))) onyx_status
+onyx_provider_factory_entry(uint32_t core_max_abi, uint32_t *out_abi,
+                            const onyx_provider_factory **out_factory) {
+  if (out_abi == NULL || out_factory == NULL) return ONYX_STATUS_INVALID_ARGUMENT;
+  *out_abi = ONYX_ABI_V3;
+  if (core_max_abi < ONYX_ABI_V3) return ONYX_STATUS_ABI_MISMATCH;
+  *out_factory = &cpu_factory;
+  return ONYX_STATUS_OK;
+}
+
+_Static_assert(_Generic(&onyx_provider_factory_entry, onyx_provider_factory_fn : 1, default : 0),
+               "onyx_provider_factory_entry must have the onyx_provider_factory_fn type");
