@@ -42,6 +42,41 @@ onyx_status onyx__pc_gqa_geometry(int64_t nq, int64_t nkv, const onyx_tensor *co
                                   const onyx__pc_head_limit *limit, onyx__pc_gqa_geom *g, char *msg,
                                   size_t cap);
 
+/* Every input of GroupQueryAttention, in the op's order. */
+enum {
+  ONYX__PC_GQA_QUERY = 0,
+  ONYX__PC_GQA_KEY,
+  ONYX__PC_GQA_VALUE,
+  ONYX__PC_GQA_PAST_KEY,
+  ONYX__PC_GQA_PAST_VALUE,
+  ONYX__PC_GQA_SEQLENS,
+  ONYX__PC_GQA_TOTAL,
+  ONYX__PC_GQA_COS,
+  ONYX__PC_GQA_SIN,
+  ONYX__PC_GQA_POS,
+  ONYX__PC_GQA_BIAS,
+  ONYX__PC_GQA_SINK,
+  ONYX__PC_GQA_INPUTS
+};
+
+/* What the run-time inputs say (onyx__pc_gqa_inputs). */
+typedef struct onyx__pc_gqa_run {
+  int64_t total; /* total_sequence_length T */
+  bool first;    /* the first prompt: sequence length == T */
+} onyx__pc_gqa_run;
+
+/* Checks the rest of GroupQueryAttention's inputs against the geometry of in[0..4]
+ * (onyx__pc_gqa_geometry): every present input has the query's type; seqlens_k (int32,
+ * batch) and total_sequence_length (int32 scalar) are given and consistent with the
+ * past and sequence lengths; with `rotary`, cos_cache and sin_cache are (max_position,
+ * D) with 1 <= 2D <= head size and every rotary position lies inside them;
+ * position_ids, attention_bias and head_sink have their shapes. Reads the values of
+ * seqlens_k, total_sequence_length and position_ids, so they must be host tensors.
+ * `in` holds ONYX__PC_GQA_INPUTS entries (absent: NULL). INVALID_ARGUMENT on failure. */
+onyx_status onyx__pc_gqa_inputs(int64_t nq, bool rotary, const onyx_tensor *const *in,
+                                const onyx__pc_gqa_geom *g, onyx__pc_gqa_run *run, char *msg,
+                                size_t cap);
+
 /* ------------------------------------------------------------------ ONNX Attention */
 
 /* Geometry of inputs Q, K, V and past_key, past_value (indices 0, 1, 2, 4, 5). */

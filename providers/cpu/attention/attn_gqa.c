@@ -35,20 +35,21 @@
 #include "attn_impl.h"
 #include "attn_params.h"
 
+/* Input order: the op's, as attn_params.h names it. */
 enum {
-  GQA_QUERY = 0,
-  GQA_KEY,
-  GQA_VALUE,
-  GQA_PAST_KEY,
-  GQA_PAST_VALUE,
-  GQA_SEQLENS,
-  GQA_TOTAL,
-  GQA_COS,
-  GQA_SIN,
-  GQA_POS,
-  GQA_BIAS,
-  GQA_SINK,
-  GQA_INPUTS
+  GQA_QUERY = ONYX__PC_GQA_QUERY,
+  GQA_KEY = ONYX__PC_GQA_KEY,
+  GQA_VALUE = ONYX__PC_GQA_VALUE,
+  GQA_PAST_KEY = ONYX__PC_GQA_PAST_KEY,
+  GQA_PAST_VALUE = ONYX__PC_GQA_PAST_VALUE,
+  GQA_SEQLENS = ONYX__PC_GQA_SEQLENS,
+  GQA_TOTAL = ONYX__PC_GQA_TOTAL,
+  GQA_COS = ONYX__PC_GQA_COS,
+  GQA_SIN = ONYX__PC_GQA_SIN,
+  GQA_POS = ONYX__PC_GQA_POS,
+  GQA_BIAS = ONYX__PC_GQA_BIAS,
+  GQA_SINK = ONYX__PC_GQA_SINK,
+  GQA_INPUTS = ONYX__PC_GQA_INPUTS
 };
 
 static const char *const gqa_later_inputs[] = {"k_scale", "v_scale", "q_norm_weight",
@@ -341,7 +342,7 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   const onyx_tensor *in[GQA_INPUTS];
   for (size_t i = 0; i < GQA_INPUTS; ++i) in[i] = onyx__attn_input(inputs, input_count, i);
   const onyx_tensor *q = in[GQA_QUERY];
-  char msg[256];
+  char msg[512];
   gqa_geom g;
   if ((status = gqa_geometry(st, in, &g, msg, sizeof msg)) != ONYX_STATUS_OK)
     return onyx__pc_error(ctx, status, "%s", msg);
@@ -350,71 +351,24 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
     return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
                           "query has type %s; float32, float16 or bfloat16 expected",
                           onyx__attn_dtype_name(dt));
-  static const int same_type[] = {GQA_KEY, GQA_VALUE, GQA_PAST_KEY, GQA_PAST_VALUE,
-                                  GQA_COS, GQA_SIN,   GQA_BIAS,     GQA_SINK};
-  static const char *const same_name[] = {"key",       "value",     "past_key",       "past_value",
-                                          "cos_cache", "sin_cache", "attention_bias", "head_sink"};
-  for (size_t i = 0; i < sizeof same_type / sizeof same_type[0]; ++i) {
-    const onyx_tensor *t = in[same_type[i]];
-    if (t != NULL && t->dtype != dt)
-      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "%s (input %d) has type %s; the query's type %s expected", same_name[i],
-                            same_type[i], onyx__attn_dtype_name(t->dtype),
-                            onyx__attn_dtype_name(dt));
-  }
-  const onyx_tensor *seqlens_t = in[GQA_SEQLENS], *total_t = in[GQA_TOTAL];
-  if (seqlens_t == NULL || total_t == NULL)
-    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                          "seqlens_k (input 5) and total_sequence_length (input 6) are required");
-  if (seqlens_t->dtype != ONYX_DTYPE_INT32 || seqlens_t->rank != 1 || seqlens_t->dims[0] != g.batch)
-    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                          "seqlens_k must be int32 (%lld), got %s %s", (long long)g.batch,
-                          onyx__attn_dtype_name(seqlens_t->dtype),
-                          onyx__pc_tensor_shape(seqlens_t).s);
-  if (total_t->dtype != ONYX_DTYPE_INT32 || onyx_tensor_numel(total_t) != 1)
-    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                          "total_sequence_length must be an int32 scalar, got %s %s",
-                          onyx__attn_dtype_name(total_t->dtype), onyx__pc_tensor_shape(total_t).s);
-  const int32_t *seqlens = seqlens_t->data;
+  /* Everything beside inputs 0..4 is checked once for every provider. */
+  onyx__pc_gqa_run run;
+  if ((status = onyx__pc_gqa_inputs(st->nq, st->rotary, in, &g, &run, msg, sizeof msg)) !=
+      ONYX_STATUS_OK)
+    return onyx__pc_error(ctx, status, "%s", msg);
+  const int32_t *seqlens = in[GQA_SEQLENS]->data;
   int64_t S = g.seq, B = g.batch, H = g.head, L = g.past_len;
-  int64_t T = ((const int32_t *)total_t->data)[0];
-  if (T < 1 || !(T == L + S || T <= L))
-    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                          "total_sequence_length %lld must equal past length %lld + sequence "
-                          "length %lld (growing cache) or be at most the past length (shared "
-                          "buffer)",
-                          (long long)T, (long long)L, (long long)S);
-  bool first = S == T;
+  int64_t T = run.total;
+  bool first = run.first;
   int64_t P = T > L ? T : L;
-  for (int64_t b = 0; b < B; ++b) {
-    int64_t total = (int64_t)seqlens[b] + 1;
-    bool ok = first ? (total >= 1 && total <= S) : (total >= S && total <= T);
-    if (!ok)
-      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "seqlens_k[%lld] = %lld gives %lld tokens, outside [%lld, %lld] for "
-                            "sequence length %lld and total_sequence_length %lld",
-                            (long long)b, (long long)seqlens[b], (long long)total,
-                            (long long)(first ? 1 : S), (long long)(first ? S : T), (long long)S,
-                            (long long)T);
-  }
 
-  /* Rotary tables and positions. */
+  /* Rotary tables and positions (their shapes and every position checked above). */
   onyx__attn_rope rope;
   memset(&rope, 0, sizeof rope);
   const int64_t *pos_ids = NULL;
   int64_t pos_bs = 0, pos_ss = 0, pos_add_s = 0;
   if (st->rotary) {
     const onyx_tensor *cos = in[GQA_COS], *sin = in[GQA_SIN], *pos = in[GQA_POS];
-    if (cos == NULL || sin == NULL)
-      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "do_rotary = 1 needs cos_cache (input 7) and sin_cache (input 8)");
-    if (cos->rank != 2 || cos->dims[1] < 1 || 2 * cos->dims[1] > H || sin->rank != 2 ||
-        sin->dims[0] != cos->dims[0] || sin->dims[1] != cos->dims[1])
-      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "cos_cache %s and sin_cache %s must both be (max_position, D) with "
-                            "1 <= 2*D <= head size %lld",
-                            onyx__pc_tensor_shape(cos).s, onyx__pc_tensor_shape(sin).s,
-                            (long long)H);
     rope.cos = cos->data;
     rope.sin = sin->data;
     rope.dtype = dt;
@@ -422,12 +376,6 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
     rope.rows = cos->dims[0];
     rope.interleaved = st->interleaved;
     if (pos != NULL) {
-      if (pos->dtype != ONYX_DTYPE_INT64 || pos->rank != 2 || pos->dims[0] != B ||
-          pos->dims[1] != S)
-        return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "position_ids must be int64 (%lld, %lld), got %s %s", (long long)B,
-                              (long long)S, onyx__attn_dtype_name(pos->dtype),
-                              onyx__pc_tensor_shape(pos).s);
       pos_ids = pos->data;
       if (first) { /* ONNX Runtime reads only position_ids[0, 0] in the first prompt */
         pos_add_s = 1;
@@ -436,29 +384,8 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
         pos_ss = 1;
       }
     }
-    for (int64_t b = 0; b < B; ++b) {
-      int64_t past = first ? 0 : (int64_t)seqlens[b] + 1 - S;
-      for (int64_t s = 0; s < S; ++s) {
-        int64_t p = pos_ids != NULL ? pos_ids[b * pos_bs + s * pos_ss] + s * pos_add_s : past + s;
-        if (p < 0 || p >= rope.rows)
-          return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                                "rotary position %lld (batch %lld, token %lld) is outside the "
-                                "cos/sin cache of %lld rows",
-                                (long long)p, (long long)b, (long long)s, (long long)rope.rows);
-      }
-    }
   }
   const onyx_tensor *bias = in[GQA_BIAS], *sink = in[GQA_SINK];
-  if (bias != NULL &&
-      (bias->rank != 4 || (bias->dims[0] != 1 && bias->dims[0] != B) ||
-       (bias->dims[1] != 1 && bias->dims[1] != st->nq) || bias->dims[2] != S || bias->dims[3] != T))
-    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                          "attention_bias must be (%lld or 1, %lld or 1, %lld, %lld), got %s",
-                          (long long)B, (long long)st->nq, (long long)S, (long long)T,
-                          onyx__pc_tensor_shape(bias).s);
-  if (sink != NULL && (sink->rank != 1 || sink->dims[0] != st->nq))
-    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "head_sink must be (%lld), got %s",
-                          (long long)st->nq, onyx__pc_tensor_shape(sink).s);
 
   /* Workspace: only the split-K route has any. */
   onyx__attn_plan plan;
