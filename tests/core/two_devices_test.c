@@ -241,6 +241,47 @@ static void devices_beyond_the_provider_are_refused(void **state) {
   assert_int_equal(stats3().live_blocks, 0);
 }
 
+static void run_captured(onyx_session *s, float seed) {
+  float x[6];
+  for (int i = 0; i < 6; ++i) x[i] = seed - 1.25f * (float)i;
+  onyx_run_options ro = {.struct_size = sizeof ro, .capture_graph = true};
+  onyx_tensor in = {.dtype = ONYX_DTYPE_FLOAT32, .rank = 2, .dims = {2, 3}, .data = x}, out;
+  assert_int_equal(run(s, &ro, &in, 1, &out), ONYX_STATUS_OK);
+  for (int i = 0; i < 6; ++i) assert_true(((float *)out.data)[i] == 24.0f * x[i]);
+  onyx_tensor_data_free(out.data);
+}
+
+/* Device graphs are per instance (its "onyx.graphs" extension): a session on one
+ * instance records and replays; one spread over two runs node by node. */
+static void graphs_are_per_instance(void **state) {
+  (void)state;
+  onyx_runtime *rt = runtime3("devices = 1");
+  onyx_session *s = session(rt, "fake_two_devices.onnx");
+  onyx_graph_stats g = {.struct_size = sizeof g};
+  onyx_session_graph_stats(s, &g);
+  assert_true(g.available);
+  for (int k = 0; k < 4; ++k) run_captured(s, 2.0f + (float)k);
+  onyx_session_graph_stats(s, &g);
+  assert_int_equal(g.captures, 1);
+  assert_true(g.replays >= 1);
+  onyx_session_destroy(s);
+  assert_nothing_booked(rt);
+  onyx_runtime_destroy(rt);
+
+  rt = runtime3("");
+  s = session(rt, "fake_two_devices.onnx");
+  g = (onyx_graph_stats){.struct_size = sizeof g};
+  onyx_session_graph_stats(s, &g);
+  assert_false(g.available);
+  for (int k = 0; k < 3; ++k) run_captured(s, 1.0f - (float)k);
+  onyx_session_graph_stats(s, &g);
+  assert_int_equal(g.captures, 0);
+  onyx_session_destroy(s);
+  assert_nothing_booked(rt);
+  onyx_runtime_destroy(rt);
+  assert_int_equal(stats3().live_graphs, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(one_session_on_two_devices),
@@ -249,6 +290,7 @@ int main(void) {
       cmocka_unit_test(refusals_name_device_and_reason),
       cmocka_unit_test(planning_failure_shows_the_kernels_reason),
       cmocka_unit_test(devices_beyond_the_provider_are_refused),
+      cmocka_unit_test(graphs_are_per_instance),
   };
   return cmocka_run_group_tests(tests, setup3, teardown3);
 }
