@@ -16,8 +16,11 @@
  * dequantization yields, (k0, k4), (k1, k5), ... Each lane then reads its activation
  * fragment as plain consecutive words.
  *
- * Small matrices have few tiles, so a tile's K can be split over up to 8 warps of the
- * block (split_k), their partial sums added through shared memory.
+ * Small matrices have few tiles, so a tile's K can be split over up to 16 warps of a
+ * block (split_k), their partial sums added through shared memory. A decode step is
+ * ~170 such products of 0.06-2.5 MB, each shorter than a kernel's start-up, so the
+ * kernel is launched as a programmatic dependent (PDL) of the one before it and
+ * requests its first codes before waiting for that kernel's results.
  *
  * Dequantize (prefill): one thread per 8 codes of a row, (q − zp) · scale in float32
  * rounded once to the output type, as the CPU provider's definition computes it.
@@ -32,8 +35,9 @@
 
 namespace {
 
-constexpr int kWarps = 8; /* per block */
-constexpr int kRedBytes = kWarps * 32 * 4 * (int)sizeof(float);
+constexpr int kWarps = 8;     /* per block, or split_k warps when more */
+constexpr int kMaxSplit = 16; /* warps sharing one tile's K */
+constexpr int kRedBytes = kMaxSplit * 32 * 4 * (int)sizeof(float);
 
 struct gemv_params {
   const uint8_t *b;
@@ -297,41 +301,71 @@ __device__ __forceinline__ void chunk_mma(const gemv_params &p, const uint32_t (
   }
 }
 
+/* Two chunk groups of a lane's two rows (j and j + wk): codes and where they sit. */
+template <int VEC> struct batch {
+  uint32_t a0[VEC / 4], a1[VEC / 4], b0[VEC / 4], b1[VEC / 4];
+  int oa, ob;
+  bool vb;
+};
+
+template <int VEC>
+__device__ __forceinline__ void load_batch(const gemv_params &p, const uint8_t *row0,
+                                           const uint8_t *row1, int j, int c4, batch<VEC> &t) {
+  const int jb = j + p.wk;
+  t.oa = j * 4 * VEC + c4 * VEC;
+  t.ob = jb * 4 * VEC + c4 * VEC;
+  const bool va = j < p.nj && t.oa < p.row_bytes;
+  t.vb = jb < p.nj;
+  const bool vb = t.vb && t.ob < p.row_bytes;
+  load_codes<VEC>(row0 + t.oa, va, t.a0);
+  load_codes<VEC>(row1 + t.oa, va, t.a1);
+  load_codes<VEC>(row0 + t.ob, vb, t.b0);
+  load_codes<VEC>(row1 + t.ob, vb, t.b1);
+}
+
+/*
+ * Launched as a programmatic dependent of the kernel before it (where the stream
+ * allows): the first codes are requested before griddepcontrol.wait — the weights are
+ * constants, only A and Y depend on earlier work — so their latency overlaps the end
+ * of the previous kernel and the activations' fill. Loads of the next chunk groups are
+ * issued before the current ones are multiplied.
+ */
 template <typename T, int BITS, int VEC>
-__global__ void __launch_bounds__(kWarps * 32) nbits_gemv(gemv_params p) {
+__global__ void __launch_bounds__(kMaxSplit * 32, 1) nbits_gemv(gemv_params p) {
   extern __shared__ __align__(16) unsigned char smem[];
   float *red = reinterpret_cast<float *>(smem);
   uint16_t *sa = reinterpret_cast<uint16_t *>(smem + kRedBytes);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, c4 = lane & 3;
+  const int tiles_per_block = (int)(blockDim.x >> 5) / p.wk;
+  const int tile = blockIdx.x * tiles_per_block + warp / p.wk, part = warp % p.wk;
+  const int n0 = tile * 16;
+  const bool active = n0 < p.n;
+  /* Rows past N read the last row (their results are dropped). */
+  const int r0 = n0 + g < p.n ? n0 + g : p.n - 1;
+  const int r1 = n0 + g + 8 < p.n ? n0 + g + 8 : p.n - 1;
+  const uint8_t *row0 = p.b + (size_t)r0 * p.row_bytes;
+  const uint8_t *row1 = p.b + (size_t)r1 * p.row_bytes;
+  constexpr int CODES = VEC * 8 / BITS;
+  batch<VEC> cur;
+  if (active) load_batch<VEC>(p, row0, row1, part, c4, cur);
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
   fill_activations<BITS>(p, sa);
   __syncthreads();
 
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, c4 = lane & 3;
-  const int tiles_per_block = kWarps / p.wk;
-  const int tile = blockIdx.x * tiles_per_block + warp / p.wk, part = warp % p.wk;
-  const int n0 = tile * 16;
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  if (n0 < p.n) {
-    /* Rows past N read the last row (their results are dropped). */
-    const int r0 = n0 + g < p.n ? n0 + g : p.n - 1;
-    const int r1 = n0 + g + 8 < p.n ? n0 + g + 8 : p.n - 1;
-    const uint8_t *b0 = p.b + (size_t)r0 * p.row_bytes;
-    const uint8_t *b1 = p.b + (size_t)r1 * p.row_bytes;
-    constexpr int CODES = VEC * 8 / BITS;
-    /* Two chunk groups per iteration: both rows' loads are in flight before the math. */
+  if (active) {
     for (int j = part; j < p.nj; j += 2 * p.wk) {
-      const int ja = j, jb = j + p.wk;
-      const int oa = ja * 4 * VEC + c4 * VEC, ob = jb * 4 * VEC + c4 * VEC;
-      const bool va = oa < p.row_bytes, vb = jb < p.nj && ob < p.row_bytes;
-      uint32_t wa0[VEC / 4], wa1[VEC / 4], wb0[VEC / 4], wb1[VEC / 4];
-      load_codes<VEC>(b0 + oa, va, wa0);
-      load_codes<VEC>(b1 + oa, va, wa1);
-      load_codes<VEC>(b0 + ob, vb, wb0);
-      load_codes<VEC>(b1 + ob, vb, wb1);
-      chunk_mma<T, BITS, VEC>(p, wa0, wa1, (oa / VEC) * CODES, r0, r1, sa, g, c);
-      if (jb < p.nj) chunk_mma<T, BITS, VEC>(p, wb0, wb1, (ob / VEC) * CODES, r0, r1, sa, g, c);
+      batch<VEC> next;
+      if (j + 2 * p.wk < p.nj) load_batch<VEC>(p, row0, row1, j + 2 * p.wk, c4, next);
+      chunk_mma<T, BITS, VEC>(p, cur.a0, cur.a1, (cur.oa / VEC) * CODES, r0, r1, sa, g, c);
+      if (cur.vb)
+        chunk_mma<T, BITS, VEC>(p, cur.b0, cur.b1, (cur.ob / VEC) * CODES, r0, r1, sa, g, c);
+      cur = next;
     }
   }
+  /* Every weight this block needs is requested: the next kernel may start its own. */
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   if (p.wk > 1) {
     float *mine = red + ((size_t)warp * 32 + lane) * 4;
 #pragma unroll
@@ -344,7 +378,7 @@ __global__ void __launch_bounds__(kWarps * 32) nbits_gemv(gemv_params p) {
       for (int i = 0; i < 4; ++i) c[i] += o[i];
     }
   }
-  if (n0 >= p.n) return;
+  if (!active) return;
     /* c[0], c[1]: column n0 + g of Y, rows 2·c4 and 2·c4 + 1; c[2], c[3]: column + 8. */
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -374,7 +408,7 @@ void gemv_geometry(int bits, int64_t k_blocks, int64_t block_size, int vec, int 
 int choose_split(int64_t tiles, int nj, int sm_count) {
   const int64_t want = (int64_t)(sm_count > 0 ? sm_count : 132) * 16;
   int wk = 1;
-  while (wk < kWarps && tiles * wk < want && 2 * wk <= nj) wk *= 2;
+  while (wk < kMaxSplit && tiles * wk < want && 2 * wk <= nj) wk *= 2;
   return wk;
 }
 
@@ -390,7 +424,21 @@ cudaError_t launch_gemv(const gemv_params &p, size_t smem, unsigned blocks, cuda
     if (e != cudaSuccess) return e;
     raised = true;
   }
-  nbits_gemv<T, BITS, VEC><<<blocks, kWarps * 32, smem, stream>>>(p);
+  const unsigned threads = 32u * (unsigned)(p.wk > kWarps ? p.wk : kWarps);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1] = {};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (cudaLaunchKernelEx(&cfg, nbits_gemv<T, BITS, VEC>, p) == cudaSuccess) return cudaSuccess;
+  /* A stream or driver without programmatic launches: an ordinary one. */
+  (void)cudaGetLastError();
+  nbits_gemv<T, BITS, VEC><<<blocks, threads, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -479,8 +527,8 @@ extern "C" cudaError_t onyx__cuda_launch_nbits_gemv(const onyx__cuda_nbits_args 
   p.a_stride = p.kc + 8;
   const int64_t tiles = (a->n + 15) / 16;
   p.wk = a->split_k > 0 ? a->split_k : choose_split(tiles, p.nj, a->sm_count);
-  if (p.wk != 1 && p.wk != 2 && p.wk != 4 && p.wk != 8) return cudaErrorInvalidValue;
-  const int64_t tpb = kWarps / p.wk;
+  if (p.wk < 1 || p.wk > kMaxSplit || (p.wk & (p.wk - 1)) != 0) return cudaErrorInvalidValue;
+  const int64_t tpb = p.wk >= kWarps ? 1 : kWarps / p.wk;
   const unsigned blocks = (unsigned)((tiles + tpb - 1) / tpb);
   const size_t smem = (size_t)kRedBytes + (size_t)p.m * (size_t)p.a_stride * 2u;
   if (smem > ONYX__CUDA_NBITS_GEMV_MAX_SMEM) return cudaErrorInvalidValue;

@@ -39,7 +39,7 @@ typedef struct onyx__cuda_nbits_args {
   const void *a, *b, *scales, *zp, *bias; /* device; zp and bias may be NULL */
   void *y;
   int sm_count; /* the device's, to size the grid */
-  int split_k;  /* GEMV warps sharing one tile's K: 1, 2, 4 or 8; 0 chooses from the shape */
+  int split_k;  /* GEMV warps sharing one tile's K: 1, 2, 4, 8 or 16; 0: chosen from the shape */
 } onyx__cuda_nbits_args;
 
 /* Dynamic shared memory the GEMV needs for these rows (an upper bound over its load

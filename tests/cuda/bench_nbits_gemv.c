@@ -252,7 +252,7 @@ int main(int argc, char **argv) {
                                  {"gate/up 4864x896", 4864, 896},
                                  {"down 896x4864", 896, 4864},
                                  {"lm_head 151936x896", 151936, 896}};
-  static const int splits[] = {0, 1, 2, 4, 8};
+  static const int splits[] = {0, 1, 2, 4, 8, 16};
   printf("%-20s %2s %3s %10s %9s %8s %7s  %s\n", "shape", "M", "zp", "bytes", "us", "GB/s",
          "of copy", "rel err / split-k sweep (us)");
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; ++si) {
@@ -271,10 +271,10 @@ int main(int argc, char **argv) {
       CHECK(onyx__cuda_launch_nbits_gemv(&a, st));
       CHECK(cudaStreamSynchronize(st));
       const double rel = check(&p);
-      double us[5];
-      char sweep[160] = "";
+      double us[6];
+      char sweep[200] = "";
       size_t len = 0;
-      for (int s = 0; s < 5; ++s) {
+      for (int s = 0; s < 6; ++s) {
         us[s] = time_gemv(&p, w, copies, splits[s], prop.multiProcessorCount, st);
         if (s > 0)
           len += (size_t)snprintf(sweep + len, sizeof sweep - len, " %d:%.2f", splits[s], us[s]);

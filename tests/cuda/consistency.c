@@ -865,7 +865,9 @@ typedef struct nbits_variant {
 } nbits_variant;
 
 /* MatMulNBits with weights, scales and zero points as initializers (as exports have
- * them): codes and zero points random bytes, scales in [0.005, 0.03]. */
+ * them): codes and zero points random bytes, scales in [0.005, 0.03] for 4-bit codes
+ * and 16 times smaller for 8-bit ones, so that weights are of one magnitude (a
+ * quantizer's scale is max|w| / 2^(bits−1)) and outputs near 1. */
 static void nbits_case(uint32_t d, const nbits_variant *v) {
   ocase c;
   const int64_t kb = (v->k + v->block - 1) / v->block, blob = v->block * v->bits / 8;
@@ -880,7 +882,8 @@ static void nbits_case(uint32_t d, const nbits_variant *v) {
   case_input(&c, "a", d, v->a_rank, a_dims, -1.0f, 1.0f);
   int64_t b_dims[] = {v->n, kb, blob}, s_dims[] = {v->n, kb}, z_dims[] = {v->n, zp_bytes};
   case_random_bytes(&c, "b", ONYX_DTYPE_UINT8, 3, b_dims, (size_t)(v->n * kb * blob));
-  case_weight(&c, "scales", d, 2, s_dims, 0.005f, 0.03f);
+  const float s_div = v->bits == 8 ? 16.0f : 1.0f;
+  case_weight(&c, "scales", d, 2, s_dims, 0.005f / s_div, 0.03f / s_div);
   if (v->zp == 1)
     case_random_bytes(&c, "zp", ONYX_DTYPE_UINT8, 2, z_dims, (size_t)(v->n * zp_bytes));
   if (v->zp == 2) case_weight(&c, "zp", d, 2, s_dims, 0.0f, (float)((1 << v->bits) - 1));
@@ -909,6 +912,8 @@ static void nbits_cases(void) {
       {8, 64, 1, 200, 33, 2, {8, 0}, true, "8-bit"},
       {8, 16, 0, 48, 20, 2, {2, 0}, false, "8-bit block 16"},
       {8, 128, 2, 333, 41, 2, {1, 0}, false, "8-bit float zp"},
+      {4, 32, 1, 4864, 48, 2, {1, 0}, true, "K split over 16 warps"},
+      {8, 128, 0, 2000, 40, 2, {2, 0}, false, "8-bit, K split over 16 warps"},
       {4, 32, 0, 96, 64, 2, {17, 0}, true, "prefill"},
       {4, 64, 1, 130, 300, 3, {2, 20}, false, "prefill batched"},
       {8, 32, 2, 100, 50, 2, {40, 0}, true, "prefill 8-bit"},
