@@ -152,13 +152,14 @@ static bool int_dtype(uint32_t d) {
   return d == ONYX_DTYPE_INT64 || d == ONYX_DTYPE_INT32 || d == ONYX_DTYPE_BOOL;
 }
 
-/* Is node i shape arithmetic — Shape or Size, or integer results computed from
- * shape values (`shape_val`) and integer initializers alone? */
+/* Is node i shape arithmetic — Shape or Size, an integer Constant (when constant
+ * folding is off, the builder's Gather index is one), or integer results computed
+ * from shape values (`shape_val`) and integer initializers alone? */
 static bool shape_arithmetic(const onyx_session *s, size_t i, const bool *shape_val) {
   const onyx__node *n = &s->graph->nodes[i];
   if (n->domain[0] == '\0' && (!strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size")))
     return true;
-  bool any_shape = false;
+  bool any_shape = n->domain[0] == '\0' && !strcmp(n->op_type, "Constant");
   for (size_t k = 0; k < n->input_count; ++k) {
     int32_t v = n->inputs[k];
     if (v < 0) continue;
@@ -174,12 +175,14 @@ static bool shape_arithmetic(const onyx_session *s, size_t i, const bool *shape_
 /*
  * Shape arithmetic stays on the host: its results are a few integers that kernels
  * read there (a total sequence length, a reshape target — their host_inputs), so on
- * a device each would cost a copy there and a synchronising copy back. A node a
- * device provider took moves to the first host provider with a kernel for it —
- * unless strict mode asks that every node run on the preferred providers.
+ * a device each would cost a copy there and a synchronising copy back (and a device
+ * graph could not hold it). A node a device provider took moves to the first host
+ * provider with a kernel for it, in strict mode too: strict asks that the model's
+ * tensors be computed on the preferred providers, and these are not tensors of the
+ * model but facts about their shapes, known on the host before any kernel runs.
  */
 static void keep_on_host(onyx_session *s, onyx__placed_node *pn) {
-  if (s->runtime->config->strict || onyx__dev_is_host(pn->provider)) return;
+  if (onyx__dev_is_host(pn->provider)) return;
   find_kernel(s->runtime, pn, true, NULL, 0);
 }
 
@@ -219,17 +222,20 @@ static onyx_status place_node(onyx_session *s, size_t i, bool has_preferred, boo
                why_not[0] ? " (" : "", why_not, why_not[0] ? ")" : "");
     return ONYX_STATUS_UNSUPPORTED;
   }
-  if (rt->config->strict && has_preferred && pn->provider->is_fallback) {
+  bool shape = shape_arithmetic(s, i, shape_val);
+  if (shape) {
+    keep_on_host(s, pn);
+    for (size_t o = 0; o < n->output_count; ++o)
+      if (n->outputs[o] >= 0) shape_val[n->outputs[o]] = true;
+  }
+  /* Strict: every tensor on the preferred providers; host shape arithmetic aside. */
+  bool host_shape = shape && onyx__dev_is_host(pn->provider);
+  if (rt->config->strict && has_preferred && pn->provider->is_fallback && !host_shape) {
     onyx__errf(err, err_cap,
                "node '%s' (#%zu): %s::%s would fall back to provider '%s', which strict "
                "mode in %s forbids",
                n->name, i, dom, n->op_type, pn->provider->name, rt->config->path);
     return ONYX_STATUS_UNSUPPORTED;
-  }
-  if (shape_arithmetic(s, i, shape_val)) {
-    keep_on_host(s, pn);
-    for (size_t o = 0; o < n->output_count; ++o)
-      if (n->outputs[o] >= 0) shape_val[n->outputs[o]] = true;
   }
   char kerr[512] = "";
   onyx_status st = onyx__k_create(pn->kernel, &pn->info, &pn->state, kerr, sizeof kerr);

@@ -252,6 +252,39 @@ static void reset_outputs(geo *outs, size_t count) {
   memset(outs, 0, count * sizeof *outs);
 }
 
+/* Appends to err why a value the kernel reads on the host (its host_inputs: a total
+ * sequence length, a target shape) is not known here: the planner knows the values
+ * of small integer tensors given on the host and of shape arithmetic run on the host,
+ * nothing a device computes. */
+static void unknown_host_inputs(const onyx_session *s, size_t i, const geo *g, char *err,
+                                size_t err_cap) {
+  const onyx__node *n = &s->graph->nodes[i];
+  uint64_t host_inputs = s->nodes[i].kernel->host_inputs;
+  for (size_t k = 0; k < n->input_count && k < 64; ++k) {
+    int32_t v = n->inputs[k];
+    if (v < 0 || !(host_inputs >> k & 1u) || g[v].known) continue;
+    const onyx__value *val = &s->graph->values[v];
+    size_t len = strlen(err);
+    if (len + 1 >= err_cap) return;
+    if (val->producer >= 0) {
+      const onyx__node *p = &s->graph->nodes[val->producer];
+      const onyx__provider *pp = s->nodes[val->producer].provider;
+      snprintf(err + len, err_cap - len,
+               "; input %zu ('%s') is read on the host, and its value is not known when "
+               "planning: node '%s' (#%d, %s) computes it on provider '%s'%s",
+               k, val->name, p->name, (int)val->producer, p->op_type, pp->name,
+               onyx__dev_is_host(pp) ? " from values not known either"
+                                     : " (shape arithmetic stays on the host only where a "
+                                       "host provider has a kernel for it)");
+    } else {
+      snprintf(err + len, err_cap - len,
+               "; input %zu ('%s') is read on the host, and its value is not known when "
+               "planning (a graph input given without host data, or over %d elements)",
+               k, val->name, PLAN_MAX_KNOWN_ELEMENTS);
+    }
+  }
+}
+
 /* Output geometry of node i: evaluated or inferred. Nodes whose inputs are all
  * known values are run on those values — unless infer says an output is large
  * (ConstantOfShape of a big mask), where running would cost real memory. */
@@ -280,6 +313,7 @@ static onyx_status node_outputs(onyx_session *s, size_t i, geo *g, const onyx_te
     else if (!inferred && !(all_known && host)) {
       onyx__explain(err, err_cap, "its kernel cannot infer output shapes for this geometry", why,
                     ist);
+      unknown_host_inputs(s, i, g, err, err_cap);
       st = ist;
     }
   }

@@ -219,6 +219,37 @@ static void weights_that_do_not_fit_refuse_the_session(void **state) {
   onyx_runtime_destroy(rt);
 }
 
+/* Strict mode: Shape (only cpu has it) is shape arithmetic, kept on the host and not a
+ * fallback; the tensors stay on the device. y = Twice(x) scaled by Shape(x)[0] = 2. */
+static void strict_keeps_shape_arithmetic_on_the_host(void **state) {
+  (void)state;
+  char ini[2048];
+  snprintf(ini, sizeof ini,
+           "[onyx]\nstrict = true\n[provider.fake]\npath = %s\n"
+           "[provider.cpu]\npath = %s\n",
+           FAKE_DEVICE, CPU_PROVIDER);
+  onyx_runtime *rt = runtime_ini(ini);
+  onyx_session *s = session(rt, "fake_graph.onnx");
+  for (size_t i = 0; i < onyx_session_node_count(s); ++i) {
+    bool shape = strcmp(onyx_session_node_op(s, i), "Shape") == 0;
+    assert_string_equal(onyx_session_node_provider(s, i), shape ? "cpu" : "fake");
+  }
+  float x[6], kv[6] = {0};
+  memcpy(x, X, sizeof x);
+  onyx_tensor in[2] = {
+      {.dtype = ONYX_DTYPE_FLOAT32, .rank = 2, .dims = {2, 3}, .data = x},
+      {.dtype = ONYX_DTYPE_FLOAT32, .rank = 2, .dims = {2, 3}, .data = kv},
+  };
+  onyx_tensor out[2];
+  assert_int_equal(run(s, NULL, in, 2, out), ONYX_STATUS_OK);
+  for (int i = 0; i < 6; ++i) assert_true(((float *)out[0].data)[i] == 4.0f * X[i]);
+  onyx_tensor_data_free(out[0].data);
+  onyx_tensor_data_free(out[1].data);
+  onyx_session_destroy(s);
+  assert_nothing_booked(rt);
+  onyx_runtime_destroy(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(host_input_stays_in_the_callers_buffer),
@@ -228,6 +259,7 @@ int main(void) {
       cmocka_unit_test(alias_to_a_moved_input_is_refused),
       cmocka_unit_test(weights_reach_the_device_at_creation),
       cmocka_unit_test(weights_that_do_not_fit_refuse_the_session),
+      cmocka_unit_test(strict_keeps_shape_arithmetic_on_the_host),
   };
   return cmocka_run_group_tests(tests, fake_setup, fake_teardown);
 }
