@@ -49,6 +49,7 @@ typedef struct parse_state {
   void (*warn)(const char *message);
   char *err;
   size_t err_cap;
+  bool fragment;    /* a providers.d fragment: one [provider.NAME] section only */
   bool failed;      /* set when the handler or the reader reports an error itself */
   bool oom;         /* the error was an allocation that failed */
   const char *text; /* the whole file, NUL-terminated */
@@ -261,6 +262,13 @@ static onyx__provider_config *provider_for(parse_state *st, const char *name) {
       return NULL;
     }
   }
+  if (st->fragment && c->provider_count == 1) {
+    fail(st, st->section_line,
+         "a providers.d fragment names one provider; [provider.%s] is a second (the first, "
+         "[provider.%s], is at line %d)",
+         name, c->providers[0].name, c->providers[0].line);
+    return NULL;
+  }
   if (c->provider_count == CONFIG_MAX_PROVIDERS) {
     fail(st, st->section_line, "[provider.%s]: at most %d provider sections are allowed", name,
          CONFIG_MAX_PROVIDERS);
@@ -273,7 +281,11 @@ static onyx__provider_config *provider_for(parse_state *st, const char *name) {
   onyx__provider_config *p = &c->providers[c->provider_count];
   memset(p, 0, sizeof *p);
   p->name = dup_str(name);
-  if (p->name == NULL) return NULL;
+  p->file = dup_str(c->path);
+  if (p->name == NULL || p->file == NULL) {
+    onyx__provider_config_clear(p);
+    return NULL;
+  }
   p->enabled = true;
   p->line = st->section_line;
   st->provider_seq = st->section_seq;
@@ -430,6 +442,11 @@ static int handler(void *user, const char *section, const char *name, const char
   parse_state *st = user;
   int line = st->line;
   int ok;
+  if (st->fragment && (!strcmp(section, "onyx") || !strcmp(section, "governor")))
+    return fail(st, st->section_line,
+                "[%s] belongs in plugins.ini: a providers.d fragment holds one "
+                "[provider.NAME] section",
+                section);
   if (!strncmp(section, "provider.", 9))
     ok = handle_provider(st, section, name, value, line);
   else if (!strcmp(section, "onyx"))
@@ -446,19 +463,25 @@ static int handler(void *user, const char *section, const char *name, const char
   return fresh < 0 ? out_of_memory(st, line) : fresh;
 }
 
+void onyx__provider_config_clear(onyx__provider_config *p) {
+  free(p->name);
+  free(p->path);
+  for (size_t k = 0; k < p->option_count; ++k) {
+    free((void *)(uintptr_t)p->options[k].key);
+    free((void *)(uintptr_t)p->options[k].value);
+  }
+  free(p->options);
+  free(p->file);
+  free(p->reason);
+  memset(p, 0, sizeof *p);
+}
+
 void onyx__config_free(onyx__config *c) {
   if (c == NULL) return;
-  for (size_t i = 0; i < c->provider_count; ++i) {
-    onyx__provider_config *p = &c->providers[i];
-    free(p->name);
-    free(p->path);
-    for (size_t k = 0; k < p->option_count; ++k) {
-      free((void *)(uintptr_t)p->options[k].key);
-      free((void *)(uintptr_t)p->options[k].value);
-    }
-    free(p->options);
-  }
+  for (size_t i = 0; i < c->provider_count; ++i) onyx__provider_config_clear(&c->providers[i]);
   free(c->providers);
+  for (size_t i = 0; i < c->shadowed_count; ++i) onyx__provider_config_clear(&c->shadowed[i]);
+  free(c->shadowed);
   for (size_t i = 0; i < c->tier_count; ++i) free(c->tiers[i].tier);
   free(c->tiers);
   free(c->path);
@@ -513,10 +536,15 @@ static onyx_status check_config(parse_state *st) {
 }
 
 /* Runs inih over the text and checks the result. */
-static onyx_status parse_text(onyx__config *c, const char *text, size_t size,
+static onyx_status parse_text(onyx__config *c, const char *text, size_t size, bool fragment,
                               void (*warn)(const char *message), char *err, size_t err_cap) {
-  parse_state ps = {
-      .config = c, .warn = warn, .err = err, .err_cap = err_cap, .text = text, .size = size};
+  parse_state ps = {.config = c,
+                    .warn = warn,
+                    .err = err,
+                    .err_cap = err_cap,
+                    .text = text,
+                    .size = size,
+                    .fragment = fragment};
   int rc = ini_parse_stream(read_line, &ps, handler, &ps);
   onyx_status st = ONYX_STATUS_OK;
   if (ps.failed) {
@@ -525,6 +553,12 @@ static onyx_status parse_text(onyx__config *c, const char *text, size_t size,
     onyx__errf(err, err_cap,
                "%s:%d: syntax error (a line is [section], key = value or a ; comment)", c->path,
                rc);
+    st = ONYX_STATUS_INVALID_CONFIG;
+  } else if (fragment && c->provider_count == 0) {
+    onyx__errf(err, err_cap,
+               "%s: a providers.d fragment names one provider in a [provider.NAME] section; "
+               "this one has none",
+               c->path);
     st = ONYX_STATUS_INVALID_CONFIG;
   } else {
     st = check_config(&ps);
@@ -559,20 +593,32 @@ static onyx__config *config_new(const char *path) {
   return c;
 }
 
-onyx_status onyx__config_parse(const char *path, const char *text, size_t size,
-                               void (*warn)(const char *message), onyx__config **out_config,
-                               char *err, size_t err_cap) {
+static onyx_status parse_file_text(const char *path, const char *text, size_t size, bool fragment,
+                                   void (*warn)(const char *message), onyx__config **out_config,
+                                   char *err, size_t err_cap) {
   if (path == NULL || (text == NULL && size > 0) || out_config == NULL)
     return ONYX_STATUS_INVALID_ARGUMENT;
   onyx__config *c = config_new(path);
   if (c == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
-  onyx_status st = parse_text(c, text ? text : "", size, warn, err, err_cap);
+  onyx_status st = parse_text(c, text ? text : "", size, fragment, warn, err, err_cap);
   if (st != ONYX_STATUS_OK) {
     onyx__config_free(c);
     return st;
   }
   *out_config = c;
   return ONYX_STATUS_OK;
+}
+
+onyx_status onyx__config_parse(const char *path, const char *text, size_t size,
+                               void (*warn)(const char *message), onyx__config **out_config,
+                               char *err, size_t err_cap) {
+  return parse_file_text(path, text, size, false, warn, out_config, err, err_cap);
+}
+
+onyx_status onyx__config_parse_fragment(const char *path, const char *text, size_t size,
+                                        void (*warn)(const char *message),
+                                        onyx__config **out_config, char *err, size_t err_cap) {
+  return parse_file_text(path, text, size, true, warn, out_config, err, err_cap);
 }
 
 onyx_status onyx__config_load(const char *path, void (*warn)(const char *message),
@@ -588,7 +634,14 @@ onyx_status onyx__config_load(const char *path, void (*warn)(const char *message
            : st == ONYX_STATUS_INVALID_CONFIG ? st
                                               : ONYX_STATUS_NOT_FOUND;
   }
-  st = onyx__config_parse(path, text, size, warn, out_config, err, err_cap);
+  onyx__config *c = NULL;
+  st = onyx__config_parse(path, text, size, warn, &c, err, err_cap);
   free(text);
+  if (st == ONYX_STATUS_OK) st = onyx__config_discover(c, warn, err, err_cap);
+  if (st != ONYX_STATUS_OK) {
+    onyx__config_free(c);
+    return st;
+  }
+  *out_config = c;
   return st;
 }

@@ -70,6 +70,41 @@ ONYX_API const onyx_kernel_table *onyx_runtime_kernel(const onyx_runtime *runtim
 ONYX_API const onyx_kernel_def *onyx_runtime_kernel_def(const onyx_runtime *runtime,
                                                         size_t provider, size_t index);
 
+/* Where the runtime found a provider (docs/writing-a-provider.md, "Dropping it in"). */
+typedef enum onyx_provider_origin {
+  ONYX_PROVIDER_ORIGIN_CONFIG = 0,  /* a [provider.NAME] section of plugins.ini */
+  ONYX_PROVIDER_ORIGIN_DROP_IN = 1, /* a fragment in the providers.d/ beside plugins.ini */
+  ONYX_PROVIDER_ORIGIN_PATH = 2     /* a fragment or libonyx_NAME.so in $ONYX_PROVIDER_PATH */
+} onyx_provider_origin;
+
+/* What the runtime did with a provider it found. */
+typedef enum onyx_provider_state {
+  ONYX_PROVIDER_STATE_LOADED = 0,   /* opened: a provider of onyx_runtime_provider_name */
+  ONYX_PROVIDER_STATE_DISABLED = 1, /* enabled = false */
+  ONYX_PROVIDER_STATE_DECLINED = 2, /* its probe found no usable device */
+  ONYX_PROVIDER_STATE_FAILED = 3,   /* a drop-in that did not load (not strict: skipped) */
+  ONYX_PROVIDER_STATE_SHADOWED = 4  /* a drop-in whose name or library was listed already */
+} onyx_provider_state;
+
+/* One provider the runtime found. Strings are owned by the runtime. */
+typedef struct onyx_provider_found {
+  uint32_t struct_size; /* the caller sets sizeof(onyx_provider_found) */
+  const char *name;     /* its [provider.NAME], or NAME of a bare libonyx_NAME.so */
+  const char *library;  /* the library path, resolved */
+  const char *file;     /* the file that named it; for a bare library, its folder */
+  int32_t line;         /* its section's line in `file`; 0 for a bare library */
+  uint32_t origin;      /* onyx_provider_origin */
+  uint32_t state;       /* onyx_provider_state */
+  const char *reason;   /* why it is not loaded; "" when loaded */
+} onyx_provider_found;
+
+/* Everything discovery found, loaded or not: plugins.ini's sections in file order,
+ * then providers.d/ fragments, then $ONYX_PROVIDER_PATH, then the shadowed drop-ins. */
+ONYX_API size_t onyx_runtime_found_count(const onyx_runtime *runtime);
+/* Fills *out for entry `index`; INVALID_ARGUMENT for a bad index or struct_size. */
+ONYX_API onyx_status onyx_runtime_found(const onyx_runtime *runtime, size_t index,
+                                        onyx_provider_found *out);
+
 /* Bytes in use and the peak since creation per requester (indexed by
  * onyx_requester: weights, kv_cache, workspace_session, workspace_step,
  * activations), summed over tiers. Either array may be NULL. */

@@ -29,21 +29,28 @@ void onyx_runtime_destroy(onyx_runtime *rt) {
  * instance (a v3 provider opens one per device). Entries never move: each instance's
  * host table points at its own. */
 static onyx_status load_providers(onyx_runtime *rt, char *err, size_t err_cap) {
-  const onyx__config *c = rt->config;
+  onyx__config *c = rt->config;
   size_t cap = (c->provider_count ? c->provider_count : 1) * ONYX__MAX_DEVICES;
   rt->providers = calloc(cap, sizeof *rt->providers);
   if (rt->providers == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < c->provider_count; ++i) {
-      const onyx__provider_config *pc = &c->providers[i];
+      onyx__provider_config *pc = &c->providers[i];
       bool is_fallback = c->fallback && !strcmp(pc->name, c->fallback);
       if (!pc->enabled || is_fallback != (pass == 1)) continue;
       onyx__provider *slot = &rt->providers[rt->provider_count];
       size_t opened = 0;
+      /* Messages name config->path and the section's line: for a drop-in, its own file. */
+      onyx__config where = *c;
+      where.path = pc->file ? pc->file : c->path;
       onyx_status st =
-          onyx__provider_load(rt, c, pc, slot, ONYX__MAX_DEVICES, &opened, err, err_cap);
-      if (st == ONYX_STATUS_DEVICE_UNAVAILABLE && !c->strict) {
-        onyx__log(ONYX_LOG_INFO, "%s; placing its nodes elsewhere", err);
+          onyx__provider_load(rt, &where, pc, slot, ONYX__MAX_DEVICES, &opened, err, err_cap);
+      /* A declined device, or a drop-in that does not load (unless strict): carry on
+       * without it, and say why (onyx_runtime_found). */
+      if (st != ONYX_STATUS_OK && onyx__config_may_skip(c, pc, st)) {
+        onyx__log(st == ONYX_STATUS_DEVICE_UNAVAILABLE ? ONYX_LOG_INFO : ONYX_LOG_WARN,
+                  "%s; placing its nodes elsewhere", err);
+        onyx__config_note_skip(pc, st, err);
         err[0] = '\0';
         continue;
       }

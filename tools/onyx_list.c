@@ -1,6 +1,8 @@
 /*
  * onyx-list: the providers a plugins.ini loads, in placement order, and the kernels
- * each registers (domain, op, opset range, dtypes).
+ * each registers (domain, op, opset range, dtypes). First, every provider discovery
+ * found — plugins.ini's sections, providers.d/ fragments, $ONYX_PROVIDER_PATH — with
+ * where it came from and, for one not loaded, why.
  *
  *   onyx-list [--config plugins.ini] [--kernels]
  */
@@ -23,6 +25,51 @@ static void print_types(uint64_t mask) {
     printf("%s%s", first ? "" : ",", dtype_to_string(d));
     first = false;
   }
+}
+
+static const char *origin_name(uint32_t origin) {
+  switch (origin) {
+  case ONYX_PROVIDER_ORIGIN_CONFIG:
+    return "plugins.ini";
+  case ONYX_PROVIDER_ORIGIN_DROP_IN:
+    return "providers.d";
+  case ONYX_PROVIDER_ORIGIN_PATH:
+    return "ONYX_PROVIDER_PATH";
+  default:
+    return "?";
+  }
+}
+
+static const char *state_name(uint32_t state) {
+  switch (state) {
+  case ONYX_PROVIDER_STATE_LOADED:
+    return "loaded";
+  case ONYX_PROVIDER_STATE_DISABLED:
+    return "disabled";
+  case ONYX_PROVIDER_STATE_DECLINED:
+    return "declined";
+  case ONYX_PROVIDER_STATE_FAILED:
+    return "failed";
+  case ONYX_PROVIDER_STATE_SHADOWED:
+    return "shadowed";
+  default:
+    return "?";
+  }
+}
+
+/* What discovery found: one line each, the reason on the next for one not loaded. */
+static void print_found(const onyx_runtime *rt, const char *config) {
+  size_t n = onyx_runtime_found_count(rt);
+  printf("config %s: found %zu provider%s\n", config, n, n == 1 ? "" : "s");
+  for (size_t i = 0; i < n; ++i) {
+    onyx_provider_found f = {.struct_size = sizeof f};
+    if (onyx_runtime_found(rt, i, &f) != ONYX_STATUS_OK) continue;
+    printf("  %-12s %-9s %s %s", f.name, state_name(f.state), origin_name(f.origin), f.file);
+    if (f.line > 0) printf(":%d", (int)f.line);
+    printf(" -> %s\n", f.library);
+    if (f.reason[0]) printf("    skipped: %s\n", f.reason);
+  }
+  printf("loaded, in placement order:\n");
 }
 
 static void usage(void) {
@@ -69,6 +116,7 @@ int main(int argc, char **argv) {
     onyx_error_free(e);
     return 1;
   }
+  print_found(rt, config);
   for (size_t p = 0; p < onyx_runtime_provider_count(rt); ++p) {
     size_t n = onyx_runtime_kernel_count(rt, p);
     printf("%s: %zu kernels\n", onyx_runtime_provider_name(rt, p), n);
