@@ -38,6 +38,14 @@ def uses_int8(folder):
     return False
 
 
+def uses_float16(folder):
+    """True when the folder's model gives float16 logits (float16 activations)."""
+    import onnx
+    model = onnx.load(os.path.join(folder, _model_file(folder)), load_external_data=False)
+    return any(o.name == "logits" and o.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+               for o in model.graph.output)
+
+
 def _model_file(folder):
     with open(os.path.join(folder, "genai_config.json")) as f:
         return json.load(f)["model"]["decoder"]["filename"]
