@@ -32,6 +32,7 @@ typedef struct reg_state {
   char *err;
   size_t err_cap;
   onyx_status failed;
+  bool refused; /* a registration was incomplete: the provider's defect */
 } reg_state;
 
 static onyx_status push(reg_state *r, onyx__kernel k) {
@@ -48,15 +49,19 @@ static onyx_status push(reg_state *r, onyx__kernel k) {
   return ONYX_STATUS_OK;
 }
 
-static onyx_status refuse(reg_state *r, size_t index, const char *what) {
-  onyx__errf(r->err, r->err_cap, "kernel registration %zu is incomplete (%s)", index, what);
+static onyx_status refuse(reg_state *r, const char *domain, const char *op, const char *what) {
+  onyx__errf(r->err, r->err_cap, "kernel registration %zu (%s%s%s) is incomplete: %s",
+             r->p->kernel_count, domain ? domain : "?", domain && domain[0] ? "::" : "",
+             op ? op : "?", what);
+  r->refused = true;
   return r->failed = ONYX_STATUS_INVALID_ARGUMENT;
 }
 
 static onyx_status add_table(reg_state *r, const onyx_kernel_table *t) {
   if (t == NULL || t->op_type == NULL || t->domain == NULL || t->compute == NULL ||
       t->struct_size < offsetof(onyx_kernel_table, compute) + sizeof t->compute)
-    return refuse(r, r->p->kernel_count, "a v2 table with a NULL op, domain or compute");
+    return refuse(r, t ? t->domain : NULL, t ? t->op_type : NULL,
+                  "a v2 table with a NULL op, domain or compute");
   onyx__kernel k = {
       .domain = t->domain,
       .op_type = t->op_type,
@@ -74,7 +79,7 @@ static onyx_status add_table(reg_state *r, const onyx_kernel_table *t) {
 static onyx_status add_def(reg_state *r, const onyx_kernel_def *d) {
   if (d == NULL || d->struct_size < sizeof(onyx_kernel_def) || d->op_type == NULL ||
       d->domain == NULL || d->compute == NULL || (d->type_count && d->types == NULL))
-    return refuse(r, r->p->kernel_count,
+    return refuse(r, d ? d->domain : NULL, d ? d->op_type : NULL,
                   "a v3 definition smaller than v3's or with a NULL op, domain, compute or "
                   "type list");
   onyx__kernel k = {
@@ -130,7 +135,7 @@ onyx_status onyx__kernels_register(onyx__provider *p, char *err, size_t err_cap)
     p->kernels = NULL;
     p->kernel_count = 0;
   }
-  return r.failed;
+  return r.refused ? ONYX_STATUS_PROVIDER_ERROR : r.failed;
 }
 
 /* ------------------------------------------------------------ the index */

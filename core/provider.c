@@ -377,7 +377,9 @@ static onyx_status load_factory(const load_ctx *c, onyx_provider_factory_fn entr
     }
     onyx_status dst = open_device(c, f, index, &out[*out_count]);
     if (dst == ONYX_STATUS_DEVICE_UNAVAILABLE) {
-      onyx__log(ONYX_LOG_INFO, "%s; placing its nodes elsewhere", c->err);
+      /* The last decline, with nothing opened, is the runtime's to report. */
+      if (i + 1 < wanted || *out_count > 0)
+        onyx__log(ONYX_LOG_INFO, "%s; placing its nodes elsewhere", c->err);
       continue;
     }
     if (dst != ONYX_STATUS_OK) {

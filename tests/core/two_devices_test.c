@@ -241,6 +241,41 @@ static void devices_beyond_the_provider_are_refused(void **state) {
   assert_int_equal(stats3().live_blocks, 0);
 }
 
+static onyx_status runtime_msg(const char *ini, onyx_runtime **out, char *msg, size_t cap) {
+  char *path = write_temp_file(".ini", ini);
+  assert_non_null(path);
+  onyx_error *e = NULL;
+  onyx_status st = onyx_runtime_create(path, out, &e);
+  snprintf(msg, cap, "%s", onyx_error_message(e));
+  onyx_error_free(e);
+  remove_temp_file(path);
+  return st;
+}
+
+/* A device that declines at open is left out (the others still open); a kernel
+ * registered without compute fails the load, naming provider, device and kernel. */
+static void open_and_registration_failures(void **state) {
+  (void)state;
+  char ini[1024], msg[2048];
+  snprintf(ini, sizeof ini, "[provider.fake]\npath = %s\noption.absent = 1\n", FAKE_DEVICE3);
+  onyx_runtime *rt = NULL;
+  assert_int_equal(runtime_msg(ini, &rt, msg, sizeof msg), ONYX_STATUS_OK);
+  assert_int_equal(onyx_runtime_provider_count(rt), 1);
+  assert_string_equal(onyx_runtime_provider_device(rt, 0), "fake:0");
+  onyx_runtime_destroy(rt);
+  snprintf(ini, sizeof ini, "[provider.fake]\npath = %s\noption.absent = 0\ndevices = 0\n",
+           FAKE_DEVICE3);
+  rt = NULL;
+  assert_int_equal(runtime_msg(ini, &rt, msg, sizeof msg), ONYX_STATUS_INVALID_CONFIG);
+  assert_null(rt); /* nothing else to load: no enabled provider */
+  snprintf(ini, sizeof ini, "[provider.fake]\npath = %s\noption.bad_kernel = 1\n", FAKE_DEVICE3);
+  assert_int_equal(runtime_msg(ini, &rt, msg, sizeof msg), ONYX_STATUS_PROVIDER_ERROR);
+  assert_non_null(strstr(msg, "provider 'fake'"));
+  assert_non_null(strstr(msg, "device fake:1: kernel registration 0 (onyx.fake::Broken) is "
+                              "incomplete"));
+  assert_int_equal(stats3().live_blocks, 0);
+}
+
 static void run_captured(onyx_session *s, float seed) {
   float x[6];
   for (int i = 0; i < 6; ++i) x[i] = seed - 1.25f * (float)i;
@@ -291,6 +326,7 @@ int main(void) {
       cmocka_unit_test(planning_failure_shows_the_kernels_reason),
       cmocka_unit_test(devices_beyond_the_provider_are_refused),
       cmocka_unit_test(graphs_are_per_instance),
+      cmocka_unit_test(open_and_registration_failures),
   };
   return cmocka_run_group_tests(tests, setup3, teardown3);
 }

@@ -40,6 +40,9 @@
  *        Triple  y = 3x, registered only by devices of capability 2.0 and up (device 1)
  *        Picky   y = x, whose infer refuses anything but rank 2 through its sink
  *      Twice declines a node whose int attribute `device` names another device.
+ *      Options (plugins.ini option.KEY): count = N reports N devices; absent = N makes
+ *      device N decline at open (DEVICE_UNAVAILABLE, saying why); bad_kernel = N makes
+ *      device N register a kernel without compute.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -76,6 +79,7 @@ typedef struct block {
 /* One opened device. */
 typedef struct fake_instance {
   int ordinal;
+  bool bad_kernel; /* v3 option bad_kernel = N: device N registers an incomplete kernel */
 } fake_instance;
 
 static fake_instance g_instances[FAKE_DEVICES];
