@@ -19,10 +19,15 @@ set(ONYX_INSTALL_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR}/onyx)
 set(ONYX_INSTALL_PROVIDERDIR ${CMAKE_INSTALL_LIBDIR}/onyx)
 set(ONYX_INSTALL_CONFDIR ${CMAKE_INSTALL_SYSCONFDIR}/onyx)
 set(ONYX_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/Onyx)
-# The ABI version the headers describe, for the package files.
+# The highest ABI version the headers describe (ONYX_ABI_LATEST since the v3 factory,
+# ONYX_ABI_VERSION before it), for the package files.
 file(STRINGS ${PROJECT_SOURCE_DIR}/abi/onyx_provider.h _onyx_abi_line
      REGEX "^#define ONYX_ABI_VERSION [0-9]+u?$")
-string(REGEX REPLACE "^#define ONYX_ABI_VERSION ([0-9]+)u?$" "\\1" ONYX_ABI_VERSION_NUMBER
+if(EXISTS ${PROJECT_SOURCE_DIR}/abi/onyx_factory.h)
+  file(STRINGS ${PROJECT_SOURCE_DIR}/abi/onyx_factory.h _onyx_abi_line
+       REGEX "^#define ONYX_ABI_LATEST [0-9]+u?$")
+endif()
+string(REGEX REPLACE "^#define ONYX_ABI_[A-Z]+ ([0-9]+)u?$" "\\1" ONYX_ABI_VERSION_NUMBER
        "${_onyx_abi_line}")
 file(RELATIVE_PATH ONYX_PC_TO_PREFIX /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
 string(REGEX REPLACE "/$" "" ONYX_PC_TO_PREFIX "${ONYX_PC_TO_PREFIX}")
