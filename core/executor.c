@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "act_pool_impl.h"
 #include "checked_math.h"
 #include "error_impl.h"
 #include "graphs_impl.h"
@@ -27,7 +28,9 @@ typedef struct buffer {
   void *ptr;
   onyx__provider *provider; /* where it lives (NULL: host) */
   int refs;
-  bool in_arena; /* carved from a graph's arena: the graph owns the memory */
+  bool in_arena;        /* carved from a graph's arena: the graph owns the memory */
+  onyx__act_pool *pool; /* a host block of the run's pool (goes back there), else NULL */
+  uint64_t bytes;       /* what was asked for (the pool's key) */
 } buffer;
 
 typedef struct slot {
@@ -49,11 +52,15 @@ typedef struct run_state {
   onyx_plan *plan;          /* the admitted workspace plan, NULL when unplannable */
   void **step_blocks;       /* per provider: its STEP block, reused by every node */
   onyx__run_hooks *hooks;   /* measuring or recording a device graph, NULL: neither */
+  onyx__act_pool pool;      /* host activations freed by this run, for its next nodes */
 } run_state;
 
 static void buffer_release(onyx_session *s, buffer *b) {
   if (b == NULL || --b->refs > 0) return;
-  if (!b->in_arena) onyx__memory_free(s->runtime->memory, b->ptr);
+  if (b->pool)
+    onyx__act_pool_put(b->pool, b->ptr, b->bytes);
+  else if (!b->in_arena)
+    onyx__memory_free(s->runtime->memory, b->ptr);
   free(b);
 }
 
@@ -113,13 +120,18 @@ static onyx_status new_buffer(run_state *r, onyx__provider *provider, uint32_t r
     }
     h->act_bytes += need;
   }
-  onyx_status st = onyx__memory_alloc(r->s->runtime->memory, provider, requester, bytes, 64, label,
-                                      &b->ptr, r->err, sizeof r->err);
+  bool pooled = onyx__dev_is_host(provider) && requester == ONYX_REQUESTER_ACTIVATIONS;
+  onyx_status st =
+      pooled ? onyx__act_pool_alloc(&r->pool, bytes, label, &b->ptr, r->err, sizeof r->err)
+             : onyx__memory_alloc(r->s->runtime->memory, provider, requester, bytes, 64, label,
+                                  &b->ptr, r->err, sizeof r->err);
   if (st != ONYX_STATUS_OK) {
     free(b);
     return st;
   }
   b->provider = !onyx__dev_is_host(provider) ? provider : NULL;
+  b->pool = pooled ? &r->pool : NULL;
+  b->bytes = bytes;
   b->refs = 1;
   *out = b;
   return ONYX_STATUS_OK;
@@ -632,7 +644,24 @@ static onyx_status bind_inputs(run_state *r, const onyx_tensor *inputs, size_t c
   return ONYX_STATUS_OK;
 }
 
-/* Copies graph outputs to fresh host memory the caller owns. */
+/* The memory of a host buffer only this output holds, taken out of the run and the
+ * books for the caller to free (onyx_tensor_data_free); NULL when it is shared, a
+ * graph's, or on a device. */
+static void *hand_over(run_state *r, const slot *sl) {
+  buffer *b = sl->buf;
+  if (b == NULL || b->refs != 1 || b->in_arena || b->provider != NULL || b->ptr == NULL ||
+      sl->view.data != b->ptr)
+    return NULL;
+  void *data = onyx__memory_detach(r->s->runtime->memory, b->ptr);
+  if (data == NULL) return NULL;
+  if (b->pool) onyx__act_pool_forget(b->pool, b->bytes);
+  b->pool = NULL;
+  b->ptr = NULL; /* the slot's view still shows it; releasing the buffer frees nothing */
+  return data;
+}
+
+/* Graph outputs as host memory the caller owns: the run's own buffer where nothing
+ * else holds it, else a fresh copy. */
 static onyx_status collect_outputs(run_state *r, onyx_tensor *outs, bool *out_borrowed) {
   onyx_session *s = r->s;
   const onyx__graph *g = s->graph;
@@ -658,7 +687,9 @@ static onyx_status collect_outputs(run_state *r, onyx_tensor *outs, bool *out_bo
     if (st == ONYX_STATUS_OK)
       st = checked_bytes(src->view.dtype, src->view.rank, src->view.dims, &bytes);
     void *data = NULL;
-    if (st == ONYX_STATUS_OK && bytes > 0) {
+    if (st == ONYX_STATUS_OK && bytes > 0 && src == sl && (data = hand_over(r, sl)) != NULL) {
+      /* The run's own host buffer becomes the caller's: no copy of the logits. */
+    } else if (st == ONYX_STATUS_OK && bytes > 0) {
       data = malloc((size_t)bytes);
       if (data == NULL)
         st = ONYX_STATUS_OUT_OF_MEMORY;
@@ -717,6 +748,7 @@ onyx_status onyx__execute(onyx_session *s, const onyx_run_options *options,
   memset(&r, 0, sizeof r);
   r.s = s;
   r.hooks = hooks;
+  onyx__act_pool_init(&r.pool, s->runtime->memory);
   r.slots = calloc(g->value_count ? g->value_count : 1, sizeof *r.slots);
   r.step_blocks = calloc(s->runtime->provider_count, sizeof *r.step_blocks);
   if (r.slots == NULL || r.step_blocks == NULL) {
@@ -805,6 +837,7 @@ onyx_status onyx__execute(onyx_session *s, const onyx_run_options *options,
     if (st != ONYX_STATUS_OK) snprintf(msg, sizeof msg, "collecting outputs: %s", r.err);
   }
   for (size_t v = 0; v < g->value_count; ++v) slot_clear(s, &r.slots[v]);
+  onyx__act_pool_drain(&r.pool);
   free(r.slots);
   /* STEP workspace ends with the run, whatever its outcome (a graph keeps its own). */
   for (size_t k = 0; k < s->runtime->provider_count; ++k)

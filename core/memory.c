@@ -352,6 +352,75 @@ void onyx__memory_free(onyx__memory *m, void *ptr) {
   onyx__log(ONYX_LOG_ERROR, "memory: free of %p, which the core did not allocate", ptr);
 }
 
+/* The table slot of a live plain (single-grant) host allocation, or NULL. Called
+ * with the lock held. */
+static allocation *find_plain_host(onyx__memory *m, const void *ptr) {
+  size_t h = hash_ptr(ptr, m->capacity);
+  for (size_t probes = 0; m->capacity && probes < m->capacity;
+       ++probes, h = (h + 1) & (m->capacity - 1)) {
+    allocation *a = &m->slots[h];
+    if (a->ptr == NULL) break;
+    if (a->ptr == ptr) return a->provider == NULL && a->parts == NULL ? a : NULL;
+  }
+  return NULL;
+}
+
+onyx_status onyx__memory_rebook(onyx__memory *m, void *ptr, uint32_t requester, const char *label,
+                                char *err, size_t err_cap) {
+  if (m == NULL || ptr == NULL || requester >= ONYX_REQUESTER_COUNT_)
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  pthread_mutex_lock(&m->lock);
+  allocation *a = find_plain_host(m, ptr);
+  onyx_gov_grant_id old = a ? a->grant : (onyx_gov_grant_id){0};
+  pthread_mutex_unlock(&m->lock);
+  uint64_t bytes = 0;
+  if (a == NULL || onyx_gov_grant_bytes(m->gov, old, &bytes) != ONYX_STATUS_OK) {
+    onyx__errf(err, err_cap, "memory: rebook of %p, which is not a host block the core allocated",
+               ptr);
+    return ONYX_STATUS_NOT_FOUND;
+  }
+  /* Given back first, then asked for like any new block: the books never count the
+   * bytes twice, and a limit lowered meanwhile refuses the new owner. */
+  onyx_gov_release(m->gov, old);
+  onyx_gov_grant_id grant;
+  onyx_gov_refusal refusal;
+  onyx_status st = onyx_gov_grant(m->gov, m->host_tier, (onyx_requester)requester, bytes, label,
+                                  &grant, &refusal);
+  pthread_mutex_lock(&m->lock);
+  a = find_plain_host(m, ptr); /* again: the table may have grown meanwhile */
+  if (a != NULL && st == ONYX_STATUS_OK) {
+    a->grant = grant;
+  } else if (a != NULL) {
+    a->ptr = TOMBSTONE; /* unbooked now: the block goes */
+    m->live--;
+    m->deleted++;
+  }
+  pthread_mutex_unlock(&m->lock);
+  if (st != ONYX_STATUS_OK) {
+    free(ptr);
+    char numbers[512];
+    onyx_gov_refusal_format(&refusal, numbers, sizeof numbers);
+    onyx__errf(err, err_cap, "%s (for %s)", numbers, label ? label : "?");
+  }
+  return st;
+}
+
+void *onyx__memory_detach(onyx__memory *m, void *ptr) {
+  if (m == NULL || ptr == NULL) return NULL;
+  pthread_mutex_lock(&m->lock);
+  allocation *a = find_plain_host(m, ptr);
+  onyx_gov_grant_id grant = a ? a->grant : (onyx_gov_grant_id){0};
+  if (a != NULL) {
+    a->ptr = TOMBSTONE;
+    m->live--;
+    m->deleted++;
+  }
+  pthread_mutex_unlock(&m->lock);
+  if (a == NULL) return NULL;
+  onyx_gov_release(m->gov, grant);
+  return ptr;
+}
+
 onyx_status onyx__memory_adopt(onyx__memory *m, void *ptr, onyx_gov_holder_id holder) {
   if (m == NULL || ptr == NULL) return ONYX_STATUS_INVALID_ARGUMENT;
   pthread_mutex_lock(&m->lock);

@@ -51,6 +51,18 @@ onyx_status onyx__memory_alloc_parts(onyx__memory *memory, struct onyx__provider
                                      const onyx__memory_part *parts, size_t part_count,
                                      void **out_ptr, char *err, size_t err_cap);
 
+/* Gives the plain host block at `ptr` a new owner: its grant is released and one of
+ * the same bytes taken for `requester` under `label` (reused memory is booked to
+ * whoever uses it now). A refusal frees the block (TIER_EXHAUSTED, the numbers in
+ * err); NOT_FOUND for a pointer that is not such a block. */
+onyx_status onyx__memory_rebook(onyx__memory *memory, void *ptr, uint32_t requester,
+                                const char *label, char *err, size_t err_cap);
+
+/* Hands the plain host block at `ptr` to a caller that frees it with free(): it
+ * leaves the table and the books (as memory the caller owns, like a copy it would
+ * get). Returns ptr, or NULL when it is not such a block (nothing changes). */
+void *onyx__memory_detach(onyx__memory *memory, void *ptr);
+
 /* Lets `holder` reclaim the block at `ptr` (every grant booking it): the governor
  * may then ask the holder to free it under pressure. NOT_FOUND for a pointer the core
  * did not allocate. */
