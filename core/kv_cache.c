@@ -56,9 +56,12 @@ static int64_t bucket_for(int64_t length, int64_t max) {
   return bucket < max ? bucket : max;
 }
 
+/* A provider by name (its first instance), or one instance by its device ("cuda:1"). */
 static onyx__provider *find_provider(onyx_runtime *rt, const char *name) {
   for (size_t i = 0; name && i < rt->provider_count; ++i)
     if (!strcmp(rt->providers[i].name, name)) return &rt->providers[i];
+  for (size_t i = 0; name && i < rt->provider_count; ++i)
+    if (!strcmp(rt->providers[i].tier, name)) return &rt->providers[i];
   return NULL;
 }
 

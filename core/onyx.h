@@ -321,7 +321,8 @@ typedef struct onyx_kv_cache_options {
   uint32_t layout;      /* 0: BNSH (head-major), 1: BSNH (seq-major) */
   int64_t max_length;   /* tokens it may ever hold */
   uint32_t growth;      /* onyx_kv_growth */
-  const char *provider; /* provider whose device holds it; NULL: host memory */
+  const char *provider; /* provider whose device holds it (its first instance), or one
+                         * device by its tier name ("cuda:1"); NULL: host memory */
 } onyx_kv_cache_options;
 
 ONYX_API onyx_status onyx_kv_cache_create(onyx_runtime *runtime,

@@ -276,6 +276,35 @@ static void open_and_registration_failures(void **state) {
   assert_int_equal(stats3().live_blocks, 0);
 }
 
+/* A KV cache on one device, named by its tier. */
+static void kv_cache_on_a_named_device(void **state) {
+  (void)state;
+  onyx_runtime *rt = runtime3("");
+  onyx_kv_cache_options o = {.struct_size = sizeof o,
+                             .layers = 2,
+                             .batch = 1,
+                             .kv_heads = 2,
+                             .head_size = 8,
+                             .dtype = ONYX_DTYPE_FLOAT32,
+                             .max_length = 64,
+                             .growth = ONYX_KV_GROWTH_REALLOC,
+                             .provider = "fake:1"};
+  onyx_kv_cache *kv = NULL;
+  onyx_error *e = NULL;
+  uint64_t on1 = stats3().live_bytes_on[1], on0 = stats3().live_bytes_on[0];
+  assert_int_equal(onyx_kv_cache_create(rt, &o, &kv, &e), ONYX_STATUS_OK);
+  assert_int_equal(onyx_kv_cache_reserve(kv, 16, &e), ONYX_STATUS_OK);
+  onyx_tensor k, v;
+  assert_int_equal(onyx_kv_cache_views(kv, 1, &k, &v), ONYX_STATUS_OK);
+  assert_int_equal(k.device, ONYX_DEVICE_OTHER);
+  assert_int_equal(k.device_id, 1);
+  assert_true(stats3().live_bytes_on[1] > on1);
+  assert_int_equal(stats3().live_bytes_on[0], on0);
+  onyx_kv_cache_destroy(kv);
+  assert_nothing_booked(rt);
+  onyx_runtime_destroy(rt);
+}
+
 static void run_captured(onyx_session *s, float seed) {
   float x[6];
   for (int i = 0; i < 6; ++i) x[i] = seed - 1.25f * (float)i;
@@ -327,6 +356,7 @@ int main(void) {
       cmocka_unit_test(devices_beyond_the_provider_are_refused),
       cmocka_unit_test(graphs_are_per_instance),
       cmocka_unit_test(open_and_registration_failures),
+      cmocka_unit_test(kv_cache_on_a_named_device),
   };
   return cmocka_run_group_tests(tests, setup3, teardown3);
 }
