@@ -325,13 +325,18 @@ __device__ __forceinline__ void load_batch(const gemv_params &p, const uint8_t *
 
 /*
  * Launched as a programmatic dependent of the kernel before it (where the stream
- * allows): the first codes are requested before griddepcontrol.wait — the weights are
- * constants, only A and Y depend on earlier work — so their latency overlaps the end
- * of the previous kernel and the activations' fill. Loads of the next chunk groups are
- * issued before the current ones are multiplied.
+ * allows). PIPE (split K, few tiles: latency-bound): the first codes are requested
+ * before griddepcontrol.wait — the weights are constants, only A and Y depend on
+ * earlier work — so their latency overlaps the end of the previous kernel and the
+ * activations' fill, and the next chunk groups are loaded while the current ones are
+ * multiplied. Without PIPE (one warp a tile, many tiles: bandwidth-bound) a warp
+ * loads two chunk groups and then multiplies them, in fewer registers, so that three
+ * blocks fit an SM instead of two (on the H200 the lm_head ran at 52% of the copy
+ * bandwidth so, 42% pipelined).
  */
-template <typename T, int BITS, int VEC>
-__global__ void __launch_bounds__(kMaxSplit * 32, 1) nbits_gemv(gemv_params p) {
+template <typename T, int BITS, int VEC, bool PIPE>
+__global__ void __launch_bounds__(PIPE ? kMaxSplit * 32 : kWarps * 32, 1)
+    nbits_gemv(gemv_params p) {
   extern __shared__ __align__(16) unsigned char smem[];
   float *red = reinterpret_cast<float *>(smem);
   uint16_t *sa = reinterpret_cast<uint16_t *>(smem + kRedBytes);
@@ -347,15 +352,24 @@ __global__ void __launch_bounds__(kMaxSplit * 32, 1) nbits_gemv(gemv_params p) {
   const uint8_t *row0 = p.b + (size_t)r0 * p.row_bytes;
   const uint8_t *row1 = p.b + (size_t)r1 * p.row_bytes;
   constexpr int CODES = VEC * 8 / BITS;
-  batch<VEC> cur;
-  if (active) load_batch<VEC>(p, row0, row1, part, c4, cur);
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  fill_activations<BITS>(p, sa);
-  __syncthreads();
-
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  if (active) {
-    for (int j = part; j < p.nj; j += 2 * p.wk) {
+  if constexpr (!PIPE) {
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    fill_activations<BITS>(p, sa);
+    __syncthreads();
+    for (int j = part; active && j < p.nj; j += 2 * p.wk) {
+      batch<VEC> t;
+      load_batch<VEC>(p, row0, row1, j, c4, t);
+      chunk_mma<T, BITS, VEC>(p, t.a0, t.a1, (t.oa / VEC) * CODES, r0, r1, sa, g, c);
+      if (t.vb) chunk_mma<T, BITS, VEC>(p, t.b0, t.b1, (t.ob / VEC) * CODES, r0, r1, sa, g, c);
+    }
+  } else {
+    batch<VEC> cur;
+    if (active) load_batch<VEC>(p, row0, row1, part, c4, cur);
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    fill_activations<BITS>(p, sa);
+    __syncthreads();
+    for (int j = part; active && j < p.nj; j += 2 * p.wk) {
       batch<VEC> next;
       if (j + 2 * p.wk < p.nj) load_batch<VEC>(p, row0, row1, j + 2 * p.wk, c4, next);
       chunk_mma<T, BITS, VEC>(p, cur.a0, cur.a1, (cur.oa / VEC) * CODES, r0, r1, sa, g, c);
@@ -403,24 +417,27 @@ void gemv_geometry(int bits, int64_t k_blocks, int64_t block_size, int vec, int 
   *kc = *nj * 4 * vec * 8 / bits;
 }
 
-/* Warps per tile: enough warps in all to keep the memory busy (about 16 an SM), no
- * more than a row has chunk groups. */
+/* Warps per tile: doubled while there are fewer than about 8 warps an SM in all and
+ * fewer warps than a row has chunk groups. On the H200 this picks the fastest split
+ * of the bench's sweep for every Qwen2.5-0.5B shape at M = 1 (tests/cuda/
+ * bench_nbits_gemv.c): 8 for 896x896 and 128x896, 4 for 4864x896, 16 for 896x4864,
+ * 1 for the lm_head. */
 int choose_split(int64_t tiles, int nj, int sm_count) {
-  const int64_t want = (int64_t)(sm_count > 0 ? sm_count : 132) * 16;
+  const int64_t want = (int64_t)(sm_count > 0 ? sm_count : 132) * 8;
   int wk = 1;
-  while (wk < kMaxSplit && tiles * wk < want && 2 * wk <= nj) wk *= 2;
+  while (wk < kMaxSplit && tiles * wk < want && wk < nj) wk *= 2;
   return wk;
 }
 
-template <typename T, int BITS, int VEC>
+template <typename T, int BITS, int VEC, bool PIPE>
 cudaError_t launch_gemv(const gemv_params &p, size_t smem, unsigned blocks, cudaStream_t stream) {
   /* Past 48 KiB the kernel must opt in, once (idempotent, so a race is harmless; not
    * a stream operation, so it may come during a graph capture). */
   static bool raised = false;
   if (smem > (48u << 10) && !raised) {
-    cudaError_t e =
-        cudaFuncSetAttribute(nbits_gemv<T, BITS, VEC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)ONYX__CUDA_NBITS_GEMV_MAX_SMEM);
+    cudaError_t e = cudaFuncSetAttribute(nbits_gemv<T, BITS, VEC, PIPE>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)ONYX__CUDA_NBITS_GEMV_MAX_SMEM);
     if (e != cudaSuccess) return e;
     raised = true;
   }
@@ -435,21 +452,30 @@ cudaError_t launch_gemv(const gemv_params &p, size_t smem, unsigned blocks, cuda
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  if (cudaLaunchKernelEx(&cfg, nbits_gemv<T, BITS, VEC>, p) == cudaSuccess) return cudaSuccess;
+  if (cudaLaunchKernelEx(&cfg, nbits_gemv<T, BITS, VEC, PIPE>, p) == cudaSuccess)
+    return cudaSuccess;
   /* A stream or driver without programmatic launches: an ordinary one. */
   (void)cudaGetLastError();
-  nbits_gemv<T, BITS, VEC><<<blocks, threads, smem, stream>>>(p);
+  nbits_gemv<T, BITS, VEC, PIPE><<<blocks, threads, smem, stream>>>(p);
   return cudaGetLastError();
+}
+
+/* One warp a tile: the bandwidth-bound form; split K: the pipelined one. */
+template <typename T, int BITS, int VEC>
+cudaError_t launch_gemv_pipe(const gemv_params &p, size_t smem, unsigned blocks,
+                             cudaStream_t stream) {
+  return p.wk > 1 ? launch_gemv<T, BITS, VEC, true>(p, smem, blocks, stream)
+                  : launch_gemv<T, BITS, VEC, false>(p, smem, blocks, stream);
 }
 
 template <typename T>
 cudaError_t launch_gemv_t(const gemv_params &p, int bits, int vec, size_t smem, unsigned blocks,
                           cudaStream_t stream) {
   if (bits == 4)
-    return vec == 16 ? launch_gemv<T, 4, 16>(p, smem, blocks, stream)
-                     : launch_gemv<T, 4, 8>(p, smem, blocks, stream);
-  return vec == 16 ? launch_gemv<T, 8, 16>(p, smem, blocks, stream)
-                   : launch_gemv<T, 8, 8>(p, smem, blocks, stream);
+    return vec == 16 ? launch_gemv_pipe<T, 4, 16>(p, smem, blocks, stream)
+                     : launch_gemv_pipe<T, 4, 8>(p, smem, blocks, stream);
+  return vec == 16 ? launch_gemv_pipe<T, 8, 16>(p, smem, blocks, stream)
+                   : launch_gemv_pipe<T, 8, 8>(p, smem, blocks, stream);
 }
 
 /* ------------------------------------------------------------------ dequantize */
