@@ -351,6 +351,14 @@ static void matmul_cases(void) {
     matmul_case(d, 2, a7, 2, b7, "decode row 1x256x384");
     int64_t a8[] = {96, 256}, b8[] = {256, 160};
     matmul_case(d, 2, a8, 2, b8, "96x256x160");
+    /* 16-bit decode rows take the GEMV kernel: K split across blocks with a tail of
+     * rows, three rows folded from a batch, and a wide N in one pass over K. */
+    int64_t a9[] = {2, 100}, b9[] = {100, 264};
+    matmul_case(d, 2, a9, 2, b9, "decode rows 2x100x264 (K split, tail)");
+    int64_t a10[] = {3, 1, 512}, b10[] = {512, 1000};
+    matmul_case(d, 3, a10, 2, b10, "decode rows 3x1x512x1000 (batch folded)");
+    int64_t a11[] = {1, 64}, b11[] = {64, 67584};
+    matmul_case(d, 2, a11, 2, b11, "decode row 1x64x67584 (K whole)");
   }
   FOR_FLOATS(d) {
     /* Gemm with transposes, alpha/beta and a broadcast C; weights as initializers. */
@@ -875,7 +883,10 @@ static void nbits_case(uint32_t d, const nbits_variant *v) {
   int64_t rows = 1;
   for (uint32_t i = 0; i + 1 < v->a_rank; ++i) rows *= v->a_lead[i];
   case_begin(&c, 17, "MatMulNBits", "MatMulNBits %s %d-bit block %d zp %s K %lld N %lld M %lld%s",
-             dname(d), v->bits, v->block, v->zp == 0 ? "none" : v->zp == 1 ? "uint8" : "float",
+             dname(d), v->bits, v->block,
+             v->zp == 0   ? "none"
+             : v->zp == 1 ? "uint8"
+                          : "float",
              (long long)v->k, (long long)v->n, (long long)rows, v->bias ? " bias" : "");
   int64_t a_dims[3] = {v->a_lead[0], v->a_lead[1], v->k};
   a_dims[v->a_rank - 1] = v->k;
@@ -890,8 +901,8 @@ static void nbits_case(uint32_t d, const nbits_variant *v) {
   int64_t bias_dims[] = {v->n};
   if (v->bias) case_weight(&c, "bias", d, 1, bias_dims, -0.5f, 0.5f);
   const char *in[] = {"a", "b", "scales", v->zp ? "zp" : "", "", "bias"}, *out[] = {"y"};
-  mb_node *node = mb_add_node(c.m, "MatMulNBits", "com.microsoft", in, v->bias ? 6 : 3 + !!v->zp,
-                              out, 1);
+  mb_node *node =
+      mb_add_node(c.m, "MatMulNBits", "com.microsoft", in, v->bias ? 6 : 3 + !!v->zp, out, 1);
   mb_attr_int(node, "K", v->k);
   mb_attr_int(node, "N", v->n);
   mb_attr_int(node, "bits", v->bits);
@@ -933,8 +944,8 @@ static void gbq_cases(void) {
     for (int bits = 4; bits <= 8; bits += 4) {
       ocase c;
       const int64_t vocab = 50, cols = 96, block = bits == 4 ? 32 : 16, kb = cols / block;
-      case_begin(&c, 17, "GatherBlockQuantized", "GatherBlockQuantized %s uint8 %d-bit%s",
-                 dname(d), bits, bits == 8 ? " zp" : "");
+      case_begin(&c, 17, "GatherBlockQuantized", "GatherBlockQuantized %s uint8 %d-bit%s", dname(d),
+                 bits, bits == 8 ? " zp" : "");
       int64_t data_dims[] = {vocab, cols * bits / 8}, s_dims[] = {vocab, kb};
       int64_t z_dims[] = {vocab, (kb * bits + 7) / 8}, idx_dims[] = {4, 8};
       case_int_input(&c, "idx", ONYX_DTYPE_INT64, 2, idx_dims, -vocab - 1, vocab, false);
