@@ -119,7 +119,8 @@ int main(int argc, char **argv) {
   print_found(rt, config);
   for (size_t p = 0; p < onyx_runtime_provider_count(rt); ++p) {
     size_t n = onyx_runtime_kernel_count(rt, p);
-    printf("%s: %zu kernels\n", onyx_runtime_provider_name(rt, p), n);
+    printf("%s: %zu kernels on %s\n", onyx_runtime_provider_name(rt, p), n,
+           onyx_runtime_provider_device(rt, p));
     for (size_t k = 0; kernels && k < n; ++k) {
       const onyx_kernel_table *kt = onyx_runtime_kernel(rt, p, k);
       const onyx_kernel_def *kd = kt ? NULL : onyx_runtime_kernel_def(rt, p, k);
