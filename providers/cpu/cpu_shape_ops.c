@@ -293,6 +293,104 @@ static void cpu_gather_run(unsigned char *dst, const unsigned char *src, int64_t
   }
 }
 
+/* ---- blocked route: the input's contiguous axis is not the output's last */
+
+enum { CPU_TILE = 32 }; /* a 32×32 tile of each side stays in L1 (8 KiB of floats) */
+
+/* The nest of a transpose whose output axis q reads the input contiguously (stride
+ * 1) while its last axis gathers: each 2-D slice (q, last) is copied in tiles, so
+ * that both the reads and the writes run along cache lines. Element-at-a-time
+ * gathering instead reads a new line per element: 0.3 GB/s on a 544 MB embedding. */
+typedef struct cpu_tposed {
+  const unsigned char *src;
+  unsigned char *dst;
+  size_t esize;
+  uint32_t n, q;
+  int64_t dims[ONYX_MAX_RANK], stride[ONYX_MAX_RANK], out_stride[ONYX_MAX_RANK];
+  int64_t outer;   /* index combinations of the other axes */
+  int64_t i_tiles; /* tiles along axis q */
+} cpu_tposed;
+
+#define CPU_TILE_COPY(T)                                                                           \
+  static void cpu_tile_copy_##T(T *restrict dst, int64_t dst_pitch, const T *restrict src,         \
+                                int64_t src_pitch, int64_t rows, int64_t cols) {                   \
+    for (int64_t i = 0; i < rows; ++i)                                                             \
+      for (int64_t j = 0; j < cols; ++j) dst[i * dst_pitch + j] = src[j * src_pitch + i];          \
+  }
+CPU_TILE_COPY(uint8_t)
+CPU_TILE_COPY(uint16_t)
+CPU_TILE_COPY(uint32_t)
+CPU_TILE_COPY(uint64_t)
+
+/* Tasks [begin, end) of (outer index, row of tiles along q). */
+static void cpu_tposed_slice(void *arg, int64_t begin, int64_t end) {
+  const cpu_tposed *t = arg;
+  const int64_t last = t->n - 1, rows = t->dims[t->q], cols = t->dims[last];
+  for (int64_t task = begin; task < end; ++task) {
+    int64_t o = task / t->i_tiles, i0 = task % t->i_tiles * CPU_TILE;
+    int64_t in_off = 0, out_off = 0;
+    for (uint32_t d = t->n; d-- > 0;) { /* unravel o over the other axes */
+      if (d == t->q || d == last) continue;
+      int64_t k = o % t->dims[d];
+      o /= t->dims[d];
+      in_off += k * t->stride[d];
+      out_off += k * t->out_stride[d];
+    }
+    in_off += i0; /* stride 1 along q */
+    out_off += i0 * t->out_stride[t->q];
+    int64_t h = rows - i0 < CPU_TILE ? rows - i0 : CPU_TILE;
+    for (int64_t j0 = 0; j0 < cols; j0 += CPU_TILE) {
+      int64_t w = cols - j0 < CPU_TILE ? cols - j0 : CPU_TILE;
+      size_t si = (size_t)(in_off + j0 * t->stride[last]), so = (size_t)(out_off + j0);
+      int64_t dp = t->out_stride[t->q], sp = t->stride[last];
+      switch (t->esize) {
+      case 1:
+        cpu_tile_copy_uint8_t((uint8_t *)t->dst + so, dp, (const uint8_t *)t->src + si, sp, h, w);
+        break;
+      case 2:
+        cpu_tile_copy_uint16_t((uint16_t *)t->dst + so, dp, (const uint16_t *)t->src + si, sp, h,
+                               w);
+        break;
+      case 4:
+        cpu_tile_copy_uint32_t((uint32_t *)t->dst + so, dp, (const uint32_t *)t->src + si, sp, h,
+                               w);
+        break;
+      default:
+        cpu_tile_copy_uint64_t((uint64_t *)t->dst + so, dp, (const uint64_t *)t->src + si, sp, h,
+                               w);
+        break;
+      }
+    }
+  }
+}
+
+/* Runs the blocked route when the merged nest has an axis q < last with input
+ * stride 1 and the element size is a power of two up to 8; false otherwise. */
+static bool cpu_transpose_blocked(const onyx__cpu_node *node, const unsigned char *src,
+                                  unsigned char *dst, size_t esize, uint32_t n, const int64_t *dims,
+                                  const int64_t *stride) {
+  if (n < 2 || stride[n - 1] == 1 || (esize != 1 && esize != 2 && esize != 4 && esize != 8))
+    return false;
+  cpu_tposed t = {.src = src, .dst = dst, .esize = esize, .n = n, .q = n};
+  for (uint32_t d = 0; d + 1 < n; ++d)
+    if (stride[d] == 1) t.q = d;
+  if (t.q == n || dims[t.q] < CPU_TILE / 4 || dims[n - 1] < CPU_TILE / 4) return false;
+  int64_t acc = 1;
+  t.outer = 1;
+  for (uint32_t d = n; d-- > 0;) {
+    t.dims[d] = dims[d];
+    t.stride[d] = stride[d];
+    t.out_stride[d] = acc;
+    acc *= dims[d];
+    if (d != t.q && d != n - 1) t.outer *= dims[d];
+  }
+  t.i_tiles = (dims[t.q] + CPU_TILE - 1) / CPU_TILE;
+  /* a task is a row of tiles: dims[last] · CPU_TILE elements */
+  int64_t grain = ONYX__CPU_PARALLEL_GRAIN / (CPU_TILE * dims[n - 1]) + 1;
+  onyx__cpu_parallel_range(node->provider, t.outer * t.i_tiles, grain, cpu_tposed_slice, &t);
+  return true;
+}
+
 static onyx_status cpu_transpose_compute(void *state, onyx_compute_ctx *ctx,
                                          const onyx_tensor *const *inputs, size_t input_count) {
   const cpu_transpose_state *s = state;
@@ -349,6 +447,7 @@ static onyx_status cpu_transpose_compute(void *state, onyx_compute_ctx *ctx,
   const size_t esize = onyx_dtype_size(x->dtype);
   const unsigned char *src = x->data;
   unsigned char *dst = y->data;
+  if (cpu_transpose_blocked(&s->base, src, dst, esize, n, dims, stride)) return ONYX_STATUS_OK;
   const int64_t run = dims[n - 1], run_stride = stride[n - 1];
   int64_t idx[ONYX_MAX_RANK] = {0}, off = 0;
   for (int64_t done = 0; done < numel; done += run) {

@@ -1271,6 +1271,66 @@ static void test_transpose(void **st) {
   kh_result_free(&r);
 }
 
+/* The tiled route (the input's contiguous axis is not the output's last), against
+ * the index arithmetic: edges that are not whole tiles, outer axes on both sides,
+ * every element size, fresh random bytes. */
+static void test_transpose_tiled(void **st) {
+  (void)st;
+  static const struct {
+    uint32_t rank;
+    int64_t dims[4], perm[4];
+  } cases[] = {{2, {37, 70}, {1, 0}},
+               {2, {300, 9}, {1, 0}},
+               {3, {5, 33, 40}, {0, 2, 1}},
+               {3, {33, 40, 5}, {2, 1, 0}},
+               {4, {3, 45, 9, 33}, {0, 3, 1, 2}},
+               {4, {3, 45, 9, 33}, {3, 2, 1, 0}},
+               {4, {3, 45, 9, 33}, {2, 0, 3, 1}}};
+  static const uint32_t dtypes[] = {ONYX_DTYPE_UINT8, ONYX_DTYPE_FLOAT16, ONYX_DTYPE_FLOAT32,
+                                    ONYX_DTYPE_INT64};
+  uint64_t seed = 0xd1b54a32d192ed03ull ^ (uint64_t)(uintptr_t)&seed;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+    const uint32_t rank = cases[c].rank;
+    int64_t numel = 1, in_stride[4], dy[4];
+    for (uint32_t d = rank; d-- > 0;) {
+      in_stride[d] = numel;
+      numel *= cases[c].dims[d];
+    }
+    for (uint32_t d = 0; d < rank; ++d) dy[d] = cases[c].dims[cases[c].perm[d]];
+    for (size_t t = 0; t < sizeof dtypes / sizeof dtypes[0]; ++t) {
+      size_t es = onyx_dtype_size(dtypes[t]);
+      unsigned char *x = malloc((size_t)numel * es), *want = malloc((size_t)numel * es);
+      assert_non_null(x);
+      assert_non_null(want);
+      for (int64_t i = 0; i < numel * (int64_t)es; ++i) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (unsigned char)(seed >> 56);
+      }
+      for (int64_t i = 0; i < numel; ++i) {
+        int64_t rem = i, off = 0;
+        for (uint32_t d = rank; d-- > 0;) {
+          off += rem % dy[d] * in_stride[cases[c].perm[d]];
+          rem /= dy[d];
+        }
+        memcpy(want + i * es, x + off * es, es);
+      }
+      onyx_tensor tx = kh_tensor(dtypes[t], rank, cases[c].dims, x);
+      const onyx_tensor *in[] = {&tx};
+      onyx_attr perm = kh_attr_ints("perm", cases[c].perm, rank);
+      kh_node n = {.op = "Transpose", .opset = 13, .attrs = &perm, .attr_count = 1};
+      kh_result r;
+      run(&n, in, 1, &r);
+      expect_ok(&r);
+      expect_shape(&r.out[0], dtypes[t], rank, dy);
+      if (memcmp(r.out[0].data, want, (size_t)numel * es) != 0)
+        fail_msg("case %zu, %zu-byte elements: the tiled transpose differs", c, es);
+      kh_result_free(&r);
+      free(x);
+      free(want);
+    }
+  }
+}
+
 static void test_concat(void **st) {
   (void)st;
   int32_t a[] = {1, 2, 3, 4, 5, 6}, b[] = {7, 8}, c[] = {9, 10, 11, 12};
@@ -1591,6 +1651,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_gather),
       cmocka_unit_test(test_reshape),
       cmocka_unit_test(test_transpose),
+      cmocka_unit_test(test_transpose_tiled),
       cmocka_unit_test(test_concat),
       cmocka_unit_test(test_unsqueeze_squeeze),
       cmocka_unit_test(test_shape_op),
