@@ -14,9 +14,10 @@
  * against a shared KV buffer of Skv rows (present aliases past, the new row written in
  * place), on the route the dispatcher picks (the decode kernel, which appends the row
  * itself) and on the flash kernel (onyx__cuda_attn_force_decode = 0), then the decode
- * route over a sweep of forced split counts; GB/s counts the 2·B·Nkv·Skv·D·2 bytes of K
- * and V read. ONYX_BENCH_DECODE_ONLY=1 skips the prefill shapes. Build: the
- * tests/cuda_attention CMake project (target onyx_bench_attention_cuda).
+ * route's kernel variants (onyx__cuda_attn_decode_variant 1..7) and a sweep of forced
+ * split counts (ONYX_BENCH_SKIP_VARIANT=N leaves variant N out); GB/s counts the
+ * 2·B·Nkv·Skv·D·2 bytes of K and V read. ONYX_BENCH_DECODE_ONLY=1 skips the prefill shapes. Build:
+ * the tests/cuda_attention CMake project (target onyx_bench_attention_cuda).
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -148,6 +149,7 @@ typedef struct result {
   uint32_t route;      /* the route the op took */
   double kernel64;     /* the op on the flash kernel */
   double flash, cudnn; /* anchor, 0 when missing */
+  double var[8];       /* decode: GB/s of the decode kernel's variants 1..7 */
 } result;
 
 static result results[16];
@@ -248,6 +250,17 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
            "flash route %.4f ms %.0f | workspace %llu B\n",
            B, hq, hkv, S_kv, D, route_name(r->route), ms, r->ours, kf, r->kernel64,
            (unsigned long long)ws);
+    /* Every variant of the decode kernel (onyx__cuda_attn_decode_variant). */
+    const char *skip = getenv("ONYX_BENCH_SKIP_VARIANT"); /* one digit: a variant left out */
+    for (int vi = 1; vi <= 7; ++vi) {
+      if (skip != NULL && skip[0] == '0' + vi) continue;
+      onyx__cuda_attn_decode_variant = vi;
+      float t = measure(state, &c, in, 7, &ws2);
+      r->var[vi] = bytes / t / 1e6;
+      printf("  variant %d decode B=%d Skv=%d D=%d route %s: %.4f ms %.0f GB/s\n", vi, B, S_kv, D,
+             route_name(onyx__cuda_attn_last_route()), t, r->var[vi]);
+    }
+    onyx__cuda_attn_decode_variant = 0;
     /* Split counts of the decode route, for the plan's next revision. */
     static const int splits[] = {1, 2, 4, 8, 12, 16, 24, 32};
     for (size_t si = 0; si < sizeof splits / sizeof splits[0]; ++si) {
@@ -347,6 +360,21 @@ int main(int argc, char **argv) {
            route_name(r->route), r->ours, r->kernel64, r->flash, r->cudnn,
            r->flash > 0 ? r->ours / r->flash : 0.0, r->cudnn > 0 ? r->ours / r->cudnn : 0.0,
            r->kind[0] == 'p' ? "TFLOP/s" : "GB/s");
+  }
+  /* The decode kernel's variants beside the anchor (GB/s), each as a ratio to cuDNN. */
+  printf("\n%-24s %7s", "decode (bf16) GB/s", "op");
+  for (int v = 1; v <= 7; ++v) printf("    v%d", v);
+  printf(" %7s %7s | op x cudnn, v1..v7 x cudnn\n", "flash", "cudnn");
+  for (int i = 0; i < n_results; ++i) {
+    result *r = &results[i];
+    if (r->kind[0] != 'd') continue;
+    printf("B%-2d Hq%d Hkv%d Skv%-5d D%-3d %6.0f", r->B, r->hq, r->hkv, r->s, r->d, r->ours);
+    for (int v = 1; v <= 7; ++v) printf(" %5.0f", r->var[v]);
+    printf(" %7.0f %7.0f |", r->flash, r->cudnn);
+    double c = r->cudnn > 0 ? r->cudnn : 1e300;
+    printf(" %4.2f,", r->ours / c);
+    for (int v = 1; v <= 7; ++v) printf(" %4.2f", r->var[v] / c);
+    printf("\n");
   }
   return 0;
 }

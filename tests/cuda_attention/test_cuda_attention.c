@@ -1822,15 +1822,27 @@ static void check_both_routes(const gqa_case *c, uint64_t seed) {
   onyx__cuda_attn_force_decode = -1;
 }
 
+/* The decode cases run on both routes (the production variant), or on the decode route
+ * alone (a forced variant of the kernel). */
+static bool g_decode_both = true;
+
+static void check_decode_case(const gqa_case *c, uint64_t seed) {
+  if (g_decode_both) {
+    check_both_routes(c, seed);
+    return;
+  }
+  onyx__cuda_attn_force_decode = -1;
+  check_gqa(c, seed);
+  expect_decode(c->name);
+}
+
 /* Decode and short chunks on the decode route: GQA groups 1, 4, 5 and 7; key counts off
- * the 64-key tile; few (b, kv heads) with many splits and many (more work units than
- * SMs); shared buffers with capacity past the total (the new rows appended by the
- * kernel, rotated: halves, interleaved, position ids), growing caches (the fill writes
- * them), BSNH, windows, sinks, smooth softmax, causal chunks and a non-causal one, a
- * first prompt into a shared buffer, batches with a single key. */
-static void test_decode_route(void **state) {
-  (void)state;
-  SKIP_WITHOUT_DEVICE();
+ * the 64- and 128-key tiles; few (b, kv heads) with many splits and many (more work
+ * units than SMs); shared buffers with capacity past the total (the new rows appended
+ * by the kernel, rotated: halves, interleaved, position ids), growing caches (the fill
+ * writes them), BSNH, windows, sinks, smooth softmax, causal chunks and a non-causal
+ * one, a first prompt into a shared buffer, batches with a single key. */
+static void decode_route_cases(void) {
   for (int t = 0; t < 2; ++t) {
     const uint32_t dt = k_half_types[t];
     const uint64_t seed = 400 + (uint64_t)t * 32;
@@ -1848,7 +1860,7 @@ static void test_decode_route(void **state) {
                   .share = true,
                   .total_on_host = true,
                   .causal = -1};
-    check_both_routes(&a, seed + 0);
+    check_decode_case(&a, seed + 0);
     gqa_case b = {.name = "decode: growing B2 14/2 H64 L777 (group 7, 3 splits)",
                   .dtype = dt,
                   .B = 2,
@@ -1860,7 +1872,7 @@ static void test_decode_route(void **state) {
                   .T = 778,
                   .seqlens = {777, 400},
                   .causal = -1};
-    check_both_routes(&b, seed + 1);
+    check_decode_case(&b, seed + 1);
   }
   const uint32_t bf = ONYX_DTYPE_BFLOAT16;
   gqa_case cs[6] = {
@@ -1947,7 +1959,7 @@ static void test_decode_route(void **state) {
        .share = true,
        .causal = -1},
   };
-  for (int i = 0; i < 6; ++i) check_both_routes(&cs[i], 480 + (uint64_t)i);
+  for (int i = 0; i < 6; ++i) check_decode_case(&cs[i], 480 + (uint64_t)i);
   /* Forced splits: more units than SMs with splits (CTAs merge for units they did not
    * all run), splits with no key tile at all (a batch with 11 keys), and the appended
    * rows on a split run. */
@@ -1963,7 +1975,7 @@ static void test_decode_route(void **state) {
                 .T = 901,
                 .seqlens = {900, 10, 555, 256},
                 .causal = -1};
-  check_both_routes(&f, 490);
+  check_decode_case(&f, 490);
   onyx__cuda_attn_force_split = 5;
   gqa_case h = {.name = "decode: 5 forced splits shared B2 8/2 H128 cap 700 rotary",
                 .dtype = bf,
@@ -1978,15 +1990,20 @@ static void test_decode_route(void **state) {
                 .rotary = true,
                 .share = true,
                 .causal = -1};
-  check_both_routes(&h, 491);
+  check_decode_case(&h, 491);
   onyx__cuda_attn_force_split = -1;
+}
+
+static void test_decode_route(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  g_decode_both = true;
+  decode_route_cases();
 }
 
 /* ONNX Attention decode on the decode route: 4-D with a past (presents filled by the
  * op), 3-D with nonpad_kv_seqlen and NaN in the padded keys and values. */
-static void test_decode_attention(void **state) {
-  (void)state;
-  SKIP_WITHOUT_DEVICE();
+static void decode_attention_cases(void) {
   for (int t = 0; t < 2; ++t) {
     uint32_t dt = k_half_types[t];
     at_case cases[] = {
@@ -2035,12 +2052,36 @@ static void test_decode_attention(void **state) {
       onyx__cuda_attn_force_decode = -1;
       check_attention(&cases[i], 3000 + (uint64_t)(t * 100 + i));
       expect_decode(cases[i].name);
+      if (!g_decode_both) continue;
       onyx__cuda_attn_force_decode = 0;
       check_attention(&cases[i], 3000 + (uint64_t)(t * 100 + i));
       expect_route("  same on the flash route", ONYX__CUDA_ROUTE_FLASH);
       onyx__cuda_attn_force_decode = -1;
     }
   }
+}
+
+static void test_decode_attention(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  g_decode_both = true;
+  decode_attention_cases();
+}
+
+/* Every variant of the decode kernel (tile keys, consumer warps, stages, TMA or
+ * cp.async, the L2 hint) on the same cases, decode route only. */
+static void test_decode_variants(void **state) {
+  (void)state;
+  SKIP_WITHOUT_DEVICE();
+  g_decode_both = false;
+  for (int v = 1; v <= 7; ++v) {
+    printf("  decode variant %d\n", v);
+    onyx__cuda_attn_decode_variant = v;
+    decode_route_cases();
+    decode_attention_cases();
+  }
+  onyx__cuda_attn_decode_variant = 0;
+  g_decode_both = true;
 }
 
 /* The decode route's refusals are host arithmetic: each is named (needs no device). */
@@ -2127,6 +2168,7 @@ int main(void) {
       cmocka_unit_test(test_hopper_attention),
       cmocka_unit_test(test_decode_refusal_reasons),
       cmocka_unit_test(test_decode_route),
+      cmocka_unit_test(test_decode_variants),
       cmocka_unit_test(test_decode_attention),
   };
   /* ONYX_TEST_FILTER (a cmocka pattern such as "test_hopper*") runs a subset. */

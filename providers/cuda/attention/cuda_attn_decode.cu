@@ -8,27 +8,41 @@
  *   r = s·group + hg of the flash kernel: every query head of the KV group for each
  *   query position, padded to one 16-row m16n8k16 tile, so each K/V row is read once for
  *   the whole group. Splits (the plan's, about one unit per SM) cut the key range of a
- *   (b, kv head) into equal runs of 64-key tiles.
+ *   (b, kv head) into equal runs of tiles.
  * - The grid has at most one CTA per SM; CTA c takes units c, c + grid, ... The K/V ring
- *   stays full across units: warp 0 is a producer that only issues 16-byte cp.async
- *   loads into a ring of 4 tiles (up to 128 KB in flight per SM) and signals each tile
- *   on an mbarrier with cp.async.mbarrier.arrive; the 4 consumer warps each take 16 keys
- *   of every tile (their own online-softmax state) and free the stage with one arrival
- *   each. No __syncthreads in the loop: the consumers' pace never stalls the loads.
+ *   stays full across units: warp 0 is a producer and the NCW consumer warps each take
+ *   KW keys of every tile (their own online-softmax state), freeing the stage with one
+ *   mbarrier arrival each. No __syncthreads in the loop: the consumers' pace never stalls
+ *   the loads.
+ * - Loads: the producer warp issues 16-byte cp.async (under an L2 evict-first policy:
+ *   the K/V stream is read once) signalled with cp.async.mbarrier.arrive. A TMA variant
+ *   (one thread, a box per 64 columns of K and of V on the stage's mbarrier) measured
+ *   slower (run D2) and stays for the benchmark. Both write the same layout: rows of
+ *   128-byte swizzled 64-column blocks (TMA's SWIZZLE_128B), which ldmatrix reads
+ *   without bank conflicts and without padding.
  * - Scores and P·V run on the tensor cores (the flash kernel's fragment code); Q stays
- *   in registers for the unit. At the end of a unit the 4 warp states are merged in
- *   shared memory. Without a split that is the output; with one, each unit writes its
- *   (m, l, O) partial, and the last unit of a (b, kv head) to arrive (an atomic counter,
- *   zeroed on the stream before the launch) merges them: no second kernel.
+ *   in registers for the unit. KW = 32 gives each warp four independent score chains
+ *   and one softmax per 32 keys (the 16-key step is a chain of dependent products).
+ * - At the end of a unit the warp states are merged pairwise in shared memory (a tree:
+ *   the buffer holds half the warps, so the ring keeps its stages). Without a split that
+ *   is the output; with one, each unit writes its (m, l, O) partial, and the last unit
+ *   of a (b, kv head) to arrive (an atomic counter, zeroed on the stream before the
+ *   launch) merges them, 8 splits' partials a load round: no second kernel.
  * - append (a GQA shared buffer): the unit of split 0 writes the new rows into the
  *   present itself (keys rotated, as onyx__cuda_kv_fill would) and uses them from a
- *   separate 16-row shared tile; the cache tiles never load those rows (zero-filled and
- *   masked), so no unit reads a row another one writes, and the two fill launches go.
+ *   separate 16-row shared tile; the cache tiles never use those rows (cp.async does not
+ *   load them, TMA's are masked and zeroed), so the two fill launches go.
  * - Keys a row may not see (window, causal within a short chunk, the key limit, rows
  *   not loaded) are masked with a select; tiles wholly inside every row's range skip
- *   the checks. Rows that are never loaded are zero-filled, so P·V never meets stale
- *   values there.
+ *   the checks. Value rows outside the unit's keys are zeros before P·V (cp.async
+ *   zero-fills them; a TMA box loads whatever the buffer holds there, so the consumer
+ *   warp zeroes its rows of a boundary tile): 0·NaN never reaches O.
+ * - Variants (tile keys, consumer warps, stages, TMA or cp.async, an L2 evict-first
+ *   hint) are templates; onyx__cuda_attn_decode_variant picks one for tests and the
+ *   benchmark, and the production choice is the best one measured (PERF_NOTES.md).
  */
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -37,6 +51,7 @@
 #include <string.h>
 
 #include <atomic>
+#include <mutex>
 
 #include "cuda_attn_device.cuh"
 #include "cuda_attn_impl.h"
@@ -63,6 +78,28 @@ __device__ __forceinline__ void cp_async_arrive(uint64_t *bar) {
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
+/* 16 bytes global → shared (a shared address), zero-filled when !pred; with EF under
+ * an L2 policy (evict-first: the streamed K/V is read once), with PF asking L2 for the
+ * whole 256-byte block. */
+template <bool EF, bool PF>
+__device__ __forceinline__ void cp_async16_at(uint32_t dst, const void *src, bool pred,
+                                              uint64_t policy) {
+  int n = pred ? 16 : 0;
+  if (EF && PF)
+    asm volatile(
+        "cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, %3;\n" ::"r"(dst),
+        "l"(src), "r"(n), "l"(policy));
+  else if (EF)
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst),
+                 "l"(src), "r"(n), "l"(policy));
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
 /* Waits until the phase of parity `parity` has completed. */
 __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
 #if __CUDA_ARCH__ >= 900
@@ -79,39 +116,118 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
                : "memory");
 #endif
 }
-/* Named barrier 1 over the 128 consumer threads (the producer warp never joins). */
-__device__ __forceinline__ void consumers_sync() {
-  asm volatile("bar.sync 1, 128;\n" ::: "memory");
+/* Named barrier 1 over the consumer threads (the producer warp never joins). */
+template <int N> __device__ __forceinline__ void consumers_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(N) : "memory");
 }
+__device__ __forceinline__ void ldsm4(uint32_t (&r)[4], uint32_t a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldsm4_t(uint32_t (&r)[4], uint32_t a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void st_zero16(uint32_t a) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0u) : "memory");
+}
+
+#if __CUDA_ARCH__ >= 900
+/* TMA (sm_90): barrier-init visibility, expected bytes, one 4-D box, proxy order. */
+__device__ __forceinline__ void mbar_fence_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+/* Box (c0 innermost .. c3) of the map into shared memory at dst, completing bar's bytes;
+ * with EF an L2 evict-first policy (the streamed K/V is read once). */
+template <bool EF>
+__device__ __forceinline__ void tma_box(uint32_t dst, const void *map, int c0, int c1, int c2,
+                                        int c3, uint64_t *bar, uint64_t policy) {
+  if (EF)
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 ".L2::cache_hint [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar)),
+                 "l"(policy)
+                 : "memory");
+  else
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar))
+                 : "memory");
+}
+/* Asks L2 for `bytes` (a multiple of 16) from p (16-byte aligned); nothing lands in
+ * shared memory. */
+__device__ __forceinline__ void l2_prefetch(const void *p, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+}
+/* Orders this thread's generic shared-memory writes before later TMA writes there. */
+__device__ __forceinline__ void fence_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+#endif
 
 /* ------------------------------------------------------------------ configuration */
 
-template <int D> struct Cfg {
-  static constexpr int BC = 64;   /* keys per tile */
-  static constexpr int ST = 4;    /* ring stages */
-  static constexpr int NCW = 4;   /* consumer warps, 16 keys of each tile each */
-  static constexpr int ROWS = 16; /* virtual rows of a unit */
+/* A variant: NCW consumer warps, each KW keys of every tile (BC = NCW·KW keys a tile),
+ * ST ring stages, TMA boxes or cp.async, an L2 evict-first hint, a 256-byte L2 prefetch
+ * (cp.async only), a bulk L2 prefetch of the tile PD ahead (cp.async, contiguous rows). */
+template <int NCW_, int KW_, int ST_, bool TMA_, bool EF_ = false, bool PF_ = false, int PD_ = 0>
+struct Var {
+  static constexpr int NCW = NCW_, KW = KW_, ST = ST_;
+  static constexpr bool TMA = TMA_, EF = EF_, PF = PF_;
+  static constexpr int PD = PD_; /* cp.async: tiles PD ahead asked into L2 (0: none) */
+};
+
+template <int D, class V> struct Cfg {
+  static constexpr int NCW = V::NCW, KW = V::KW, ST = V::ST;
+  static constexpr int BC = NCW * KW; /* keys per tile */
+  static constexpr int ROWS = 16;     /* virtual rows of a unit */
   static constexpr int THREADS = 32 * (NCW + 1);
-  static constexpr int LD = D + 8;  /* padded shared row (elements): ldmatrix without conflicts */
-  static constexpr int OLD = D + 4; /* padded float row of the merge buffer */
-  static constexpr int TILE = BC * LD * 2;    /* bytes of one K or V stage */
-  static constexpr int SMALL = ROWS * LD * 2; /* bytes of Q or one appended-rows tile */
+  static constexpr int SUB = BC * 128;    /* bytes of one 64-column swizzled block of a tile */
+  static constexpr int TILE = BC * D * 2; /* bytes of one K or V stage */
+  static constexpr int XSUB = 16 * 128;   /* the appended rows' tiles: 16 rows */
+  static constexpr int XTILE = 16 * D * 2;
+  static constexpr int QLD = D + 8;     /* padded Q row (elements): ldmatrix without conflicts */
+  static constexpr int OLD = D + 4;     /* padded float row of a merge slot */
+  static constexpr int SLOTS = NCW / 2; /* merge slots: half the warps write, half fold */
+  static constexpr int Q_BYTES = ROWS * QLD * 2;
+  static constexpr int O_BYTES = SLOTS * ROWS * OLD * 4;
+  static constexpr int U_BYTES = Q_BYTES + 2 * XTILE > O_BYTES ? Q_BYTES + 2 * XTILE : O_BYTES;
+  /* Offsets from the 1024-byte aligned base (the swizzle's atoms). Q, the appended tiles
+   * and the merge slots share one region: Q and the appended rows are used at a unit's
+   * start, the slots at its end, with consumer barriers between. */
   static constexpr int K_OFF = 0;
-  static constexpr int V_OFF = K_OFF + ST * TILE;
-  static constexpr int Q_OFF = V_OFF + ST * TILE;
-  static constexpr int NK_OFF = Q_OFF + SMALL;
-  static constexpr int NV_OFF = NK_OFF + SMALL;
-  static constexpr int O_OFF = NV_OFF + SMALL;
-  static constexpr int ML_OFF = O_OFF + NCW * ROWS * OLD * 4;
-  static constexpr int BAR_OFF = ML_OFF + 2 * NCW * ROWS * 4;
+  static constexpr int V_OFF = ST * TILE;
+  static constexpr int U_OFF = 2 * ST * TILE;
+  static constexpr int Q_OFF = U_OFF;
+  static constexpr int NK_OFF = Q_OFF + Q_BYTES;
+  static constexpr int NV_OFF = NK_OFF + XTILE;
+  static constexpr int O_OFF = U_OFF;
+  static constexpr int ML_OFF = U_OFF + U_BYTES;
+  static constexpr int BAR_OFF = ML_OFF + 2 * SLOTS * ROWS * 4;
   static constexpr int FLAG_OFF = BAR_OFF + 2 * ST * 8;
-  static constexpr int SMEM = FLAG_OFF + 16;
+  static constexpr int SMEM = FLAG_OFF + 16 + 1024; /* + the base's alignment */
   static_assert(D == 64 || D == 128, "head sizes 64 and 128");
-  static_assert(BC == 16 * NCW, "each consumer warp takes 16 keys of a tile");
+  static_assert(KW == 16 || KW == 32, "16 or 32 keys a warp");
+  static_assert(NCW >= 2 && (NCW & (NCW - 1)) == 0, "a power of two of consumer warps");
   static_assert(32 % (D / 8) == 0, "a producer pass covers whole rows");
-  static_assert(TILE % 16 == 0 && SMALL % 16 == 0 && (OLD * 4) % 16 == 0, "16-byte rows");
+  static_assert(BC <= 256, "a TMA box has at most 256 rows");
+  static_assert(TILE % 1024 == 0 && Q_BYTES % 16 == 0 && (OLD * 4) % 16 == 0, "aligned parts");
   static_assert(SMEM <= 227 * 1024, "shared memory of one CTA");
 };
+
+/* Byte offset of 16-byte chunk c (columns 8c..8c+7) of row r in a tile of rows of
+ * 128-byte swizzled 64-column blocks, `sub` bytes a block (TMA's SWIZZLE_128B layout:
+ * chunk c & 7 of row r sits at chunk (c & 7) ^ (r & 7)). */
+__device__ __forceinline__ uint32_t swz(int r, int c, int sub) {
+  return (uint32_t)((c >> 3) * sub + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
 
 /* ------------------------------------------------------------------ work units */
 
@@ -211,29 +327,51 @@ template <int D> struct State {
   float m[2], l[2];
 };
 
-/* Scores of 16 keys (rows of kt from key0) for this warp's rows, masked to
- * [a, b) \ [x, y) and each row's range, then the online softmax and O += P·V (vt). */
-template <typename T, int D, int LD>
-__device__ __forceinline__ void keys16(State<D> &st, const uint32_t (&qf)[D / 16][4], const T *kt,
-                                       const T *vt, int key0, const Rows &rw, int a, int b, int x,
-                                       int y, float sl2, int lane) {
-  const int t4 = lane & 3;
-  const int k_row = (lane & 7) + (lane >> 4) * 8, k_col = ((lane >> 3) & 1) * 8;
-  const int v_row = (lane & 7) + ((lane >> 3) & 1) * 8, v_col = (lane >> 4) * 8;
-  float s[2][4];
+/* Per-lane ldmatrix offsets into a swizzled tile: row byte offsets of the K (scores)
+ * and V (P·V) fragments and the swizzled chunk of each 16-column block (index & 3; the
+ * block's 64-column half adds `sub`). The tile's first row is a multiple of 8. */
+struct Lanes {
+  uint32_t krow, vrow, kc[4], vc[4];
+};
+
+__device__ __forceinline__ Lanes lanes_of(int lane) {
+  Lanes ln;
+  const int x = lane & 7;
+  ln.krow = (uint32_t)(((lane & 7) + (lane >> 4) * 8) * 128);
+  ln.vrow = (uint32_t)(((lane & 7) + ((lane >> 3) & 1) * 8) * 128);
 #pragma unroll
-  for (int n = 0; n < 2; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+  for (int a = 0; a < 4; ++a) {
+    ln.kc[a] = (uint32_t)(((2 * a + ((lane >> 3) & 1)) ^ x) << 4);
+    ln.vc[a] = (uint32_t)(((2 * a + (lane >> 4)) ^ x) << 4);
+  }
+  return ln;
+}
+
+/* Scores of 8·NB keys (rows of the tile at kt, shared address, from key0) for this
+ * warp's rows, masked to [a, b) \ [x, y) and each row's range, then the online softmax
+ * and O += P·V (vt). sub: bytes of a 64-column block of the tile. */
+template <typename T, int D, int NB>
+__device__ __forceinline__ void keys(State<D> &st, const uint32_t (&qf)[D / 16][4], uint32_t kt,
+                                     uint32_t vt, int sub, int key0, const Rows &rw, int a, int b,
+                                     int x, int y, float sl2, const Lanes &ln, int lane) {
+  const int t4 = lane & 3;
+  float s[NB][4];
+#pragma unroll
+  for (int n = 0; n < NB; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
   for (int kd = 0; kd < D / 16; ++kd) {
-    uint32_t bk[4];
-    ldsm_x4(bk, kt + k_row * LD + kd * 16 + k_col);
-    Mma<T>::run(s[0], qf[kd], bk[0], bk[1]);
-    Mma<T>::run(s[1], qf[kd], bk[2], bk[3]);
-  }
-  const bool inside =
-      key0 >= max(rw.w_lo, a) && key0 + 16 <= min(rw.w_hi, b) && (key0 + 16 <= x || key0 >= y);
 #pragma unroll
-  for (int n = 0; n < 2; ++n)
+    for (int n2 = 0; n2 < NB / 2; ++n2) {
+      uint32_t bk[4];
+      ldsm4(bk, kt + (kd >> 2) * sub + n2 * 16 * 128 + ln.krow + ln.kc[kd & 3]);
+      Mma<T>::run(s[2 * n2], qf[kd], bk[0], bk[1]);
+      Mma<T>::run(s[2 * n2 + 1], qf[kd], bk[2], bk[3]);
+    }
+  }
+  const bool inside = key0 >= max(rw.w_lo, a) && key0 + 8 * NB <= min(rw.w_hi, b) &&
+                      (key0 + 8 * NB <= x || key0 >= y);
+#pragma unroll
+  for (int n = 0; n < NB; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int rr = e >> 1, j = key0 + n * 8 + 2 * t4 + (e & 1);
@@ -245,7 +383,9 @@ __device__ __forceinline__ void keys16(State<D> &st, const uint32_t (&qf)[D / 16
   float muse[2];
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
-    float mx = fmaxf(fmaxf(s[0][2 * rr], s[0][2 * rr + 1]), fmaxf(s[1][2 * rr], s[1][2 * rr + 1]));
+    float mx = fmaxf(s[0][2 * rr], s[0][2 * rr + 1]);
+#pragma unroll
+    for (int n = 1; n < NB; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * rr], s[n][2 * rr + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float mnew = fmaxf(st.m[rr], mx);
@@ -260,38 +400,54 @@ __device__ __forceinline__ void keys16(State<D> &st, const uint32_t (&qf)[D / 16
     }
   }
 #pragma unroll
-  for (int n = 0; n < 2; ++n)
+  for (int n = 0; n < NB; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const float pe = ex2(s[n][e] - muse[e >> 1]);
       s[n][e] = pe;
       st.l[e >> 1] += pe;
     }
-  uint32_t pa[4];
-  pa[0] = Mma<T>::pack(s[0][0], s[0][1]);
-  pa[1] = Mma<T>::pack(s[0][2], s[0][3]);
-  pa[2] = Mma<T>::pack(s[1][0], s[1][1]);
-  pa[3] = Mma<T>::pack(s[1][2], s[1][3]);
 #pragma unroll
-  for (int dp = 0; dp < D / 16; ++dp) {
-    uint32_t bv[4];
-    ldsm_x4_t(bv, vt + v_row * LD + dp * 16 + v_col);
-    Mma<T>::run(st.o[2 * dp], pa, bv[0], bv[1]);
-    Mma<T>::run(st.o[2 * dp + 1], pa, bv[2], bv[3]);
+  for (int kk = 0; kk < NB / 2; ++kk) {
+    uint32_t pa[4];
+    pa[0] = Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]);
+    pa[1] = Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]);
+    pa[2] = Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    pa[3] = Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      uint32_t bv[4];
+      ldsm4_t(bv, vt + (dp >> 2) * sub + kk * 16 * 128 + ln.vrow + ln.vc[dp & 3]);
+      Mma<T>::run(st.o[2 * dp], pa, bv[0], bv[1]);
+      Mma<T>::run(st.o[2 * dp + 1], pa, bv[2], bv[3]);
+    }
+  }
+}
+
+/* A TMA tile holds whatever the buffer has past the unit's keys: this warp's value rows
+ * (KW from key0, at vt) that are not the unit's keys become zeros. */
+template <int D, int KW>
+__device__ __forceinline__ void zero_foreign_rows(uint32_t vt, int sub, int key0, int kend, int x,
+                                                  int y, int lane) {
+  constexpr int CPR = D / 8;
+#pragma unroll
+  for (int i = lane; i < KW * CPR; i += 32) {
+    const int r = i / CPR, c = i % CPR, j = key0 + r;
+    if (j >= kend || (j >= x && j < y)) st_zero16(vt + swz(r, c, sub));
   }
 }
 
 /* ------------------------------------------------------------------ unit prologue */
 
 /* Q rows of the unit → shared memory (rotated on the way with rotary), rows past the
- * unit's zeroed; by the 128 consumer threads. */
-template <typename T, int D, int LD>
+ * unit's zeroed; by the consumer threads (NT of them). */
+template <typename T, int D, int LD, int NT>
 __device__ __forceinline__ void load_q(const onyx__cuda_attn_params &p, const Unit &it, T *qs,
                                        int ctid) {
   constexpr int CPR = D / 8;
   const int rows_total = p.sq * p.group;
   const T *qb = (const T *)p.q + (int64_t)it.b * p.q_bs;
-  for (int i = ctid; i < 16 * CPR; i += 128) {
+  for (int i = ctid; i < 16 * CPR; i += NT) {
     const int r = i / CPR, c = i % CPR;
     uint4 v = make_uint4(0u, 0u, 0u, 0u);
     if (r < rows_total) {
@@ -315,16 +471,17 @@ __device__ __forceinline__ void load_q(const onyx__cuda_attn_params &p, const Un
 }
 
 /* The new rows of (b, g) (append): written to the present (keys rotated as kv_fill
- * does) and to the appended tiles nk/nv, row s at key past_new + s; rows outside the
- * buffer or past sq are zeros in the tiles. By the 128 consumer threads. */
-template <typename T, int D, int LD>
-__device__ __forceinline__ void append_rows(const onyx__cuda_attn_params &p, const Unit &it, T *nk,
-                                            T *nv, int ctid) {
+ * does) and to the appended tiles nk/nv (swizzled, 16 rows), row s at key
+ * past_new + s; rows outside the buffer or past sq are zeros in the tiles. By the
+ * consumer threads (NT of them). */
+template <typename T, int D, int NT>
+__device__ __forceinline__ void append_rows(const onyx__cuda_attn_params &p, const Unit &it,
+                                            unsigned char *nk, unsigned char *nv, int ctid) {
   const T *sk = (const T *)p.new_k + (int64_t)it.b * p.nk_bs + (int64_t)it.g * p.nk_gs;
   const T *sv = (const T *)p.new_v + (int64_t)it.b * p.nk_bs + (int64_t)it.g * p.nk_gs;
   T *dk = (T *)const_cast<void *>(p.k) + (int64_t)it.b * p.k_bs + (int64_t)it.g * p.k_gs;
   T *dv = (T *)const_cast<void *>(p.v) + (int64_t)it.b * p.v_bs + (int64_t)it.g * p.v_gs;
-  for (int i = ctid; i < 16 * D; i += 128) {
+  for (int i = ctid; i < 16 * D; i += NT) {
     const int s = i / D, d = i % D;
     const int64_t j = (int64_t)it.past_new + s;
     T kv = Elem<T>::store(0.0f), vv = kv;
@@ -342,8 +499,9 @@ __device__ __forceinline__ void append_rows(const onyx__cuda_attn_params &p, con
       dk[j * p.k_rs + d] = kv;
       dv[j * p.v_rs + d] = vv;
     }
-    nk[s * LD + d] = kv;
-    nv[s * LD + d] = vv;
+    const uint32_t at = swz(s, d / 8, 16 * 128) + (d % 8) * 2;
+    *reinterpret_cast<T *>(nk + at) = kv;
+    *reinterpret_cast<T *>(nv + at) = vv;
   }
 }
 
@@ -361,94 +519,142 @@ __device__ __forceinline__ void store4(const onyx__cuda_attn_params &p, int b, i
   *reinterpret_cast<uint2 *>(dst) = u;
 }
 
-/* The last unit of a split (b, kv head) merges every split's partial into the output. */
-template <typename T, int D>
+/* The last unit of a split (b, kv head) merges every split's partial into the output.
+ * It runs after the slowest unit, so its latency is the launch's tail: the partials of
+ * 8 splits are loaded at once (one L2 round trip a chunk, not a chain per split) and
+ * folded into a running maximum. */
+template <typename T, int D, int NT>
 __device__ __forceinline__ void merge_splits(const onyx__cuda_attn_params &p, const Unit &it,
                                              int ctid) {
+  constexpr int CH = 8;
   const int ns = p.n_split, rows_total = p.sq * p.group;
   const float *part_o = p.partials;
   const float *part_ml = p.partials + (int64_t)p.batch * p.nq * p.sq * ns * D;
-  for (int i = ctid; i < rows_total * (D / 4); i += 128) {
+  for (int i = ctid; i < rows_total * (D / 4); i += NT) {
     const int r = i / (D / 4), c = (i % (D / 4)) * 4;
     const int s = r / p.group, h = it.g * p.group + r % p.group;
     const int64_t prow0 = (((int64_t)it.b * p.nq + h) * p.sq + s) * ns;
-    float M = -INFINITY;
-    for (int k = 0; k < ns; ++k) M = fmaxf(M, __ldcg(part_ml + (prow0 + k) * 2));
-    float L = 0.0f;
+    const float2 *ml = reinterpret_cast<const float2 *>(part_ml + prow0 * 2);
+    const float *po = part_o + prow0 * D + c;
+    float M = -INFINITY, L = 0.0f;
     float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (M != -INFINITY)
-      for (int k = 0; k < ns; ++k) {
-        const float mk = __ldcg(part_ml + (prow0 + k) * 2);
-        if (mk == -INFINITY) continue;
-        const float w = exp2f(mk - M);
-        L += __ldcg(part_ml + (prow0 + k) * 2 + 1) * w;
-        const float4 ok = __ldcg(reinterpret_cast<const float4 *>(part_o + (prow0 + k) * D + c));
-        o.x += ok.x * w;
-        o.y += ok.y * w;
-        o.z += ok.z * w;
-        o.w += ok.w * w;
+    for (int k0 = 0; k0 < ns; k0 += CH) {
+      float2 mk[CH];
+      float4 ok[CH];
+#pragma unroll
+      for (int j = 0; j < CH; ++j) {
+        const bool in = k0 + j < ns;
+        mk[j] = in ? __ldcg(ml + k0 + j) : make_float2(-INFINITY, 0.0f);
+        ok[j] = in ? __ldcg(reinterpret_cast<const float4 *>(po + (int64_t)(k0 + j) * D))
+                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
+      float cm = M;
+#pragma unroll
+      for (int j = 0; j < CH; ++j) cm = fmaxf(cm, mk[j].x);
+      if (cm == -INFINITY) continue; /* no key so far */
+      const float a = exp2f(M - cm); /* 0 while M is still -inf */
+      L *= a;
+      o.x *= a;
+      o.y *= a;
+      o.z *= a;
+      o.w *= a;
+#pragma unroll
+      for (int j = 0; j < CH; ++j) {
+        const float w = mk[j].x == -INFINITY ? 0.0f : exp2f(mk[j].x - cm);
+        L += mk[j].y * w;
+        o.x += ok[j].x * w;
+        o.y += ok[j].y * w;
+        o.z += ok[j].z * w;
+        o.w += ok[j].w * w;
+      }
+      M = cm;
+    }
     float sink2 = 0.0f;
     const bool has_sink = sink_log2<T>(p, h, &sink2);
     store4<T>(p, it.b, s, h, c, o, finish_factor(M, L, has_sink, sink2));
   }
 }
 
-/* The 4 warp states → one per row (shared memory), then the output or this split's
- * partial; the last split to arrive merges. By the 128 consumer threads. */
-template <typename T, int D>
+/* A warp's state (rows g, g + 8) into merge slot o/m/l, or folded in from one. */
+template <int D, int OLD>
+__device__ __forceinline__ void put_state(const State<D> &st, float *o, float *m, float *l,
+                                          int lane) {
+  const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+    *reinterpret_cast<float2 *>(o + g * OLD + n * 8 + 2 * t4) = make_float2(st.o[n][0], st.o[n][1]);
+    *reinterpret_cast<float2 *>(o + (g + 8) * OLD + n * 8 + 2 * t4) =
+        make_float2(st.o[n][2], st.o[n][3]);
+  }
+  if (t4 == 0) {
+    m[g] = st.m[0];
+    l[g] = st.l[0];
+    m[g + 8] = st.m[1];
+    l[g + 8] = st.l[1];
+  }
+}
+
+template <int D, int OLD>
+__device__ __forceinline__ void fold_state(State<D> &st, const float *o, const float *m,
+                                           const float *l, int lane) {
+  const int g = lane >> 2, t4 = lane & 3;
+  float fa[2], fb[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const float mo = m[g + 8 * rr], mnew = fmaxf(st.m[rr], mo);
+    const float muse = mnew == -INFINITY ? 0.0f : mnew;
+    fa[rr] = ex2(st.m[rr] - muse);
+    fb[rr] = ex2(mo - muse);
+    st.m[rr] = mnew;
+    st.l[rr] = st.l[rr] * fa[rr] + l[g + 8 * rr] * fb[rr];
+  }
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+    const float2 u = *reinterpret_cast<const float2 *>(o + g * OLD + n * 8 + 2 * t4);
+    const float2 w = *reinterpret_cast<const float2 *>(o + (g + 8) * OLD + n * 8 + 2 * t4);
+    st.o[n][0] = st.o[n][0] * fa[0] + u.x * fb[0];
+    st.o[n][1] = st.o[n][1] * fa[0] + u.y * fb[0];
+    st.o[n][2] = st.o[n][2] * fa[1] + w.x * fb[1];
+    st.o[n][3] = st.o[n][3] * fa[1] + w.y * fb[1];
+  }
+}
+
+/* The warp states → one per row (a tree through the slots), then the output or this
+ * split's partial; the last split to arrive merges. By the consumer threads. */
+template <typename T, int D, class C>
 __device__ __forceinline__ void finish_unit(const onyx__cuda_attn_params &p, const Unit &it,
                                             State<D> &st, unsigned char *smem, int cw, int lane,
                                             int ctid) {
-  using C = Cfg<D>;
+  constexpr int NT = 32 * C::NCW, OLD = C::OLD;
   float *osm = reinterpret_cast<float *>(smem + C::O_OFF);
-  float *msm = reinterpret_cast<float *>(smem + C::ML_OFF), *lsm = msm + C::NCW * 16;
+  float *msm = reinterpret_cast<float *>(smem + C::ML_OFF), *lsm = msm + C::SLOTS * 16;
   int *flag = reinterpret_cast<int *>(smem + C::FLAG_OFF);
-  const int g = lane >> 2, t4 = lane & 3;
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     st.l[rr] += __shfl_xor_sync(0xffffffffu, st.l[rr], 1);
     st.l[rr] += __shfl_xor_sync(0xffffffffu, st.l[rr], 2);
   }
-  float *o0 = osm + (cw * 16 + g) * C::OLD, *o1 = o0 + 8 * C::OLD;
+  consumers_sync<NT>(); /* every warp is done with Q and the appended tiles (the slots) */
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n) {
-    *reinterpret_cast<float2 *>(o0 + n * 8 + 2 * t4) = make_float2(st.o[n][0], st.o[n][1]);
-    *reinterpret_cast<float2 *>(o1 + n * 8 + 2 * t4) = make_float2(st.o[n][2], st.o[n][3]);
+  for (int h = C::NCW / 2; h >= 1; h >>= 1) {
+    if (cw >= h && cw < 2 * h)
+      put_state<D, OLD>(st, osm + (cw - h) * 16 * OLD, msm + (cw - h) * 16, lsm + (cw - h) * 16,
+                        lane);
+    consumers_sync<NT>();
+    if (cw < h) fold_state<D, OLD>(st, osm + cw * 16 * OLD, msm + cw * 16, lsm + cw * 16, lane);
+    consumers_sync<NT>();
   }
-  if (t4 == 0) {
-    msm[cw * 16 + g] = st.m[0];
-    lsm[cw * 16 + g] = st.l[0];
-    msm[cw * 16 + g + 8] = st.m[1];
-    lsm[cw * 16 + g + 8] = st.l[1];
-  }
-  consumers_sync();
+  if (cw == 0) put_state<D, OLD>(st, osm, msm, lsm, lane);
+  consumers_sync<NT>();
 
   const int rows_total = p.sq * p.group, ns = p.n_split;
   float *part_o = p.partials;
   float *part_ml = p.partials + (int64_t)p.batch * p.nq * p.sq * ns * D;
-  for (int i = ctid; i < rows_total * (D / 4); i += 128) {
+  for (int i = ctid; i < rows_total * (D / 4); i += NT) {
     const int r = i / (D / 4), c = (i % (D / 4)) * 4;
     const int s = r / p.group, h = it.g * p.group + r % p.group;
-    float M = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < C::NCW; ++w) M = fmaxf(M, msm[w * 16 + r]);
-    float L = 0.0f;
-    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (M != -INFINITY) {
-#pragma unroll
-      for (int w = 0; w < C::NCW; ++w) {
-        const float mw = msm[w * 16 + r];
-        if (mw == -INFINITY) continue;
-        const float f = exp2f(mw - M);
-        L += lsm[w * 16 + r] * f;
-        const float4 ow = *reinterpret_cast<const float4 *>(osm + (w * 16 + r) * C::OLD + c);
-        o.x += ow.x * f;
-        o.y += ow.y * f;
-        o.z += ow.z * f;
-        o.w += ow.w * f;
-      }
-    }
+    const float M = msm[r], L = lsm[r];
+    const float4 o = *reinterpret_cast<const float4 *>(osm + r * OLD + c);
     if (ns > 1) {
       const int64_t prow = (((int64_t)it.b * p.nq + h) * p.sq + s) * ns + it.split;
       *reinterpret_cast<float4 *>(part_o + prow * D + c) = o;
@@ -465,7 +671,7 @@ __device__ __forceinline__ void finish_unit(const onyx__cuda_attn_params &p, con
   if (ns <= 1) return;
   /* This split's partial is out: count it; the last to arrive merges. */
   __threadfence();
-  consumers_sync();
+  consumers_sync<NT>();
   if (ctid == 0) {
     unsigned *count =
         reinterpret_cast<unsigned *>(part_ml + (int64_t)p.batch * p.nq * p.sq * ns * 2);
@@ -473,79 +679,143 @@ __device__ __forceinline__ void finish_unit(const onyx__cuda_attn_params &p, con
     *flag = before == (unsigned)(ns - 1);
     __threadfence();
   }
-  consumers_sync();
-  if (*flag) merge_splits<T, D>(p, it, ctid);
+  consumers_sync<NT>();
+  if (*flag) merge_splits<T, D, NT>(p, it, ctid);
+}
+
+/* ------------------------------------------------------------------ the producer */
+
+/* K and V rows of every tile of every unit of this CTA, in order, into the ring. */
+template <typename T, int D, class V>
+__device__ __forceinline__ void produce(const onyx__cuda_attn_params &p, int units,
+                                        const CUtensorMap *tk, const CUtensorMap *tv, uint32_t ks,
+                                        uint32_t vs, uint64_t *full, uint64_t *empty, int lane) {
+  using C = Cfg<D, V>;
+  constexpr int BC = C::BC, ST = C::ST;
+  int git = 0;
+  if (V::TMA) {
+#if __CUDA_ARCH__ >= 900
+    /* One thread issues D / 64 boxes of K and of V per tile. */
+    if (lane != 0) return;
+    const uint64_t policy = V::EF ? evict_first_policy() : 0;
+    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+      const Unit it = unit_of<BC>(p, u);
+      for (int t = 0; t < it.n_tiles; ++t, ++git) {
+        const int s = git % ST;
+        mbar_wait(&empty[s], ((uint32_t)(git / ST) & 1u) ^ 1u);
+        mbar_expect_tx(&full[s], 2 * C::TILE);
+        const int k0 = it.kstart + t * BC;
+#pragma unroll
+        for (int h = 0; h < D / 64; ++h) {
+          tma_box<V::EF>(ks + s * C::TILE + h * C::SUB, tk, h * 64, k0, it.g, it.b, &full[s],
+                         policy);
+          tma_box<V::EF>(vs + s * C::TILE + h * C::SUB, tv, h * 64, k0, it.g, it.b, &full[s],
+                         policy);
+        }
+      }
+    }
+#else
+    (void)tk;
+    (void)tv;
+    __trap(); /* never launched: the host takes TMA variants only on sm_90 images */
+#endif
+    return;
+  }
+  /* cp.async: each lane a fixed 16-byte column of every second (D 128) or fourth (D 64)
+   * row; rows outside the unit's cache keys are zero-filled. */
+  constexpr int CPR = D / 8, RPP = 32 / CPR;
+  const int c = lane % CPR, r0 = lane / CPR;
+  const uint64_t policy = V::EF ? evict_first_policy() : 0;
+  /* The L2 prefetch reads whole tiles of rows, so only rows without gaps between. */
+  const bool l2p = V::PD > 0 && lane == 0 && p.k_rs == D && p.v_rs == D;
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const Unit it = unit_of<BC>(p, u);
+    const T *kb = (const T *)p.k + (int64_t)it.b * p.k_bs + (int64_t)it.g * p.k_gs;
+    const T *vb = (const T *)p.v + (int64_t)it.b * p.v_bs + (int64_t)it.g * p.v_gs;
+    for (int t = 0; t < it.n_tiles; ++t, ++git) {
+#if __CUDA_ARCH__ >= 900
+      if (l2p && t + V::PD < it.n_tiles) {
+        /* Before waiting for a free stage: DRAM works PD tiles ahead of the ring. */
+        const int a = it.kstart + (t + V::PD) * BC, e = min(a + BC, it.kend);
+        if (a < e) {
+          l2_prefetch(kb + (int64_t)a * D, (uint32_t)(e - a) * D * 2);
+          l2_prefetch(vb + (int64_t)a * D, (uint32_t)(e - a) * D * 2);
+        }
+      }
+#endif
+      const int s = git % ST;
+      mbar_wait(&empty[s], ((uint32_t)(git / ST) & 1u) ^ 1u);
+      const int k0 = it.kstart + t * BC;
+      const uint32_t kd = ks + s * C::TILE, vd = vs + s * C::TILE;
+      const T *kp = kb + (int64_t)(k0 + r0) * p.k_rs + c * 8;
+      const T *vp = vb + (int64_t)(k0 + r0) * p.v_rs + c * 8;
+      const int64_t kstep = (int64_t)RPP * p.k_rs, vstep = (int64_t)RPP * p.v_rs;
+#pragma unroll 8
+      for (int i = 0; i < BC / RPP; ++i, kp += kstep, vp += vstep) {
+        const int r = r0 + i * RPP, j = k0 + r;
+        const bool ok = j < it.kend && (j < it.x_lo || j >= it.x_hi);
+        const uint32_t at = swz(r, c, C::SUB);
+        cp_async16_at<V::EF, V::PF>(kd + at, ok ? kp : kb, ok, policy);
+        cp_async16_at<V::EF, V::PF>(vd + at, ok ? vp : vb, ok, policy);
+      }
+      cp_async_arrive(&full[s]);
+    }
+  }
+  cp_async_wait_all();
 }
 
 /* ------------------------------------------------------------------ the kernel */
 
-template <typename T, int D>
-__global__ void __launch_bounds__(Cfg<D>::THREADS, 1)
-    decode_kernel(const onyx__cuda_attn_params p, int units) {
-  using C = Cfg<D>;
-  constexpr int BC = C::BC, ST = C::ST, LD = C::LD;
-  extern __shared__ __align__(16) unsigned char smem[];
-  T *ks = reinterpret_cast<T *>(smem + C::K_OFF);
-  T *vs = reinterpret_cast<T *>(smem + C::V_OFF);
+template <typename T, int D, class V>
+__global__ void __launch_bounds__(Cfg<D, V>::THREADS, 1)
+    decode_kernel(const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
+                  const onyx__cuda_attn_params p, int units) {
+  using C = Cfg<D, V>;
+  constexpr int BC = C::BC, ST = C::ST, KW = C::KW, NT = 32 * C::NCW;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  /* The swizzle's atoms and TMA's destinations: a 1024-byte aligned base. */
+  const uint32_t raw = smem_addr(smem_raw);
+  unsigned char *smem = smem_raw + (((raw + 1023u) & ~1023u) - raw);
+  const uint32_t base = smem_addr(smem);
+  const uint32_t ks = base + C::K_OFF, vs = base + C::V_OFF;
   uint64_t *full = reinterpret_cast<uint64_t *>(smem + C::BAR_OFF), *empty = full + ST;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 
   if (tid == 0) {
     for (int s = 0; s < ST; ++s) {
-      mbar_init(&full[s], 32);      /* one cp.async arrival per producer lane */
-      mbar_init(&empty[s], C::NCW); /* one arrival per consumer warp */
+      mbar_init(&full[s], V::TMA ? 1 : 32); /* the expect_tx arrival, or one per lane */
+      mbar_init(&empty[s], C::NCW);         /* one arrival per consumer warp */
     }
+#if __CUDA_ARCH__ >= 900
+    if (V::TMA) mbar_fence_init();
+#endif
   }
   __syncthreads();
 
   if (warp == 0) {
-    /* ---------------- producer: K and V rows of every tile of every unit, in order,
-     * each lane a fixed 16-byte column of every second (D 128) or fourth (D 64) row. */
-    constexpr int CPR = D / 8, RPP = 32 / CPR;
-    const int c = lane % CPR, r0 = lane / CPR;
-    int git = 0;
-    for (int u = blockIdx.x; u < units; u += gridDim.x) {
-      const Unit it = unit_of<BC>(p, u);
-      const T *kb = (const T *)p.k + (int64_t)it.b * p.k_bs + (int64_t)it.g * p.k_gs;
-      const T *vb = (const T *)p.v + (int64_t)it.b * p.v_bs + (int64_t)it.g * p.v_gs;
-      for (int t = 0; t < it.n_tiles; ++t, ++git) {
-        const int s = git % ST;
-        mbar_wait(&empty[s], ((uint32_t)(git / ST) & 1u) ^ 1u);
-        const int k0 = it.kstart + t * BC;
-        T *kd = ks + s * BC * LD + c * 8, *vd = vs + s * BC * LD + c * 8;
-        const T *kp = kb + (int64_t)(k0 + r0) * p.k_rs + c * 8;
-        const T *vp = vb + (int64_t)(k0 + r0) * p.v_rs + c * 8;
-        const int64_t kstep = (int64_t)RPP * p.k_rs, vstep = (int64_t)RPP * p.v_rs;
-#pragma unroll
-        for (int i = 0; i < BC / RPP; ++i, kp += kstep, vp += vstep) {
-          const int r = r0 + i * RPP, j = k0 + r;
-          const bool ok = j < it.kend && (j < it.x_lo || j >= it.x_hi);
-          cp_async16(kd + r * LD, ok ? kp : kb, ok);
-          cp_async16(vd + r * LD, ok ? vp : vb, ok);
-        }
-        cp_async_arrive(&full[s]);
-      }
-    }
-    cp_async_wait_all();
+    produce<T, D, V>(p, units, &tk, &tv, ks, vs, full, empty, lane);
     return;
   }
 
-  /* ---------------- consumers: warp cw takes keys [16·cw, 16·cw + 16) of every tile. */
+  /* ---------------- consumers: warp cw takes keys [KW·cw, KW·cw + KW) of every tile. */
   const int cw = warp - 1, ctid = tid - 32, g = lane >> 2;
   T *qs = reinterpret_cast<T *>(smem + C::Q_OFF);
-  T *nk = reinterpret_cast<T *>(smem + C::NK_OFF), *nv = reinterpret_cast<T *>(smem + C::NV_OFF);
+  unsigned char *nk = smem + C::NK_OFF, *nv = smem + C::NV_OFF;
   const float sl2 = p.scale * kLog2e;
   const int q_row = (lane & 7) + ((lane >> 3) & 1) * 8, q_col = (lane >> 4) * 8;
+  const Lanes ln = lanes_of(lane);
+  const uint32_t wrow = (uint32_t)(cw * KW * 128); /* this warp's first row in a tile */
   int git = 0;
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
     const Unit it = unit_of<BC>(p, u);
     const bool appended = p.append && it.split == 0;
-    load_q<T, D, LD>(p, it, qs, ctid);
-    if (appended) append_rows<T, D, LD>(p, it, nk, nv, ctid);
-    consumers_sync();
+    consumers_sync<NT>(); /* the previous unit's slots are read (they alias Q) */
+    load_q<T, D, C::QLD, NT>(p, it, qs, ctid);
+    if (appended) append_rows<T, D, NT>(p, it, nk, nv, ctid);
+    consumers_sync<NT>();
     uint32_t qf[D / 16][4];
 #pragma unroll
-    for (int kd = 0; kd < D / 16; ++kd) ldsm_x4(qf[kd], qs + q_row * LD + kd * 16 + q_col);
+    for (int kd = 0; kd < D / 16; ++kd) ldsm_x4(qf[kd], qs + q_row * C::QLD + kd * 16 + q_col);
     const Rows rw = rows_of(p, it, g);
     State<D> st;
 #pragma unroll
@@ -554,35 +824,139 @@ __global__ void __launch_bounds__(Cfg<D>::THREADS, 1)
     st.l[0] = st.l[1] = 0.0f;
 
     if (appended && cw == 0 && it.x_lo < it.x_hi)
-      keys16<T, D, LD>(st, qf, nk, nv, it.past_new, rw, it.x_lo, it.x_hi, 0, 0, sl2, lane);
+      keys<T, D, 2>(st, qf, smem_addr(nk), smem_addr(nv), C::XSUB, it.past_new, rw, it.x_lo,
+                    it.x_hi, 0, 0, sl2, ln, lane);
     for (int t = 0; t < it.n_tiles; ++t, ++git) {
       const int s = git % ST;
       mbar_wait(&full[s], (uint32_t)(git / ST) & 1u);
-      const int key0 = it.kstart + t * BC + cw * 16;
-      keys16<T, D, LD>(st, qf, ks + (s * BC + cw * 16) * LD, vs + (s * BC + cw * 16) * LD, key0, rw,
-                       it.kstart, it.kend, it.x_lo, it.x_hi, sl2, lane);
+      const int key0 = it.kstart + t * BC + cw * KW;
+      const uint32_t kt = ks + s * C::TILE + wrow, vt = vs + s * C::TILE + wrow;
+      const bool foreign = key0 + KW > it.kend || (key0 < it.x_hi && key0 + KW > it.x_lo);
+      if (V::TMA && foreign) {
+        zero_foreign_rows<D, KW>(vt, C::SUB, key0, it.kend, it.x_lo, it.x_hi, lane);
+        __syncwarp();
+      }
+      keys<T, D, KW / 8>(st, qf, kt, vt, C::SUB, key0, rw, it.kstart, it.kend, it.x_lo, it.x_hi,
+                         sl2, ln, lane);
+#if __CUDA_ARCH__ >= 900
+      if (V::TMA && foreign) fence_async_smem(); /* the zeros before the next box lands */
+#endif
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);
     }
-    finish_unit<T, D>(p, it, st, smem, cw, lane, ctid);
+    finish_unit<T, D, C>(p, it, st, smem, cw, lane, ctid);
   }
 }
 
 /* ------------------------------------------------------------------ host side */
 
-/* Per device: CTAs of this kernel per SM times SMs (0: not probed, -1: does not run). */
-template <typename T, int D> struct Slots { static std::atomic<int> per_device[64]; };
-template <typename T, int D> std::atomic<int> Slots<T, D>::per_device[64];
+/* The variants (run D2 measured TMA boxes below 16-byte cp.async; the best TMA one is
+ * kept as v7): v1 D1's shape (4 warps × 16 keys, 4 stages); v2 32 keys a warp (128-key
+ * tiles, 3 stages); v3 v2 with the L2 evict-first hint; v4 v3 with 256-byte L2
+ * prefetch; v5 8 warps × 16 keys with the hint; v6 v3 asking L2 for the tile 3 ahead;
+ * v7 TMA with the hint. */
+using V1 = Var<4, 16, 4, false>;
+using V2 = Var<4, 32, 3, false>;
+using V3 = Var<4, 32, 3, false, true>;
+using V4 = Var<4, 32, 3, false, true, true>;
+using V5 = Var<8, 16, 3, false, true>;
+using V6 = Var<4, 32, 3, false, true, false, 3>;
+using V7 = Var<4, 32, 3, true, true>;
+/* The production choice (the best measured, PERF_NOTES.md); it needs no TMA, and it is
+ * where v7 falls back for layouts or devices TMA cannot take. */
+using Best = V3;
+constexpr int kBest = 3;
 
-template <typename T, int D> static int slots(int dev) {
-  using C = Cfg<D>;
-  int v = Slots<T, D>::per_device[dev].load(std::memory_order_relaxed);
+/* cuTensorMapEncodeTiled through cudart's driver entry point (no libcuda link). */
+static PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void *ptr = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+      fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(ptr);
+    else
+      (void)cudaGetLastError();
+  });
+  return fn;
+}
+
+/* What a map is made from: K or V of one launch. */
+struct MapKey {
+  const void *base;
+  uint32_t dtype;
+  int64_t d, rows, heads, batch, s_row, s_head, s_batch;
+  int box_rows;
+  bool operator==(const MapKey &o) const {
+    return base == o.base && dtype == o.dtype && d == o.d && rows == o.rows && heads == o.heads &&
+           batch == o.batch && s_row == o.s_row && s_head == o.s_head && s_batch == o.s_batch &&
+           box_rows == o.box_rows;
+  }
+};
+
+/* A 4-D map (d, rows, heads, batch) of 16-bit elements with element strides, boxes of
+ * 64 columns × box_rows rows, 128-byte swizzle, zero fill past the tensor's end. The
+ * last two maps of this thread are kept: decode calls repeat the same buffers, and the
+ * encode is host time in front of the launch. */
+static bool make_map(CUtensorMap *map, const MapKey &k, int slot) {
+  thread_local MapKey last[2];
+  thread_local CUtensorMap made[2];
+  thread_local bool have[2] = {false, false};
+  if (have[slot] && last[slot] == k) {
+    *map = made[slot];
+    return true;
+  }
+  PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
+  if (fn == nullptr) return false;
+  cuuint64_t dims[4] = {(cuuint64_t)k.d, (cuuint64_t)k.rows, (cuuint64_t)k.heads,
+                        (cuuint64_t)k.batch};
+  cuuint64_t strides[3] = {(cuuint64_t)k.s_row * 2, (cuuint64_t)k.s_head * 2,
+                           (cuuint64_t)k.s_batch * 2};
+  cuuint32_t box[4] = {64, (cuuint32_t)k.box_rows, 1, 1};
+  cuuint32_t estr[4] = {1, 1, 1, 1};
+  CUtensorMapDataType t = k.dtype == ONYX_DTYPE_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                         : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  CUresult r = fn(map, t, 4, const_cast<void *>(k.base), dims, strides, box, estr,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return false;
+  last[slot] = k;
+  made[slot] = *map;
+  have[slot] = true;
+  return true;
+}
+
+/* TMA reads 16-byte aligned bases with strides of whole 16-byte pieces below 2^40
+ * bytes. */
+static bool tma_layout(const void *base, int64_t s0, int64_t s1, int64_t s2) {
+  const int64_t lim = (int64_t)1 << 39; /* elements of 2 bytes */
+  if (base == nullptr || ((uintptr_t)base & 15u) != 0) return false;
+  const int64_t s[3] = {s0, s1, s2};
+  for (int i = 0; i < 3; ++i)
+    if (s[i] <= 0 || s[i] % 8 != 0 || s[i] >= lim) return false;
+  return true;
+}
+
+/* Per device and variant: CTAs per SM times SMs (0: not probed, -1: does not run). A
+ * TMA variant runs only from an sm_90 (or newer) image. */
+template <typename T, int D, class V> struct Slots { static std::atomic<int> per_device[64]; };
+template <typename T, int D, class V> std::atomic<int> Slots<T, D, V>::per_device[64];
+
+template <typename T, int D, class V> static int slots(int dev) {
+  using C = Cfg<D, V>;
+  int v = Slots<T, D, V>::per_device[dev].load(std::memory_order_relaxed);
   if (v != 0) return v;
   v = -1;
   int sms = 0, occ = 0;
-  auto kern = decode_kernel<T, D>;
+  auto kern = decode_kernel<T, D, V>;
+  cudaFuncAttributes a;
   if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM) ==
           cudaSuccess &&
+      cudaFuncGetAttributes(&a, kern) == cudaSuccess &&
+      (!V::TMA || (a.binaryVersion >= 90 && encode_fn() != nullptr)) &&
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, C::THREADS, C::SMEM) ==
           cudaSuccess &&
@@ -590,18 +964,31 @@ template <typename T, int D> static int slots(int dev) {
     v = sms * occ;
   else
     (void)cudaGetLastError();
-  Slots<T, D>::per_device[dev].store(v, std::memory_order_relaxed);
+  Slots<T, D, V>::per_device[dev].store(v, std::memory_order_relaxed);
   return v;
 }
 
-template <typename T, int D>
-static cudaError_t launch(const onyx__cuda_attn_params &p, int dev, cudaStream_t stream) {
-  using C = Cfg<D>;
-  const int n = slots<T, D>(dev);
-  if (n <= 0) return cudaErrorInvalidDeviceFunction;
+/* What launch_v returns when a TMA variant cannot run this problem: nothing ran. */
+constexpr cudaError_t kNotTaken = (cudaError_t)-1;
+
+template <typename T, int D, class V>
+static cudaError_t launch_v(const onyx__cuda_attn_params &p, int dev, cudaStream_t stream) {
+  using C = Cfg<D, V>;
+  const int n = slots<T, D, V>(dev);
+  if (n <= 0) return V::TMA ? kNotTaken : cudaErrorInvalidDeviceFunction;
   const int64_t heads = (int64_t)p.batch * p.nkv, units = heads * p.n_split;
   if (units <= 0) return cudaSuccess;
   if (units > INT32_MAX) return cudaErrorInvalidValue;
+  CUtensorMap tk, tv;
+  memset(&tk, 0, sizeof tk);
+  memset(&tv, 0, sizeof tv);
+  if (V::TMA) {
+    const MapKey mk = {p.k, p.dtype, D, p.kv_rows, p.nkv, p.batch, p.k_rs, p.k_gs, p.k_bs, C::BC};
+    const MapKey mv = {p.v, p.dtype, D, p.kv_rows, p.nkv, p.batch, p.v_rs, p.v_gs, p.v_bs, C::BC};
+    if (!tma_layout(p.k, p.k_rs, p.k_gs, p.k_bs) || !tma_layout(p.v, p.v_rs, p.v_gs, p.v_bs) ||
+        p.kv_rows <= 0 || !make_map(&tk, mk, 0) || !make_map(&tv, mv, 1))
+      return kNotTaken;
+  }
   if (p.n_split > 1) {
     /* The arrival counters after the partials start at zero in every launch. */
     unsigned char *count =
@@ -611,8 +998,42 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, int dev, cudaStream_t
     if (e != cudaSuccess) return e;
   }
   const int grid = units < n ? (int)units : n;
-  decode_kernel<T, D><<<grid, C::THREADS, C::SMEM, stream>>>(p, (int)units);
+  decode_kernel<T, D, V><<<grid, C::THREADS, C::SMEM, stream>>>(tk, tv, p, (int)units);
   return cudaGetLastError();
+}
+
+/* Variant v (1..7), or the production choice for 0; a TMA variant that cannot take the
+ * problem (layout, device, a refused map) runs as the production one. */
+template <typename T, int D>
+static cudaError_t launch(const onyx__cuda_attn_params &p, int dev, cudaStream_t stream) {
+  int v = onyx__cuda_attn_decode_variant;
+  if (v < 1 || v > 7) v = kBest;
+  cudaError_t e = kNotTaken;
+  switch (v) {
+  case 1:
+    e = launch_v<T, D, V1>(p, dev, stream);
+    break;
+  case 2:
+    e = launch_v<T, D, V2>(p, dev, stream);
+    break;
+  case 3:
+    e = launch_v<T, D, V3>(p, dev, stream);
+    break;
+  case 4:
+    e = launch_v<T, D, V4>(p, dev, stream);
+    break;
+  case 5:
+    e = launch_v<T, D, V5>(p, dev, stream);
+    break;
+  case 6:
+    e = launch_v<T, D, V6>(p, dev, stream);
+    break;
+  default:
+    e = launch_v<T, D, V7>(p, dev, stream);
+    break;
+  }
+  if (e == kNotTaken) e = launch_v<T, D, Best>(p, dev, stream);
+  return e;
 }
 
 } // namespace decode
@@ -626,8 +1047,9 @@ extern "C" int onyx__cuda_attn_decode_available(void) {
     return 0;
   }
   if (dev < 0 || dev >= 64) return 0;
-  return slots<__nv_bfloat16, 128>(dev) > 0 && slots<__nv_bfloat16, 64>(dev) > 0 &&
-         slots<__half, 128>(dev) > 0 && slots<__half, 64>(dev) > 0;
+  /* The production variant (cp.async) runs every problem the route takes. */
+  return slots<__nv_bfloat16, 128, Best>(dev) > 0 && slots<__nv_bfloat16, 64, Best>(dev) > 0 &&
+         slots<__half, 128, Best>(dev) > 0 && slots<__half, 64, Best>(dev) > 0;
 }
 
 extern "C" int onyx__cuda_attn_decode(const onyx__cuda_attn_params *p, void *stream) {

@@ -212,6 +212,10 @@ const char *onyx__cuda_attn_hopper_refusal(const onyx__cuda_attn_params *p,
 /* Tests and the benchmark only: 0 keeps every problem off the decode route (-1: the
  * dispatcher decides). Not thread-safe; production code never sets it. */
 extern int onyx__cuda_attn_force_decode;
+/* Tests and the benchmark only: a variant of the decode kernel (0: the production one;
+ * 1..7: the variants of cuda_attn_decode.cu, a TMA one falling back to cp.async where
+ * TMA cannot read the layout). Not thread-safe; production code never sets it. */
+extern int onyx__cuda_attn_decode_variant;
 
 /* NULL when the decode route runs this problem (pointers, strides and the plan's split
  * set), else why not: a feature it lacks (softcap, mask or bias), a head size, more

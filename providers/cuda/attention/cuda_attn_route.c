@@ -20,6 +20,7 @@
 int onyx__cuda_attn_force_hopper = -1;
 int onyx__cuda_attn_hopper_variant = 0;
 int onyx__cuda_attn_force_decode = -1;
+int onyx__cuda_attn_decode_variant = 0;
 
 static _Atomic uint32_t last_route = ONYX__CUDA_ROUTE_FLASH;
 
