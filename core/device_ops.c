@@ -66,7 +66,8 @@ const onyx_graph_table *onyx__dev_graphs(const onyx__provider *p) {
 }
 
 bool onyx__dev_siblings(const onyx__provider *a, const onyx__provider *b) {
-  return a && b && a->factory != NULL && a->factory == b->factory;
+  return a && b && a->factory != NULL && a->factory == b->factory &&
+         (a->info.caps & b->info.caps & ONYX_DEVICE_CAP_PEER_COPY) != 0;
 }
 
 void *onyx__provider_stream(const onyx__provider *p) {

@@ -133,8 +133,9 @@ onyx_status onyx__dev_sync_raw(const onyx__provider *p);
 onyx_status onyx__dev_capacity(onyx__provider *p, uint64_t *out_bytes);
 const onyx_vmm_table *onyx__dev_vmm(const onyx__provider *p);
 const onyx_graph_table *onyx__dev_graphs(const onyx__provider *p);
-/* Do two instances come from one provider library (one v3 factory)? Such siblings copy
- * between their devices directly. */
+/* Do two instances come from one provider library (one v3 factory) and both report
+ * ONYX_DEVICE_CAP_PEER_COPY? Such siblings copy between their devices directly; others
+ * through the host. */
 bool onyx__dev_siblings(const onyx__provider *a, const onyx__provider *b);
 
 /* The device stream lock (stream_lock.c): work queued on a device provider's stream

@@ -129,6 +129,26 @@ static void one_session_on_two_devices(void **state) {
   assert_int_equal(stats3().live_bytes_on[1], 0);
 }
 
+/* Devices that do not report peer copies exchange values through the host. */
+static void without_peer_copies_values_go_through_the_host(void **state) {
+  (void)state;
+  onyx_runtime *rt = runtime3("option.no_peer = 1");
+  onyx_session *s = session(rt, "fake_two_devices.onnx");
+  float x[6];
+  onyx_tensor in = x_in(x), out;
+  onyx_fake_device_stats before = stats3();
+  assert_int_equal(run(s, NULL, &in, 1, &out), ONYX_STATUS_OK);
+  onyx_fake_device_stats after = stats3();
+  for (int i = 0; i < 6; ++i) assert_true(((float *)out.data)[i] == 24.0f * X[i]);
+  onyx_tensor_data_free(out.data);
+  assert_int_equal(after.copies_peer - before.copies_peer, 0);
+  assert_int_equal(after.copies_h2d - before.copies_h2d, 4); /* x, then a, b, c again */
+  assert_int_equal(after.copies_d2h - before.copies_d2h, 4); /* a, b, c, then y */
+  assert_nothing_booked(rt);
+  onyx_session_destroy(s);
+  onyx_runtime_destroy(rt);
+}
+
 /* plugins.ini's `devices` picks the instances and their order. */
 static void devices_line_orders_placement(void **state) {
   (void)state;
@@ -349,6 +369,7 @@ static void graphs_are_per_instance(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(one_session_on_two_devices),
+      cmocka_unit_test(without_peer_copies_values_go_through_the_host),
       cmocka_unit_test(devices_line_orders_placement),
       cmocka_unit_test(v2_and_v3_side_by_side),
       cmocka_unit_test(refusals_name_device_and_reason),

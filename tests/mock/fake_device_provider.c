@@ -40,7 +40,8 @@
  *        Triple  y = 3x, registered only by devices of capability 2.0 and up (device 1)
  *        Picky   y = x, whose infer refuses anything but rank 2 through its sink
  *      Twice declines a node whose int attribute `device` names another device.
- *      Options (plugins.ini option.KEY): count = N reports N devices; absent = N makes
+ *      Options (plugins.ini option.KEY): count = N reports N devices; no_peer = 1 drops
+ *      ONYX_DEVICE_CAP_PEER_COPY (values then go through the host); absent = N makes
  *      device N decline at open (DEVICE_UNAVAILABLE, saying why); bad_kernel = N makes
  *      device N register a kernel without compute.
  */
