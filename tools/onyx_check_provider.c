@@ -401,27 +401,81 @@ int posix_memalign(void **out, size_t alignment, size_t size) {
 #pragma GCC visibility pop
 #endif
 
+/* ------------------------------------------------------------ ONNX node tests */
+
+/* The folder of this binary, where onyx-run lies too (bin/ or the build's tools/). */
+static bool exe_dir(char *buf, size_t cap) {
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return false;
+  exe[n] = '\0';
+  char *slash = strrchr(exe, '/');
+  if (slash == NULL) return false;
+  *slash = '\0';
+  snprintf(buf, cap, "%s", exe);
+  return true;
+}
+
+/* The ONNX node tests under `dir` whose ops the provider claims, through the core:
+ * onyx-run --conformance with a plugins.ini that loads the provider alone (as its own
+ * fallback), so that only tests it claims run, and every output is compared. */
+static void check_node_tests(const char *path, const char *dir) {
+  char tools[PATH_MAX], ini[64] = "/tmp/onyx-check-XXXXXX";
+  int fd = exe_dir(tools, sizeof tools) ? mkstemp(ini) : -1;
+  if (fd < 0) {
+    chk_fail("node tests", "cannot write a plugins.ini: %s", strerror(errno));
+    return;
+  }
+  FILE *f = fdopen(fd, "w");
+  if (f) {
+    fprintf(f, "[onyx]\nfallback = subject\n\n[provider.subject]\npath = %s\n", path);
+    fclose(f);
+  }
+  char cmd[3 * PATH_MAX];
+  snprintf(cmd, sizeof cmd, "'%s/onyx-run' --config '%s' --conformance '%s' 2>&1", tools, ini, dir);
+  FILE *run = popen(cmd, "r");
+  long passed = -1, failed = -1;
+  char line[4096], first_failure[512] = "";
+  while (run && fgets(line, sizeof line, run)) {
+    long p = 0, q = 0;
+    if (sscanf(line, "%ld passed, %ld failed", &p, &q) == 2) {
+      passed = p;
+      failed = q;
+    } else if (!first_failure[0] && strstr(line, ": FAIL")) {
+      line[strcspn(line, "\n")] = '\0';
+      snprintf(first_failure, sizeof first_failure, "%s", line);
+    }
+  }
+  int status = run ? pclose(run) : -1;
+  unlink(ini);
+  if (passed < 0)
+    chk_fail("node tests", "onyx-run gave no summary (status %d): is %s/onyx-run there?", status,
+             tools);
+  else if (failed > 0)
+    chk_fail("node tests", "%ld of %ld claimed tests failed; first: %s", failed, passed + failed,
+             first_failure);
+  else if (passed == 0)
+    chk_skip("node tests", "the provider claims no test under %s", dir);
+  else
+    chk_ok("node tests", "%ld claimed tests of %s pass (outputs compared)", passed, dir);
+}
+
 /* ------------------------------------------------------------ main */
 
 static void usage(void) {
   fprintf(stderr, "usage: onyx-check-provider PATH.so [--reference CPU.so | --no-reference] "
-                  "[--threads N]\n");
+                  "[--threads N] [--node-tests DIR]\n");
 }
 
 /* The CPU provider beside this tool: an install prefix's lib/onyx/, or the build
  * tree's providers/cpu/. */
 static const char *default_reference(char *buf, size_t cap) {
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return NULL;
-  exe[n] = '\0';
-  char *slash = strrchr(exe, '/');
-  if (slash == NULL) return NULL;
-  *slash = '\0';
+  char dir[PATH_MAX];
+  if (!exe_dir(dir, sizeof dir)) return NULL;
   static const char *const places[] = {"../lib/onyx/libonyx_cpu.so", "../lib64/onyx/libonyx_cpu.so",
                                        "../providers/cpu/libonyx_cpu.so"};
   for (size_t i = 0; i < sizeof places / sizeof places[0]; ++i) {
-    snprintf(buf, cap, "%s/%s", exe, places[i]);
+    snprintf(buf, cap, "%s/%s", dir, places[i]);
     if (access(buf, R_OK) == 0) return buf;
   }
   return NULL;
@@ -430,10 +484,13 @@ static const char *default_reference(char *buf, size_t cap) {
 int main(int argc, char **argv) {
   chk_options opt = {.threads = 4};
   bool no_reference = false;
+  const char *node_tests = NULL;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
     if (!strcmp(a, "--reference") && i + 1 < argc) {
       opt.reference = argv[++i];
+    } else if (!strcmp(a, "--node-tests") && i + 1 < argc) {
+      node_tests = argv[++i];
     } else if (!strcmp(a, "--no-reference")) {
       no_reference = true;
     } else if (!strcmp(a, "--threads") && i + 1 < argc) {
@@ -470,6 +527,10 @@ int main(int argc, char **argv) {
          opt.reference ? opt.reference : "none");
   check_exports(opt.path);
   chk_provider(&opt);
+  if (node_tests) {
+    chk_section("ONNX node tests");
+    check_node_tests(opt.path, node_tests);
+  }
   int ok = atomic_load(&counts->ok), failed = atomic_load(&counts->failed),
       skipped = atomic_load(&counts->skipped);
   printf("summary: %d passed, %d failed, %d skipped — %s\n", ok, failed, skipped,

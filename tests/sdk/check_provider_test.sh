@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# check_provider_test.sh CHECKER CPU.so BROKEN_DIR MOCK_DIR — see CMakeLists.txt.
+# check_provider_test.sh CHECKER CPU.so BROKEN_DIR MOCK_DIR [NODE_TESTS] — see CMakeLists.txt.
 set -euo pipefail
-checker=$1 cpu=$2 broken=$3 mocks=$4
+checker=$1 cpu=$2 broken=$3 mocks=$4 node_tests=${5:-}
 log=$(mktemp "${TMPDIR:-/tmp}/onyx-check.XXXXXX")
 trap 'rm -f "$log"' EXIT
 failures=0
@@ -61,4 +61,15 @@ fails "$mocks/libonyx_mock_future_abi.so" "FAIL +negotiation .*answered ABI 7"
 fails "$mocks/libonyx_mock_no_entry.so" "FAIL +entry +onyx_provider_entry is not exported"
 fails "$mocks/libonyx_mock_failing_init.so" "FAIL +open .*on fire"
 fails "$mocks/libonyx_mock_declines.so" "FAIL +probe +declined: no mock device present"
+# The ONNX node tests of the ops a provider claims, through the core (onyx-run).
+if [ -d "$node_tests" ]; then
+  if "$checker" "$broken/libonyx_broken_good.so" --node-tests "$node_tests" >"$log" 2>&1 &&
+     grep -qE "ok +node tests +[1-9][0-9]* claimed tests" "$log"; then
+    echo "ok: node tests: $(grep -E "node tests" "$log" | tail -1 | sed 's/^ *//')"
+  else
+    echo "FAIL: --node-tests on libonyx_broken_good.so:"; cat "$log"; failures=$((failures + 1))
+  fi
+else
+  echo "skipped: --node-tests (no ONNX node tests at '$node_tests')"
+fi
 [ $failures = 0 ] && echo "check_provider: all as expected" || { echo "$failures unexpected"; exit 1; }
