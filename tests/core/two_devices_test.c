@@ -170,13 +170,13 @@ static void devices_line_orders_placement(void **state) {
 }
 
 /* A v2 provider (the same fake device, old contract) beside the v3 one: values go
- * between the two providers' devices through the host. */
-static void v2_and_v3_side_by_side(void **state) {
-  (void)state;
+ * between the two providers' devices through the host. Run with the v2 build of the
+ * current headers and with the one compiled against the frozen v2 headers. */
+static void side_by_side(const char *old_provider) {
   char ini[2048];
   snprintf(ini, sizeof ini,
            "[provider.old]\npath = %s\n[provider.fake]\npath = %s\n[provider.cpu]\npath = %s\n",
-           FAKE_DEVICE, FAKE_DEVICE3, CPU_PROVIDER);
+           old_provider, FAKE_DEVICE3, CPU_PROVIDER);
   onyx_runtime *rt = runtime_ini(ini);
   assert_int_equal(onyx_runtime_provider_count(rt), 4);
   assert_string_equal(onyx_runtime_provider_device(rt, 0), "cuda:0"); /* v2: device 0 */
@@ -194,6 +194,16 @@ static void v2_and_v3_side_by_side(void **state) {
   assert_nothing_booked(rt);
   onyx_session_destroy(s);
   onyx_runtime_destroy(rt);
+}
+
+static void v2_and_v3_side_by_side(void **state) {
+  (void)state;
+  side_by_side(FAKE_DEVICE);
+}
+
+static void frozen_v2_headers_build_loads(void **state) {
+  (void)state;
+  side_by_side(FAKE_DEVICE_V2HDR);
 }
 
 static onyx_status try_session(onyx_runtime *rt, const char *model, char *msg, size_t cap) {
@@ -372,6 +382,7 @@ int main(void) {
       cmocka_unit_test(without_peer_copies_values_go_through_the_host),
       cmocka_unit_test(devices_line_orders_placement),
       cmocka_unit_test(v2_and_v3_side_by_side),
+      cmocka_unit_test(frozen_v2_headers_build_loads),
       cmocka_unit_test(refusals_name_device_and_reason),
       cmocka_unit_test(planning_failure_shows_the_kernels_reason),
       cmocka_unit_test(devices_beyond_the_provider_are_refused),
