@@ -272,3 +272,32 @@ onyx_status onyx__place_nodes(onyx_session *s, char *err, size_t err_cap) {
   free(readers);
   return st;
 }
+
+/* ------------------------------------------------------------ claims */
+
+/* Does kernel `k` take graph node `n` by opset and the dtypes the model declares? */
+static bool claims(const onyx__kernel *k, const onyx__graph *g, const onyx__node *n) {
+  if (n->opset < k->since_opset || (k->until_opset != 0 && n->opset > k->until_opset)) return false;
+  for (size_t c = 0; c < k->type_count; ++c) {
+    const onyx_type_constraint *tc = &k->types[c];
+    bool in = tc->side == ONYX_TYPE_INPUT;
+    if (tc->index >= (in ? n->input_count : n->output_count)) continue;
+    int32_t v = in ? n->inputs[tc->index] : n->outputs[tc->index];
+    uint32_t d = v >= 0 ? g->values[v].dtype : ONYX_DTYPE_UNDEFINED;
+    if (!onyx__k_type_ok(k, tc->side, tc->index, d)) return false;
+  }
+  return true;
+}
+
+const char *onyx__claiming_provider(const onyx_runtime *rt, const onyx__graph *g,
+                                    const onyx__node *n) {
+  bool has_preferred = false;
+  for (size_t p = 0; p < rt->provider_count; ++p) has_preferred |= !rt->providers[p].is_fallback;
+  size_t count = 0;
+  const onyx__kernel *const *found = onyx__kernel_lookup(rt, n->domain, n->op_type, &count);
+  for (size_t i = 0; i < count; ++i) {
+    if (rt->config->strict && has_preferred && found[i]->instance->is_fallback) continue;
+    if (claims(found[i], g, n)) return found[i]->instance->name;
+  }
+  return NULL;
+}

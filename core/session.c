@@ -68,37 +68,10 @@ static void print_placement(const onyx_session *s) {
   onyx__function_notes_print(g, stderr);
 }
 
-/*
- * The provider that would take node `n` by (domain, op, opset), and by the dtype of
- * its constrained input where the model declares it: whether a call of a model-local
- * function stays a node (placement then picks the kernel) or is inlined. Under strict
- * mode the fallback does not count where a preferred provider is loaded, since
- * placement would refuse it there.
- */
+/* Which provider would take node `n` (placement.c): whether a call of a model-local
+ * function stays a node or is inlined. */
 static const char *claiming_provider(void *ctx, const onyx__graph *g, const onyx__node *n) {
-  const onyx_runtime *rt = ctx;
-  bool has_preferred = false;
-  for (size_t p = 0; p < rt->provider_count; ++p) has_preferred |= !rt->providers[p].is_fallback;
-  size_t count = 0;
-  const onyx__kernel *const *found = onyx__kernel_lookup(rt, n->domain, n->op_type, &count);
-  for (size_t i = 0; i < count; ++i) {
-    const onyx__kernel *kt = found[i];
-    if (rt->config->strict && has_preferred && kt->instance->is_fallback) continue;
-    if (n->opset < kt->since_opset || (kt->until_opset != 0 && n->opset > kt->until_opset))
-      continue;
-    bool typed = true;
-    for (size_t c = 0; typed && c < kt->type_count; ++c) {
-      const onyx_type_constraint *tc = &kt->types[c];
-      size_t count_ = tc->side == ONYX_TYPE_INPUT ? n->input_count : n->output_count;
-      int32_t v = tc->index >= count_           ? -1
-                  : tc->side == ONYX_TYPE_INPUT ? n->inputs[tc->index]
-                                                : n->outputs[tc->index];
-      uint32_t d = v >= 0 ? g->values[v].dtype : ONYX_DTYPE_UNDEFINED;
-      typed = onyx__k_type_ok(kt, tc->side, tc->index, d);
-    }
-    if (typed) return kt->instance->name;
-  }
-  return NULL;
+  return onyx__claiming_provider(ctx, g, n);
 }
 
 static onyx_status finish_create(onyx_runtime *rt, onyx__graph *g,

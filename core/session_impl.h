@@ -56,6 +56,13 @@ bool onyx__kernel_search(onyx_runtime *runtime, const onyx_node_info *info,
                          onyx__provider **out_provider, const onyx__kernel **out_kernel,
                          char *why_not, size_t why_cap);
 
+/* The provider that would take node `n` by (domain, op, opset) and the dtypes the
+ * model declares for its constrained inputs and outputs, NULL when none would. Under
+ * strict mode the fallback does not count where a preferred provider is loaded, since
+ * placement would refuse it there. */
+const char *onyx__claiming_provider(const onyx_runtime *runtime, const onyx__graph *graph,
+                                    const onyx__node *node);
+
 /* Refuses (UNSUPPORTED) the first node whose opset is newer than both the core's
  * newest for its domain and every loaded kernel of its op (opset_check.c). */
 onyx_status onyx__check_opsets(const onyx_runtime *runtime, const onyx__graph *graph, char *err,
