@@ -1,8 +1,7 @@
 /*
  * Weights on the device: at session creation every initializer that a device kernel
  * reads as data is copied once to that kernel's device and booked there as weights.
- * One device copy per initializer: where kernels on two devices read the same one,
- * the first device placed gets it and the other copies it from the host per run.
+ * Kernels on two devices that read the same initializer get a copy on each.
  * Doing it here, not on the first run, puts the refusal where it belongs — a model
  * whose weights do not fit the device tier is refused when it is loaded, with the
  * governor's numbers — and keeps the upload out of the first run's time.
@@ -47,8 +46,7 @@ static onyx_status upload(onyx_session *s, size_t v, onyx__provider *p, char *er
                why[0] ? ": " : "", why);
     return st;
   }
-  s->device_inits[v] = ptr;
-  s->device_init_on[v] = p;
+  s->device_inits[v * s->runtime->provider_count + (size_t)(p - s->runtime->providers)] = ptr;
   return ONYX_STATUS_OK;
 }
 
@@ -59,8 +57,9 @@ onyx_status onyx__upload_device_weights(onyx_session *s, char *err, size_t cap) 
     const onyx__placed_node *pn = &s->nodes[i];
     for (size_t k = 0; k < n->input_count; ++k) {
       int32_t v = n->inputs[k];
-      if (v < 0 || !g->values[v].is_initializer || s->device_inits[v] != NULL ||
-          !read_on_device(pn, k) || onyx__input_copied(s, i, k))
+      if (v < 0 || !g->values[v].is_initializer ||
+          onyx__device_init(s, (size_t)v, pn->provider) != NULL || !read_on_device(pn, k) ||
+          onyx__input_copied(s, i, k))
         continue;
       char why[ONYX_ERR_CAP];
       onyx_status st = upload(s, (size_t)v, pn->provider, why, sizeof why);

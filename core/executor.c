@@ -492,11 +492,12 @@ static onyx_status run_node(run_state *r, size_t i) {
         sl = &moved[k];
       }
     } else if (!slot_on(sl, pn->provider)) {
-      if (s->device_inits[v] != NULL && s->device_init_on[v] == pn->provider) {
+      void *on_device = onyx__device_init(s, (size_t)v, pn->provider);
+      if (on_device != NULL) {
         /* Weights went to the device when the session was created (device_weights.c). */
         moved[k] = *sl;
         moved[k].buf = NULL;
-        moved[k].view.data = s->device_inits[v];
+        moved[k].view.data = on_device;
         moved[k].view.device = pn->provider->device;
         moved[k].view.device_id = pn->provider->device_id;
         moved[k].provider = pn->provider;

@@ -21,8 +21,8 @@ void onyx_session_destroy(onyx_session *s) {
       onyx__memory_free(s->runtime->memory, s->nodes[i].session_ws);
   }
   if (s->device_inits) {
-    for (size_t v = 0; v < s->graph->value_count; ++v)
-      onyx__memory_free(s->runtime->memory, s->device_inits[v]);
+    size_t n = s->graph->value_count * s->runtime->provider_count;
+    for (size_t i = 0; i < n; ++i) onyx__memory_free(s->runtime->memory, s->device_inits[i]);
   }
   /* Device memory may be freed in stream order (see the copy and device_free contract
    * in abi/onyx_provider.h): a sync lets the frees complete and the memory go back to
@@ -33,7 +33,6 @@ void onyx_session_destroy(onyx_session *s) {
   onyx__weights_unbook_all(s);
   free(s->opt_stats);
   free(s->device_inits);
-  free(s->device_init_on);
   free(s->dtypes);
   free(s->last_use);
   onyx__graph_free(s->graph);
@@ -99,9 +98,8 @@ static onyx_status finish_create(onyx_runtime *rt, onyx__graph *g,
   size_t nv = g->value_count ? g->value_count : 1;
   s->dtypes = calloc(nv, sizeof *s->dtypes);
   s->last_use = calloc(nv, sizeof *s->last_use);
-  s->device_inits = calloc(nv, sizeof *s->device_inits);
-  s->device_init_on = calloc(nv, sizeof *s->device_init_on);
-  if (!s->dtypes || !s->last_use || !s->device_inits || !s->device_init_on) {
+  s->device_inits = calloc(nv * rt->provider_count, sizeof *s->device_inits);
+  if (!s->dtypes || !s->last_use || !s->device_inits) {
     onyx_session_destroy(s);
     return onyx__error_set(out_error, ONYX_STATUS_OUT_OF_MEMORY, NULL);
   }

@@ -24,11 +24,12 @@ typedef struct onyx__placed_node {
 struct onyx_session {
   onyx_runtime *runtime;
   onyx__graph *graph;
-  onyx__placed_node *nodes;         /* graph->node_count entries */
-  uint32_t *dtypes;                 /* per value: declared or inferred dtype */
-  int32_t *last_use;                /* per value: last node reading it, INT32_MAX for outputs */
-  void **device_inits;              /* per value: device copy of an initializer, or NULL */
-  onyx__provider **device_init_on;  /* per value: the instance device_inits[v] lives on */
+  onyx__placed_node *nodes; /* graph->node_count entries */
+  uint32_t *dtypes;         /* per value: declared or inferred dtype */
+  int32_t *last_use;        /* per value: last node reading it, INT32_MAX for outputs */
+  /* Per value and device instance (v * provider_count + instance): the device copy of
+   * an initializer, or NULL (onyx__device_init). */
+  void **device_inits;
   uint64_t weights_grant;           /* governor grant booking the host initializers (0: none) */
   struct onyx__graph_cache *graphs; /* recorded device graphs (graphs.c), NULL: none yet */
   struct onyx__profile *profile;    /* per-node timing (profile.c), NULL: not profiled */
@@ -81,6 +82,12 @@ const char *onyx__dtype_str(uint32_t dtype);
 /* Checks run inputs against the model's declared dtypes and dims. */
 onyx_status onyx__check_inputs(const onyx_session *session, const onyx_tensor *inputs, size_t count,
                                char *err, size_t err_cap);
+
+/* The copy of initializer `v` on instance `p`'s device, or NULL. */
+static inline void *onyx__device_init(const onyx_session *s, size_t v, const onyx__provider *p) {
+  size_t np = s->runtime->provider_count;
+  return s->device_inits[v * np + (size_t)(p - s->runtime->providers)];
+}
 
 /* Copies every initializer a device kernel reads as data to that device, once, booked
  * as weights there (device_inits). On failure `err` names the node and initializer. */

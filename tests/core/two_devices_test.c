@@ -129,6 +129,36 @@ static void one_session_on_two_devices(void **state) {
   assert_int_equal(stats3().live_bytes_on[1], 0);
 }
 
+/* An initializer read on both devices is copied to each once, at session creation. */
+static void shared_weights_on_each_device(void **state) {
+  (void)state;
+  onyx_runtime *rt = runtime3("");
+  onyx_fake_device_stats before = stats3();
+  onyx_session *s = session(rt, "fake_shared_weights.onnx");
+  onyx_fake_device_stats made = stats3();
+  uint64_t w = 64 * 64 * sizeof(float);
+  assert_true(made.live_bytes_on[0] - before.live_bytes_on[0] >= w);
+  assert_true(made.live_bytes_on[1] - before.live_bytes_on[1] >= w);
+  assert_int_equal(made.copies_h2d - before.copies_h2d, 2);
+  onyx_tensor out[2];
+  for (int k = 0; k < 2; ++k) {
+    assert_int_equal(run(s, NULL, NULL, 0, out), ONYX_STATUS_OK);
+    for (int i = 0; i < 64 * 64; ++i) {
+      float x = 0.25f * (float)((i % 7) - 3);
+      assert_true(((float *)out[0].data)[i] == 2.0f * x);
+      assert_true(((float *)out[1].data)[i] == 3.0f * x);
+    }
+    onyx_tensor_data_free(out[0].data);
+    onyx_tensor_data_free(out[1].data);
+  }
+  assert_int_equal(stats3().copies_h2d - made.copies_h2d, 0); /* no weight copied per run */
+  onyx_session_destroy(s);
+  assert_int_equal(stats3().live_bytes_on[0], before.live_bytes_on[0]);
+  assert_int_equal(stats3().live_bytes_on[1], before.live_bytes_on[1]);
+  assert_nothing_booked(rt);
+  onyx_runtime_destroy(rt);
+}
+
 /* Devices that do not report peer copies exchange values through the host. */
 static void without_peer_copies_values_go_through_the_host(void **state) {
   (void)state;
@@ -380,6 +410,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(one_session_on_two_devices),
       cmocka_unit_test(without_peer_copies_values_go_through_the_host),
+      cmocka_unit_test(shared_weights_on_each_device),
       cmocka_unit_test(devices_line_orders_placement),
       cmocka_unit_test(v2_and_v3_side_by_side),
       cmocka_unit_test(frozen_v2_headers_build_loads),

@@ -141,3 +141,10 @@ save(helper.make_graph([helper.make_node("Picky", ["x"], ["y"], domain="onyx.fak
 save(helper.make_graph([helper.make_node("Twice", ["x"], ["y"], domain="onyx.fake", name="pinned",
                                          device=1)],
                        "fake_pinned", [xf], [yf]), "fake_pinned.onnx", FAKE)
+# One initializer read on two devices (Twice on fake:0, Triple on fake:1): a copy on each.
+save(helper.make_graph([helper.make_node("Twice", ["w"], ["y0"], domain="onyx.fake"),
+                        helper.make_node("Triple", ["w"], ["y1"], domain="onyx.fake")],
+                       "fake_shared_weights", [],
+                       [helper.make_tensor_value_info("y0", TensorProto.FLOAT, [64, 64]),
+                        helper.make_tensor_value_info("y1", TensorProto.FLOAT, [64, 64])],
+                       initializer=[wf]), "fake_shared_weights.onnx", FAKE)
