@@ -321,8 +321,9 @@ static onyx_status open_device(const load_ctx *c, const onyx_provider_factory *f
   return st;
 }
 
-static onyx_status load_factory(const load_ctx *c, onyx_provider_factory_fn entry,
-                                onyx__provider *out, size_t out_cap, size_t *out_count) {
+/* Negotiates v3 through the factory entry and checks the factory it hands out. */
+static onyx_status negotiate_factory(const load_ctx *c, onyx_provider_factory_fn entry,
+                                     const onyx_provider_factory **out) {
   const onyx__provider_config *pc = c->pc;
   const char *where = c->config->path;
   uint32_t answered = 0;
@@ -347,31 +348,30 @@ static onyx_status load_factory(const load_ctx *c, onyx_provider_factory_fn entr
                                     : "its abi_version differs from the negotiated one");
     return ONYX_STATUS_PROVIDER_ERROR;
   }
-  uint32_t count = 0;
-  onyx__sink sink;
-  st = f->device_count(pc->options, pc->option_count, &count,
-                       onyx__sink_init(&sink, why, sizeof why));
-  if (st != ONYX_STATUS_OK) {
-    onyx__errf(c->err, c->err_cap, "%s:%d: provider '%s' (%s): device_count failed: %s: %s", where,
-               pc->line, pc->name, pc->path, onyx_status_str(st), why[0] ? why : "(no message)");
-    return st == ONYX_STATUS_DEVICE_UNAVAILABLE ? st : ONYX_STATUS_PROVIDER_ERROR;
-  }
-  /* The section's `devices` list picks and orders them; by default all, in order. */
+  *out = f;
+  return ONYX_STATUS_OK;
+}
+
+/* Opens the devices the section wants (`devices`, else all `count`, in order) into
+ * out[*out_count ..]. A device that declines is left out; any other failure closes
+ * every instance opened here. */
+static onyx_status open_devices(const load_ctx *c, const onyx_provider_factory *f, uint32_t count,
+                                onyx__provider *out, size_t out_cap, size_t *out_count) {
+  const onyx__provider_config *pc = c->pc;
+  const char *where = c->config->path;
   size_t wanted = pc->device_count ? pc->device_count : count;
-  st = ONYX_STATUS_DEVICE_UNAVAILABLE;
+  onyx_status st = ONYX_STATUS_DEVICE_UNAVAILABLE;
   onyx__errf(c->err, c->err_cap, "provider '%s' (%s) reports no device", pc->name, pc->path);
   for (size_t i = 0; i < wanted; ++i) {
     uint32_t index = pc->device_count ? pc->devices[i] : (uint32_t)i;
-    if (index >= count) {
-      onyx__errf(c->err, c->err_cap,
-                 "%s:%d: provider '%s' (%s): devices names device %u, but it reports %u", where,
-                 pc->line, pc->name, pc->path, index, count);
-      st = ONYX_STATUS_INVALID_CONFIG;
-      break;
-    }
-    if (*out_count == out_cap) {
-      onyx__errf(c->err, c->err_cap, "%s:%d: provider '%s': more than %d devices", where, pc->line,
-                 pc->name, ONYX__MAX_DEVICES);
+    if (index >= count || *out_count == out_cap) {
+      if (index >= count)
+        onyx__errf(c->err, c->err_cap,
+                   "%s:%d: provider '%s' (%s): devices names device %u, but it reports %u", where,
+                   pc->line, pc->name, pc->path, index, count);
+      else
+        onyx__errf(c->err, c->err_cap, "%s:%d: provider '%s': more than %d devices", where,
+                   pc->line, pc->name, ONYX__MAX_DEVICES);
       st = ONYX_STATUS_INVALID_CONFIG;
       break;
     }
@@ -393,6 +393,26 @@ static onyx_status load_factory(const load_ctx *c, onyx_provider_factory_fn entr
     while (*out_count > 0) onyx__provider_unload(&out[--*out_count]);
   }
   return *out_count > 0 ? ONYX_STATUS_OK : st;
+}
+
+static onyx_status load_factory(const load_ctx *c, onyx_provider_factory_fn entry,
+                                onyx__provider *out, size_t out_cap, size_t *out_count) {
+  const onyx__provider_config *pc = c->pc;
+  const onyx_provider_factory *f = NULL;
+  onyx_status st = negotiate_factory(c, entry, &f);
+  if (st != ONYX_STATUS_OK) return st;
+  uint32_t count = 0;
+  char why[512] = "";
+  onyx__sink sink;
+  st = f->device_count(pc->options, pc->option_count, &count,
+                       onyx__sink_init(&sink, why, sizeof why));
+  if (st != ONYX_STATUS_OK) {
+    onyx__errf(c->err, c->err_cap, "%s:%d: provider '%s' (%s): device_count failed: %s: %s",
+               c->config->path, pc->line, pc->name, pc->path, onyx_status_str(st),
+               why[0] ? why : "(no message)");
+    return st == ONYX_STATUS_DEVICE_UNAVAILABLE ? st : ONYX_STATUS_PROVIDER_ERROR;
+  }
+  return open_devices(c, f, count, out, out_cap, out_count);
 }
 
 onyx_status onyx__provider_load(onyx_runtime *runtime, const onyx__config *config,
