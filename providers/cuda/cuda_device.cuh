@@ -108,6 +108,40 @@ static __device__ __forceinline__ void walk_offsets(const walk &w, int64_t e, in
   }
 }
 
+/*
+ * Programmatic dependent launch (Hopper): a kernel launched through launch_dependent
+ * may be scheduled while the kernel before it in the stream (or the device graph) is
+ * still finishing, which hides most of the launch gap between the many small kernels
+ * of a decode step. Such a kernel must call dependent_wait() before it touches global
+ * memory: it returns once the previous grid has completed and its writes are visible.
+ * Off (plain launches) when onyx__cuda_pdl is false (option pdl = false).
+ */
+static __device__ __forceinline__ void dependent_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+template <class... P, class... A>
+static inline cudaError_t launch_dependent(void (*kernel)(P...), dim3 grid, unsigned threads,
+                                           cudaStream_t stream, A... args) {
+  if (!onyx__cuda_pdl) {
+    kernel<<<grid, threads, 0, stream>>>(args...);
+    return cudaGetLastError();
+  }
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 /* A grid-stride launch: enough blocks to fill the device several times over, capped
  * so that each thread handles a few elements of a large tensor. */
 static inline unsigned grid_for(int64_t n, int threads) {

@@ -29,6 +29,7 @@ template <int OP> __device__ __forceinline__ float binary_op(float a, float b) {
 template <class T, int OP>
 __global__ void binary_kernel(const typename T::raw *a, const void *b, uint32_t b_dtype,
                               typename T::raw *y, walk w, int64_t n) {
+  dependent_wait();
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
        e += (int64_t)gridDim.x * blockDim.x) {
     int64_t off[2];
@@ -126,6 +127,7 @@ template <int OP> __device__ __forceinline__ float unary_op(float x) {
 
 template <class T, int OP>
 __global__ void unary_kernel(const typename T::raw *x, typename T::raw *y, int64_t n) {
+  dependent_wait();
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
        e += (int64_t)gridDim.x * blockDim.x)
     T::store(y, e, unary_op<OP>(T::load(x, e)));
@@ -155,20 +157,20 @@ cudaError_t launch_binary_t(onyx__cuda_binary_op op, uint32_t b_dtype, const voi
   typename T::raw *ty = static_cast<typename T::raw *>(y);
   switch (op) {
   case ONYX__CUDA_ADD:
-    binary_kernel<T, ONYX__CUDA_ADD><<<grid, threads, 0, stream>>>(ta, b, b_dtype, ty, w, n);
-    break;
+    return launch_dependent(binary_kernel<T, ONYX__CUDA_ADD>, grid, threads, stream, ta, b, b_dtype,
+                            ty, w, n);
   case ONYX__CUDA_SUB:
-    binary_kernel<T, ONYX__CUDA_SUB><<<grid, threads, 0, stream>>>(ta, b, b_dtype, ty, w, n);
-    break;
+    return launch_dependent(binary_kernel<T, ONYX__CUDA_SUB>, grid, threads, stream, ta, b, b_dtype,
+                            ty, w, n);
   case ONYX__CUDA_MUL:
-    binary_kernel<T, ONYX__CUDA_MUL><<<grid, threads, 0, stream>>>(ta, b, b_dtype, ty, w, n);
-    break;
+    return launch_dependent(binary_kernel<T, ONYX__CUDA_MUL>, grid, threads, stream, ta, b, b_dtype,
+                            ty, w, n);
   case ONYX__CUDA_DIV:
-    binary_kernel<T, ONYX__CUDA_DIV><<<grid, threads, 0, stream>>>(ta, b, b_dtype, ty, w, n);
-    break;
+    return launch_dependent(binary_kernel<T, ONYX__CUDA_DIV>, grid, threads, stream, ta, b, b_dtype,
+                            ty, w, n);
   case ONYX__CUDA_POW:
-    binary_kernel<T, ONYX__CUDA_POW><<<grid, threads, 0, stream>>>(ta, b, b_dtype, ty, w, n);
-    break;
+    return launch_dependent(binary_kernel<T, ONYX__CUDA_POW>, grid, threads, stream, ta, b, b_dtype,
+                            ty, w, n);
   case ONYX__CUDA_EQUAL:
     equal_kernel<T><<<grid, threads, 0, stream>>>(ta, static_cast<const typename T::raw *>(b),
                                                   static_cast<uint8_t *>(y), w, n);
@@ -217,23 +219,17 @@ cudaError_t launch_unary_t(onyx__cuda_unary_op op, const void *x, void *y, int64
   typename T::raw *ty = static_cast<typename T::raw *>(y);
   switch (op) {
   case ONYX__CUDA_NEG:
-    unary_kernel<T, ONYX__CUDA_NEG><<<grid, threads, 0, stream>>>(tx, ty, n);
-    break;
+    return launch_dependent(unary_kernel<T, ONYX__CUDA_NEG>, grid, threads, stream, tx, ty, n);
   case ONYX__CUDA_SQRT:
-    unary_kernel<T, ONYX__CUDA_SQRT><<<grid, threads, 0, stream>>>(tx, ty, n);
-    break;
+    return launch_dependent(unary_kernel<T, ONYX__CUDA_SQRT>, grid, threads, stream, tx, ty, n);
   case ONYX__CUDA_SIGMOID:
-    unary_kernel<T, ONYX__CUDA_SIGMOID><<<grid, threads, 0, stream>>>(tx, ty, n);
-    break;
+    return launch_dependent(unary_kernel<T, ONYX__CUDA_SIGMOID>, grid, threads, stream, tx, ty, n);
   case ONYX__CUDA_TANH:
-    unary_kernel<T, ONYX__CUDA_TANH><<<grid, threads, 0, stream>>>(tx, ty, n);
-    break;
+    return launch_dependent(unary_kernel<T, ONYX__CUDA_TANH>, grid, threads, stream, tx, ty, n);
   case ONYX__CUDA_RELU:
-    unary_kernel<T, ONYX__CUDA_RELU><<<grid, threads, 0, stream>>>(tx, ty, n);
-    break;
+    return launch_dependent(unary_kernel<T, ONYX__CUDA_RELU>, grid, threads, stream, tx, ty, n);
   case ONYX__CUDA_ERF:
-    unary_kernel<T, ONYX__CUDA_ERF><<<grid, threads, 0, stream>>>(tx, ty, n);
-    break;
+    return launch_dependent(unary_kernel<T, ONYX__CUDA_ERF>, grid, threads, stream, tx, ty, n);
   }
   return cudaGetLastError();
 }

@@ -18,7 +18,8 @@
  *                       small integer tensors handed over on the host (host_inputs)
  *   cuda_broadcast.c    numpy broadcasting and strided-copy plans (host side)
  *   cuda_elementwise.*  Add Sub Mul Div Pow Neg Sqrt Sigmoid Tanh Relu Erf Equal Where
- *   cuda_matmul.c       MatMul and Gemm through cuBLASLt (host only)
+ *   cuda_matmul.c       MatMul and Gemm through cuBLASLt (host only); decode products
+ *   cuda_gemv.cu          of few 16-bit rows on a GEMV kernel of its own
  *   cuda_softmax.*      Softmax
  *   cuda_norm.*         LayerNormalization, SimplifiedLayerNormalization,
  *                       RMSNormalization, com.microsoft SkipSimplifiedLayerNormalization
@@ -88,6 +89,7 @@ typedef struct onyx__cuda_provider {
   cudaMemPool_t pool;
   cublasLtHandle_t lt;  /* cuBLASLt handle; it allocates no device memory */
   bool allow_tf32;      /* option.allow_tf32: float32 GEMMs on TF32 tensor cores */
+  bool gemv;            /* option.gemv: 16-bit products of few rows on cuda_gemv.cu */
   uint64_t total_bytes; /* cudaMemGetInfo's total at open */
   int sm_count;
   int cc_major, cc_minor;
@@ -121,6 +123,11 @@ extern const onyx_vmm_table onyx__cuda_vmm_table;
 /* Stream capture and replay through CUDA graphs (cuda_graph.c). The graphs it hands
  * out are cudaGraphExec_t; begin and end must run on the same thread. */
 extern const onyx_graph_table onyx__cuda_graph_table;
+
+/* option.pdl (default true): the elementwise, norm and GEMV kernels are launched as
+ * programmatic dependents of the kernel before them (cuda_device.cuh). One setting for
+ * the process: the last provider opened sets it. */
+extern bool onyx__cuda_pdl;
 
 /* Every dtype the provider computes on. */
 #define ONYX__CUDA_FLOAT_TYPES                                                                     \
@@ -380,6 +387,23 @@ typedef struct onyx__cuda_reduce_args {
 } onyx__cuda_reduce_args;
 cudaError_t onyx__cuda_launch_reduce_sum(const onyx__cuda_reduce_args *a, cudaStream_t stream);
 
+/* A decode product (cuda_gemv.cu): y[m x n] = x[m x k] · w[k x n], 16-bit, w row-major,
+ * m <= ONYX__CUDA_GEMV_MAX_ROWS, n a multiple of 8 and w 16-byte aligned. With
+ * onyx__cuda_gemv_split(k, n) > 1 the K range is split across blocks: `partial` (m x n
+ * float32) and `counters` (one per 256 columns) must be zero at the first call; each
+ * call leaves them zero again. */
+#define ONYX__CUDA_GEMV_MAX_ROWS 4
+typedef struct onyx__cuda_gemv_args {
+  uint32_t dtype; /* float16 or bfloat16 */
+  int64_t m, n, k;
+  const void *x, *w;
+  void *y;
+  float *partial;
+  unsigned *counters;
+} onyx__cuda_gemv_args;
+int64_t onyx__cuda_gemv_split(int64_t k, int64_t n);
+cudaError_t onyx__cuda_launch_gemv(const onyx__cuda_gemv_args *a, cudaStream_t stream);
+
 /* ------------------------------------------------------------------ kernel tables */
 
 extern const onyx_kernel_table onyx__cuda_k_add, onyx__cuda_k_sub, onyx__cuda_k_mul,
@@ -387,6 +411,10 @@ extern const onyx_kernel_table onyx__cuda_k_add, onyx__cuda_k_sub, onyx__cuda_k_
 extern const onyx_kernel_table onyx__cuda_k_neg, onyx__cuda_k_sqrt, onyx__cuda_k_sigmoid,
     onyx__cuda_k_tanh, onyx__cuda_k_relu, onyx__cuda_k_erf;
 extern const onyx_kernel_table onyx__cuda_k_matmul, onyx__cuda_k_gemm;
+/* One tiny cuBLASLt product of each type on the provider's stream, synchronised
+ * (cuda_matmul.c): cuBLASLt's start-up happens here. Milliseconds it took, or -1 when
+ * a step failed (the provider still works: the first real product pays instead). */
+double onyx__cuda_matmul_warm_up(const onyx__cuda_provider *p);
 extern const onyx_kernel_table onyx__cuda_k_softmax_1, onyx__cuda_k_softmax_13;
 extern const onyx_kernel_table onyx__cuda_k_layernorm, onyx__cuda_k_simplified_layernorm,
     onyx__cuda_k_rmsnorm, onyx__cuda_k_skip_simplified_layernorm;

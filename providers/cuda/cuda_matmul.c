@@ -16,9 +16,19 @@
  * Workspace: cuBLASLt's scratch is declared as a STEP region sized from the output
  * geometry (split-K partial sums), never cudaMalloc'd; the heuristic is told the size
  * of the view it got, so every algorithm it returns fits.
+ *
+ * Decode: a 16-bit MatMul of at most 4 rows takes cuda_gemv.cu's kernel instead (one
+ * launch, the weights streamed at the copy bandwidth; option.gemv = false keeps
+ * cuBLASLt), with a SESSION region of float32 partials where K is split.
+ *
+ * Start-up: cuBLASLt sets itself up on its first product (tens of milliseconds: the
+ * library, its first heuristic, its first kernels loaded). The provider runs one tiny
+ * product of each type when it opens (onyx__cuda_matmul_warm_up), so that the cost
+ * lands there, logged, and not in a session's first run.
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_impl.h"
 
@@ -55,6 +65,9 @@ typedef struct mm_state {
   bool trans_a, trans_b;
   float alpha, beta;
   mm_cache cache;
+  /* The GEMV route's SESSION block: where it was zeroed last, and how many bytes. */
+  void *gemv_zeroed;
+  uint64_t gemv_zeroed_bytes;
 } mm_state;
 
 /* ------------------------------------------------------------------ geometry */
@@ -167,6 +180,25 @@ static uint64_t mm_workspace_bytes(const mm_geo *g) {
   return ((uint64_t)want + 255u) / 256u * 256u;
 }
 
+/* The GEMV route (cuda_gemv.cu): a MatMul of at most ONYX__CUDA_GEMV_MAX_ROWS rows
+ * (a decode step) in a 16-bit type with B shared by every row (fold), N a multiple of
+ * 8. Taken at compute when B is also 16-byte aligned; cuBLASLt otherwise. */
+static bool gemv_route(const mm_state *s, const mm_geo *g, uint32_t dtype) {
+  int64_t rows = g->m * g->batch;
+  return !s->gemm && s->head.provider->gemv && g->mode == MM_FOLD && rows >= 1 &&
+         rows <= ONYX__CUDA_GEMV_MAX_ROWS &&
+         (dtype == ONYX_DTYPE_FLOAT16 || dtype == ONYX_DTYPE_BFLOAT16) && g->n >= 8 &&
+         g->n % 8 == 0 && g->n <= INT32_MAX && g->k >= 1 && g->k <= INT32_MAX;
+}
+
+/* Its SESSION region: float32 partial sums and a counter per 256 columns when K is
+ * split across blocks; 0 bytes otherwise. */
+static uint64_t gemv_session_bytes(const mm_state *s, const mm_geo *g, uint32_t dtype) {
+  if (!gemv_route(s, g, dtype) || onyx__cuda_gemv_split(g->k, g->n) <= 1) return 0;
+  uint64_t rows = (uint64_t)(g->m * g->batch), cols = (uint64_t)g->n;
+  return rows * cols * 4u + (cols + 255u) / 256u * 4u;
+}
+
 /* ------------------------------------------------------------------ create */
 
 static onyx_status mm_create(void *provider_state, const onyx_node_info *node, bool gemm,
@@ -210,11 +242,16 @@ static onyx_status mm_workspace(void *state, const onyx_tensor *inputs, size_t i
   char why[ONYX__CUDA_REASON_CAP] = "";
   onyx_status st = mm_geometry(s, &inputs[0], &inputs[1], &g, why, sizeof why);
   if (st != ONYX_STATUS_OK) return onyx__cuda_reason(state, st, why);
-  out_req->count = 1;
+  out_req->count = 2;
   out_req->regions[0] = (onyx_workspace_region){.name = "cublaslt_workspace",
                                                 .bytes = mm_workspace_bytes(&g),
                                                 .alignment = 256,
                                                 .lifetime = ONYX_LIFETIME_STEP};
+  /* SESSION: kept per node, so the partials stay clean from one step to the next. */
+  out_req->regions[1] = (onyx_workspace_region){.name = "gemv_partials",
+                                                .bytes = gemv_session_bytes(s, &g, inputs[0].dtype),
+                                                .alignment = 256,
+                                                .lifetime = ONYX_LIFETIME_SESSION};
   return ONYX_STATUS_OK;
 }
 
@@ -380,6 +417,85 @@ static onyx_status lt_matmul(mm_state *s, onyx_compute_ctx *ctx, uint32_t dtype,
   return ONYX_STATUS_OK;
 }
 
+/* ------------------------------------------------------------------ start-up */
+
+/* One 64 x 64 x 64 product of `dtype` on `buf` (operands and output overlap: only
+ * the work matters). */
+static cublasStatus_t warm_product(const onyx__cuda_provider *p, uint32_t dtype, void *buf) {
+  cudaDataType_t t = lt_type(dtype);
+  lt_call c;
+  memset(&c, 0, sizeof c);
+  cublasStatus_t bs = cublasLtMatmulDescCreate(&c.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  if (bs == CUBLAS_STATUS_SUCCESS) bs = lt_layout(&c.la, t, 64, 64, 64, 1, 0);
+  if (bs == CUBLAS_STATUS_SUCCESS) bs = lt_layout(&c.lb, t, 64, 64, 64, 1, 0);
+  if (bs == CUBLAS_STATUS_SUCCESS) bs = lt_layout(&c.lc, t, 64, 64, 64, 1, 0);
+  if (bs == CUBLAS_STATUS_SUCCESS) bs = cublasLtMatmulPreferenceCreate(&c.pref);
+  cublasLtMatmulHeuristicResult_t r;
+  int found = 0;
+  memset(&r, 0, sizeof r);
+  if (bs == CUBLAS_STATUS_SUCCESS)
+    bs = cublasLtMatmulAlgoGetHeuristic(p->lt, c.desc, c.la, c.lb, c.lc, c.lc, c.pref, 1, &r,
+                                        &found);
+  float alpha = 1.0f, beta = 0.0f;
+  char *y = (char *)buf + 64 * 64 * 4;
+  if (bs == CUBLAS_STATUS_SUCCESS && found > 0)
+    bs = cublasLtMatmul(p->lt, c.desc, &alpha, buf, c.la, buf, c.lb, &beta, y, c.lc, y, c.lc,
+                        &r.algo, NULL, 0, p->stream);
+  lt_call_free(&c);
+  return bs;
+}
+
+double onyx__cuda_matmul_warm_up(const onyx__cuda_provider *p) {
+  static const uint32_t types[] = {ONYX_DTYPE_FLOAT16, ONYX_DTYPE_BFLOAT16, ONYX_DTYPE_FLOAT32};
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  void *buf = NULL;
+  if (cudaMalloc(&buf, 2 * 64 * 64 * 4) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1.0;
+  }
+  bool ok = cudaMemsetAsync(buf, 0, 2 * 64 * 64 * 4, p->stream) == cudaSuccess;
+  for (size_t i = 0; ok && i < sizeof types / sizeof types[0]; ++i)
+    ok = warm_product(p, types[i], buf) == CUBLAS_STATUS_SUCCESS;
+  ok = cudaStreamSynchronize(p->stream) == cudaSuccess && ok;
+  (void)cudaFree(buf);
+  (void)cudaGetLastError();
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (!ok) return -1.0;
+  return (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+}
+
+/* Y = A·B on the GEMV kernel; its SESSION view zeroed where it is new to this node. */
+static onyx_status gemv_run(mm_state *s, onyx_compute_ctx *ctx, const mm_geo *g, uint32_t dtype,
+                            const void *a, const void *b, void *y) {
+  uint64_t need = gemv_session_bytes(s, g, dtype);
+  const onyx_workspace_view *ws = ctx->workspace_count > 1 ? &ctx->workspace[1] : NULL;
+  if (need > 0 && (ws == NULL || ws->data == NULL || ws->bytes < need))
+    return onyx__cuda_error(ctx, ONYX_STATUS_WORKSPACE_TOO_SMALL,
+                            "GEMV partials view has %llu bytes, %llu required",
+                            (unsigned long long)(ws ? ws->bytes : 0), (unsigned long long)need);
+  cudaStream_t stream = (cudaStream_t)ctx->stream;
+  if (need > 0 && (ws->data != s->gemv_zeroed || need > s->gemv_zeroed_bytes)) {
+    onyx_status st = onyx__cuda_check(ctx, cudaMemsetAsync(ws->data, 0, (size_t)need, stream),
+                                      "cudaMemsetAsync");
+    if (st != ONYX_STATUS_OK) return st;
+    s->gemv_zeroed = ws->data;
+    s->gemv_zeroed_bytes = need;
+  }
+  int64_t rows = g->m * g->batch;
+  onyx__cuda_gemv_args args = {.dtype = dtype,
+                               .m = rows,
+                               .n = g->n,
+                               .k = g->k,
+                               .x = a,
+                               .w = b,
+                               .y = y,
+                               .partial = need ? (float *)ws->data : NULL,
+                               .counters =
+                                   need ? (unsigned *)((char *)ws->data + rows * g->n * 4) : NULL};
+  return onyx__cuda_check(ctx, onyx__cuda_launch_gemv(&args, stream), "GEMV");
+}
+
 /* Gemm's C: broadcast into Y before the product, which then adds beta*Y. */
 static onyx_status gemm_fill_c(onyx_compute_ctx *ctx, const onyx_tensor *c, onyx_tensor *y) {
   if (c->dtype != y->dtype)
@@ -453,6 +569,8 @@ static onyx_status mm_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   const char *ap = a->data, *bp = b->data;
   char *yp = y->data;
   uint32_t align[3];
+  if (gemv_route(s, &g, a->dtype) && beta == 0.0f && ((uintptr_t)bp & 15u) == 0)
+    return gemv_run(s, ctx, &g, a->dtype, ap, bp, yp);
   if (g.mode == MM_FOLD) {
     align[0] = alignment_of(ap, 0, es);
     align[1] = alignment_of(bp, 0, es);

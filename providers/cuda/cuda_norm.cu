@@ -34,6 +34,7 @@ __device__ __forceinline__ float row_value(const norm_params &p, int64_t e, int6
 
 __global__ void norm_kernel(norm_params p) {
   __shared__ float scratch[32];
+  dependent_wait();
   for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
     int64_t base = r * p.cols;
     float s1 = 0.0f, s2 = 0.0f;
@@ -43,8 +44,8 @@ __global__ void norm_kernel(norm_params p) {
       s1 += v;
       s2 += v * v;
     }
-    s1 = block_sum(s1, scratch);
-    float mean = s1 / static_cast<float>(p.cols);
+    /* The RMS forms need no mean: one block reduction instead of two. */
+    float mean = p.simplified ? 0.0f : block_sum(s1, scratch) / static_cast<float>(p.cols);
     float var;
     if (p.simplified) {
       var = block_sum(s2, scratch) / static_cast<float>(p.cols);
@@ -97,6 +98,6 @@ extern "C" cudaError_t onyx__cuda_launch_norm(const onyx__cuda_norm_args *a, cud
   p.cols = a->cols;
   p.epsilon = a->epsilon;
   int64_t grid = a->rows < (1LL << 20) ? a->rows : (1LL << 20);
-  norm_kernel<<<static_cast<unsigned>(grid), row_threads(a->cols), 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_dependent(norm_kernel, dim3(static_cast<unsigned>(grid)), row_threads(a->cols),
+                          stream, p);
 }

@@ -71,6 +71,8 @@ static const onyx_kernel_table *const cuda_kernels[] = {
 #endif
 };
 
+bool onyx__cuda_pdl = true;
+
 cudaError_t onyx__cuda_use_device(const onyx__cuda_provider *p) {
   if (p == NULL) return cudaSuccess;
   int current = -1;
@@ -157,11 +159,15 @@ static void cuda_bring_up(onyx__cuda_provider *p) {
     return;
   }
   p->ready = true;
+  double warm_ms = onyx__cuda_matmul_warm_up(p);
   char line[320];
-  snprintf(line, sizeof line, "cuda: device %d is %s (sm_%d%d, %d SMs, %.1f GiB, %s allocation)",
+  snprintf(line, sizeof line,
+           "cuda: device %d is %s (sm_%d%d, %d SMs, %.1f GiB, %s allocation); cuBLASLt "
+           "start-up %.1f ms%s",
            p->device, p->device_name, p->cc_major, p->cc_minor, p->sm_count,
            (double)total_bytes / (1024.0 * 1024.0 * 1024.0),
-           p->pool ? "stream-ordered" : "synchronous");
+           p->pool ? "stream-ordered" : "synchronous", warm_ms < 0 ? 0.0 : warm_ms,
+           warm_ms < 0 ? " (warm-up failed: the first product pays it)" : "");
   cuda_log(p, ONYX_LOG_INFO, line);
 }
 
@@ -170,13 +176,17 @@ static void cuda_bring_up(onyx__cuda_provider *p) {
  *   device = N        CUDA ordinal (default 0)
  *   allow_tf32 = B    float32 MatMul/Gemm on TF32 tensor cores (default false: the
  *                     results then match the CPU provider to float32 tolerance)
+ *   gemv = B          16-bit MatMuls of at most 4 rows (decode) on the provider's GEMV
+ *                     kernel (default true; false: cuBLASLt for every product)
+ *   pdl = B           elementwise, norm and GEMV kernels launched as programmatic
+ *                     dependents of the kernel before them (default true)
  * Unknown keys are logged at INFO and ignored, so one plugins.ini can serve several
  * versions of this provider.
  */
 static onyx_status cuda_open(const onyx_host_table *host, const onyx_option *options,
                              size_t option_count, void **out_state, char *err, size_t err_cap) {
   long device = 0;
-  bool tf32 = false;
+  bool tf32 = false, gemv = true, pdl = true;
   for (size_t i = 0; i < option_count; ++i) {
     const char *key = options[i].key ? options[i].key : "";
     const char *value = options[i].value ? options[i].value : "";
@@ -189,6 +199,14 @@ static onyx_status cuda_open(const onyx_host_table *host, const onyx_option *opt
       if (!parse_flag(value, &tf32))
         return onyx__cuda_fail(err, err_cap, ONYX_STATUS_INVALID_CONFIG,
                                "cuda: option allow_tf32 = '%s' is not true or false", value);
+    } else if (!strcmp(key, "pdl")) {
+      if (!parse_flag(value, &pdl))
+        return onyx__cuda_fail(err, err_cap, ONYX_STATUS_INVALID_CONFIG,
+                               "cuda: option pdl = '%s' is not true or false", value);
+    } else if (!strcmp(key, "gemv")) {
+      if (!parse_flag(value, &gemv))
+        return onyx__cuda_fail(err, err_cap, ONYX_STATUS_INVALID_CONFIG,
+                               "cuda: option gemv = '%s' is not true or false", value);
     } else if (host != NULL && host->log != NULL) {
       char line[256];
       snprintf(line, sizeof line, "cuda: ignoring unknown option '%s'", key);
@@ -202,6 +220,8 @@ static onyx_status cuda_open(const onyx_host_table *host, const onyx_option *opt
   p->host = host;
   p->device = (int)device;
   p->allow_tf32 = tf32;
+  p->gemv = gemv;
+  onyx__cuda_pdl = pdl;
   cuda_bring_up(p);
   *out_state = p;
   return ONYX_STATUS_OK;

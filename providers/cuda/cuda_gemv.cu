@@ -1,0 +1,187 @@
+/*
+ * Decode products, Y[M x N] = X[M x K] · W[K x N] with few rows (M <= 4, a batch-1
+ * decode step) in float16 or bfloat16, W row-major: the weights stream once, at the
+ * copy bandwidth, where cuBLASLt's tile kernels read them with too few blocks in
+ * flight for one row.
+ *
+ * A block of 256 threads owns 256 columns: thread (g, c) reads 16 bytes (8 columns)
+ * of rows k = g, g + 8, ... of its block's K range, so each warp reads 512 contiguous
+ * bytes of a row, and four rows are in flight per thread. The 8 row groups are summed
+ * in shared memory, in float32. When there are too few column blocks to fill the
+ * device, K is split across gridDim.y blocks: each adds its sums into a float32
+ * partial buffer, and the last block of a column block to arrive (an atomic counter)
+ * rounds the total into Y, then zeroes the partials and its counter for the next
+ * call, so the buffer is clean at every entry (the caller zeroes it once).
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "cuda_device.cuh"
+
+using onyx_cuda::dependent_wait;
+using onyx_cuda::launch_dependent;
+
+namespace {
+
+constexpr int kThreads = 256, kGroups = 8, kCols = 256;
+
+__device__ __forceinline__ void widen8(uint4 v, const __half *, float *f) {
+  const __half2 *h = reinterpret_cast<const __half2 *>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 t = __half22float2(h[i]);
+    f[2 * i] = t.x;
+    f[2 * i + 1] = t.y;
+  }
+}
+
+__device__ __forceinline__ void widen8(uint4 v, const __nv_bfloat16 *, float *f) {
+  const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 t = __bfloat1622float2(h[i]);
+    f[2 * i] = t.x;
+    f[2 * i + 1] = t.y;
+  }
+}
+
+__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
+__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ void narrow(__half *p, float v) { *p = __float2half_rn(v); }
+__device__ __forceinline__ void narrow(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+
+template <class T, int M>
+__global__ void __launch_bounds__(kThreads)
+    gemv_kernel(const T *__restrict__ x, const T *__restrict__ w, T *__restrict__ y,
+                float *__restrict__ partial, unsigned *__restrict__ counters, int k_total, int n,
+                int chunk) {
+  __shared__ float red[kGroups][M][kCols];
+  __shared__ bool last;
+  dependent_wait();
+  const int lane = threadIdx.x & 31, g = threadIdx.x >> 5;
+  const int c0 = blockIdx.x * kCols + lane * 8;
+  const int kb = blockIdx.y * chunk;
+  const int ke = min(k_total, kb + chunk);
+  float acc[M][8];
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[m][j] = 0.0f;
+  if (c0 < n) {
+    const T *wp = w + c0;
+    int k = kb + g;
+    for (; k + 3 * kGroups < ke; k += 4 * kGroups) {
+      uint4 v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        v[u] = __ldg(reinterpret_cast<const uint4 *>(wp + (int64_t)(k + u * kGroups) * n));
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        float f[8];
+        widen8(v[u], w, f);
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          float xv = widen(x[(int64_t)m * k_total + k + u * kGroups]);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[m][j] = fmaf(xv, f[j], acc[m][j]);
+        }
+      }
+    }
+    for (; k < ke; k += kGroups) {
+      uint4 v = __ldg(reinterpret_cast<const uint4 *>(wp + (int64_t)k * n));
+      float f[8];
+      widen8(v, w, f);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        float xv = widen(x[(int64_t)m * k_total + k]);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[m][j] = fmaf(xv, f[j], acc[m][j]);
+      }
+    }
+  }
+  /* Column lane*8 + j sits at j*32 + lane: consecutive lanes, consecutive banks. */
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) red[g][m][j * 32 + lane] = acc[m][j];
+  __syncthreads();
+  const int col = threadIdx.x, cn = blockIdx.x * kCols + col;
+  const int slot = (col & 7) * 32 + (col >> 3);
+  float sum[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    float s = 0.0f;
+#pragma unroll
+    for (int q = 0; q < kGroups; ++q) s += red[q][m][slot];
+    sum[m] = s;
+  }
+  if (gridDim.y == 1) {
+    if (cn < n)
+#pragma unroll
+      for (int m = 0; m < M; ++m) narrow(&y[(int64_t)m * n + cn], sum[m]);
+    return;
+  }
+  if (cn < n)
+#pragma unroll
+    for (int m = 0; m < M; ++m) atomicAdd(&partial[(int64_t)m * n + cn], sum[m]);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if (cn < n)
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float *p = &partial[(int64_t)m * n + cn];
+      narrow(&y[(int64_t)m * n + cn], __ldcg(p));
+      *p = 0.0f;
+    }
+  if (threadIdx.x == 0) counters[blockIdx.x] = 0;
+}
+
+template <class T> cudaError_t launch_typed(const onyx__cuda_gemv_args *a, cudaStream_t stream) {
+  const T *x = static_cast<const T *>(a->x);
+  const T *w = static_cast<const T *>(a->w);
+  T *y = static_cast<T *>(a->y);
+  int split = (int)onyx__cuda_gemv_split(a->k, a->n);
+  int chunk = (int)((a->k + split - 1) / split);
+  dim3 grid((unsigned)((a->n + kCols - 1) / kCols), (unsigned)split);
+  int k = (int)a->k, n = (int)a->n;
+  switch (a->m) {
+  case 1:
+    return launch_dependent(gemv_kernel<T, 1>, grid, kThreads, stream, x, w, y, a->partial,
+                            a->counters, k, n, chunk);
+  case 2:
+    return launch_dependent(gemv_kernel<T, 2>, grid, kThreads, stream, x, w, y, a->partial,
+                            a->counters, k, n, chunk);
+  case 3:
+    return launch_dependent(gemv_kernel<T, 3>, grid, kThreads, stream, x, w, y, a->partial,
+                            a->counters, k, n, chunk);
+  default:
+    return launch_dependent(gemv_kernel<T, 4>, grid, kThreads, stream, x, w, y, a->partial,
+                            a->counters, k, n, chunk);
+  }
+}
+
+} // namespace
+
+extern "C" int64_t onyx__cuda_gemv_split(int64_t k, int64_t n) {
+  /* Enough blocks for two per SM of an H100/H200-sized device, each at least 32 rows. */
+  int64_t col_blocks = (n + kCols - 1) / kCols;
+  int64_t want = (264 + col_blocks - 1) / col_blocks;
+  int64_t most = k / 32 > 0 ? k / 32 : 1;
+  if (want > most) want = most;
+  if (want > 65535) want = 65535;
+  return want < 1 ? 1 : want;
+}
+
+extern "C" cudaError_t onyx__cuda_launch_gemv(const onyx__cuda_gemv_args *a, cudaStream_t stream) {
+  if (a->m < 1 || a->m > ONYX__CUDA_GEMV_MAX_ROWS || a->n < 8 || a->n % 8 != 0 || a->k < 1 ||
+      a->k > INT32_MAX || a->n > INT32_MAX)
+    return cudaErrorInvalidValue;
+  if (a->dtype == ONYX_DTYPE_FLOAT16) return launch_typed<__half>(a, stream);
+  if (a->dtype == ONYX_DTYPE_BFLOAT16) return launch_typed<__nv_bfloat16>(a, stream);
+  return cudaErrorInvalidValue;
+}
