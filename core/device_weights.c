@@ -34,7 +34,7 @@ static onyx_status upload(onyx_session *s, size_t v, onyx__provider *p, char *er
   dst.device = p->device;
   dst.device_id = p->device_id;
   dst.data = ptr;
-  char why[256] = "";
+  char why[ONYX__KERNEL_REASON_CAP] = "";
   onyx__stream_enter(p);
   st = bytes ? onyx__dev_copy(p, &dst, &val->init, why, sizeof why) : ONYX_STATUS_OK;
   onyx__stream_leave(p);

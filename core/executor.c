@@ -271,7 +271,7 @@ static onyx_status transfer(run_state *r, const slot *src, onyx__provider *targe
   tmp->view.data = b->ptr;
   tmp->view.device = to_device ? target->device : ONYX_DEVICE_HOST;
   tmp->view.device_id = to_device ? target->device_id : 0;
-  char why[256] = "";
+  char why[ONYX__KERNEL_REASON_CAP] = "";
   /* A sibling's value is read once its own stream has produced it. */
   if (to_device && from && from != target) st = onyx__dev_sync_raw(from);
   if (st == ONYX_STATUS_OK) st = onyx__dev_copy(copier, &tmp->view, &src->view, why, sizeof why);

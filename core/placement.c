@@ -118,7 +118,7 @@ bool onyx__kernel_search(onyx_runtime *rt, const onyx_node_info *info,
                          const uint32_t *output_dtypes, bool host_only,
                          onyx__provider **out_provider, const onyx__kernel **out_kernel,
                          char *why_not, size_t why_cap) {
-  char reason[256];
+  char reason[ONYX__KERNEL_REASON_CAP];
   size_t count = 0;
   const onyx__kernel *const *found = onyx__kernel_lookup(rt, info->domain, info->op_type, &count);
   for (size_t i = 0; i < count; ++i) { /* placement order: instance, then registration */

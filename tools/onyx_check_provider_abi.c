@@ -1,10 +1,12 @@
 /*
- * onyx-check-provider, the ABI half: everything that names an ABI v1/v2 struct. The
+ * onyx-check-provider, the ABI half: everything that names an ABI struct, v1/v2 (the
+ * provider table) and v3 (the factory, its instances, registrations and sinks). The
  * provider is loaded as the core loads it (dlopen RTLD_NOW | RTLD_LOCAL, the entry
- * symbol), then driven directly, kernel by kernel, with a host table and compute
- * context of this file's own, so that the checks can do what the core never does on
- * purpose: hand a view one byte short, poison outputs, run one case from several
- * threads at once, count heap allocations during compute.
+ * symbols), then driven directly, kernel by kernel (v2 tables and v3 definitions
+ * behind one ckernel), with a host table and compute context of this file's own, so
+ * that the checks can do what the core never does on purpose: hand a view one byte
+ * short, poison outputs, run one case from several threads at once, count heap
+ * allocations during compute.
  *
  * Cases are generated, not read: for each kernel, inputs of the type its constraint
  * allows, in a few arities and shapes ([4,4] and [2,3,4], trailing inputs of the same
@@ -107,15 +109,209 @@ static onyx_host_table host = {
     .set_error = host_set_error,
 };
 
+/* ------------------------------------------------------------ kernels of either contract */
+
+#define MAX_KERNELS 1024
+
+/* The error channel of v3 callbacks. */
+typedef struct check_sink {
+  onyx_sink base; /* first: the callback's pointer is this struct's */
+  char message[512];
+} check_sink;
+
+static void sink_set_error(onyx_sink *sink, const char *fmt, ...) {
+  check_sink *s = (check_sink *)sink;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->message, sizeof s->message, fmt, ap);
+  va_end(ap);
+}
+
+static check_sink sink_new(void) {
+  return (check_sink){.base = {.struct_size = sizeof(onyx_sink),
+                               .version = ONYX_ABI_LATEST,
+                               .set_error = sink_set_error}};
+}
+
+/* One registration as the checks call it: a v1/v2 table (from a provider table, or
+ * added to a v3 registry with add_table) or a v3 definition. */
+typedef struct ckernel {
+  const onyx_kernel_table *v2;
+  const onyx_kernel_def *v3;
+  void *owner; /* v1/v2: the provider state; v3: the instance */
+  const char *domain, *op_type;
+  int64_t since, until;
+  uint32_t type_input; /* the first input constraint, for generated cases */
+  uint64_t type_mask, host_inputs;
+} ckernel;
+
+static ckernel ckernel_v2(const onyx_kernel_table *k, void *owner) {
+  bool has_host =
+      k->struct_size >= offsetof(onyx_kernel_table, host_inputs) + sizeof k->host_inputs;
+  return (ckernel){.v2 = k,
+                   .owner = owner,
+                   .domain = k->domain,
+                   .op_type = k->op_type,
+                   .since = k->since_opset,
+                   .until = k->until_opset,
+                   .type_input = k->type_input,
+                   .type_mask = k->type_mask,
+                   .host_inputs = has_host ? k->host_inputs : 0};
+}
+
+static ckernel ckernel_v3(const onyx_kernel_def *d, void *owner) {
+  ckernel k = {.v3 = d,
+               .owner = owner,
+               .domain = d->domain,
+               .op_type = d->op_type,
+               .since = d->since_opset,
+               .until = d->until_opset,
+               .host_inputs = d->host_inputs};
+  for (size_t i = 0; d->types && i < d->type_count; ++i)
+    if (d->types[i].side == ONYX_TYPE_INPUT) {
+      k.type_input = d->types[i].index;
+      k.type_mask = d->types[i].types;
+      break;
+    }
+  return k;
+}
+
+static bool k_has_create(const ckernel *k) {
+  return k->v2 ? k->v2->create != NULL : k->v3->create != NULL;
+}
+static bool k_has_infer(const ckernel *k) {
+  return k->v2 ? k->v2->infer != NULL : k->v3->infer != NULL;
+}
+static bool k_has_workspace(const ckernel *k) {
+  return k->v2 ? k->v2->workspace != NULL : k->v3->workspace != NULL;
+}
+static void (*k_destroy_fn(const ckernel *k))(void *) {
+  return k->v2 ? k->v2->destroy : k->v3->destroy;
+}
+
+static onyx_status k_create(const ckernel *k, const onyx_node_info *node, void **out_state,
+                            char *err, size_t cap) {
+  if (k->v2) /* NULL create: stateless */
+    return k->v2->create ? k->v2->create(k->owner, node, out_state, err, cap) : ONYX_STATUS_OK;
+  if (k->v3->create == NULL) {
+    *out_state = k->owner; /* a v3 kernel without create runs on the instance */
+    return ONYX_STATUS_OK;
+  }
+  check_sink sink = sink_new();
+  onyx_status st = k->v3->create(k->owner, node, out_state, &sink.base);
+  snprintf(err, cap, "%s", sink.message);
+  return st;
+}
+
+static void k_destroy(const ckernel *k, void *state) {
+  if (k_has_create(k) && k_destroy_fn(k)) k_destroy_fn(k)(state);
+}
+
+static onyx_status k_infer(const ckernel *k, void *state, const onyx_tensor *in, size_t n,
+                           onyx_tensor *out, size_t n_out, char *err, size_t cap) {
+  host_error[0] = '\0';
+  if (k->v2) {
+    onyx_status st = k->v2->infer(state, in, n, out, n_out);
+    snprintf(err, cap, "%s", host_error);
+    return st;
+  }
+  check_sink sink = sink_new();
+  onyx_status st = k->v3->infer(state, in, n, out, n_out, &sink.base);
+  snprintf(err, cap, "%s", sink.message);
+  return st;
+}
+
+static onyx_status k_workspace(const ckernel *k, void *state, const onyx_tensor *in, size_t n,
+                               onyx_workspace_requirement *req, char *err, size_t cap) {
+  host_error[0] = '\0';
+  if (k->v2) {
+    onyx_status st = k->v2->workspace(state, in, n, req);
+    snprintf(err, cap, "%s", host_error);
+    return st;
+  }
+  check_sink sink = sink_new();
+  onyx_status st = k->v3->workspace(state, in, n, req, &sink.base);
+  snprintf(err, cap, "%s", sink.message);
+  return st;
+}
+
+static onyx_status k_compute(const ckernel *k, void *state, onyx_compute_ctx *ctx,
+                             const onyx_tensor *const *in, size_t n, char *err, size_t cap) {
+  if (k->v2) return k->v2->compute(state, ctx, in, n);
+  check_sink sink = sink_new();
+  onyx_status st = k->v3->compute(state, ctx, in, n, &sink.base);
+  snprintf(err, cap, "%s", sink.message);
+  return st;
+}
+
 /* ------------------------------------------------------------ libraries */
 
 typedef struct library {
   const char *path;
   void *dl;
-  const onyx_provider_table *table;
+  const onyx_provider_table *table;     /* v1/v2, when that is what is checked */
+  const onyx_provider_factory *factory; /* v3 */
   uint32_t abi;
-  void *state; /* from open */
+  void *state;     /* from open: the provider state or the instance */
+  uint32_t device; /* onyx_device_kind of the memory its kernels use */
+  ckernel *kernels;
+  size_t kernel_count;
 } library;
+
+static bool add_kernel(library *lib, ckernel k) {
+  if (lib->kernel_count == MAX_KERNELS) return false;
+  if (lib->kernels == NULL && (lib->kernels = calloc(MAX_KERNELS, sizeof *lib->kernels)) == NULL)
+    return false;
+  lib->kernels[lib->kernel_count++] = k;
+  return true;
+}
+
+/* A v3 registry that records what an instance adds. */
+typedef struct check_registry {
+  onyx_kernel_registry base; /* first */
+  library *lib;
+  bool failed;
+} check_registry;
+
+static onyx_status reg_add(onyx_kernel_registry *reg, const onyx_kernel_def *def) {
+  check_registry *r = (check_registry *)reg;
+  if (def == NULL || def->struct_size < offsetof(onyx_kernel_def, compute) + sizeof def->compute ||
+      def->domain == NULL || def->op_type == NULL || def->compute == NULL ||
+      (def->type_count && def->types == NULL)) {
+    r->failed = true;
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  }
+  return add_kernel(r->lib, ckernel_v3(def, r->lib->state)) ? ONYX_STATUS_OK
+                                                            : ONYX_STATUS_OUT_OF_MEMORY;
+}
+
+static onyx_status reg_add_table(onyx_kernel_registry *reg, const onyx_kernel_table *table) {
+  check_registry *r = (check_registry *)reg;
+  if (table == NULL || table->op_type == NULL || table->domain == NULL || table->compute == NULL) {
+    r->failed = true;
+    return ONYX_STATUS_INVALID_ARGUMENT;
+  }
+  return add_kernel(r->lib, ckernel_v2(table, r->lib->state)) ? ONYX_STATUS_OK
+                                                              : ONYX_STATUS_OUT_OF_MEMORY;
+}
+
+/* The instance's registrations, into lib->kernels. */
+static onyx_status register_kernels(library *lib, char *err, size_t cap) {
+  check_registry reg = {.base = {.struct_size = sizeof(onyx_kernel_registry),
+                                 .version = ONYX_ABI_LATEST,
+                                 .add = reg_add,
+                                 .add_table = reg_add_table},
+                        .lib = lib};
+  reg.base.core_data = &reg;
+  check_sink sink = sink_new();
+  lib->kernel_count = 0;
+  onyx_status st = lib->factory->instance->kernels(lib->state, &reg.base, &sink.base);
+  snprintf(err, cap, "%s",
+           sink.message[0] ? sink.message
+           : reg.failed    ? "an incomplete registration"
+                           : "");
+  return st != ONYX_STATUS_OK ? st : reg.failed ? ONYX_STATUS_INVALID_ARGUMENT : ONYX_STATUS_OK;
+}
 
 /* dlopen and the entry at this core's version; no findings (the reference). */
 static bool library_open(library *lib, const char *path, char *why, size_t cap) {
@@ -130,18 +326,36 @@ static bool library_open(library *lib, const char *path, char *why, size_t cap) 
   onyx_provider_entry_fn entry = NULL;
   if (sym) memcpy(&entry, &sym, sizeof entry);
   char err[512] = "";
-  if (entry == NULL || entry(ONYX_ABI_VERSION, &lib->abi, &lib->table) != ONYX_STATUS_OK ||
-      lib->table == NULL || lib->table->open == NULL ||
-      lib->table->open(&host, NULL, 0, &lib->state, err, sizeof err) != ONYX_STATUS_OK) {
-    snprintf(why, cap, "no usable provider%s%s", err[0] ? ": " : "", err);
-    return false;
+  if (entry && entry(ONYX_ABI_VERSION, &lib->abi, &lib->table) == ONYX_STATUS_OK && lib->table &&
+      lib->table->open &&
+      lib->table->open(&host, NULL, 0, &lib->state, err, sizeof err) == ONYX_STATUS_OK) {
+    for (size_t i = 0; i < lib->table->kernel_count; ++i)
+      if (!add_kernel(lib, ckernel_v2(lib->table->kernels[i], lib->state))) break;
+    return true;
   }
-  return true;
+  lib->table = NULL;
+  sym = dlsym(lib->dl, ONYX_PROVIDER_FACTORY_SYMBOL);
+  onyx_provider_factory_fn fentry = NULL;
+  if (sym) memcpy(&fentry, &sym, sizeof fentry);
+  check_sink sink = sink_new();
+  if (fentry && fentry(ONYX_ABI_LATEST, &lib->abi, &lib->factory) == ONYX_STATUS_OK &&
+      lib->factory && lib->factory->open && lib->factory->instance &&
+      lib->factory->open(&host, 0, NULL, 0, &lib->state, &sink.base) == ONYX_STATUS_OK &&
+      register_kernels(lib, err, sizeof err) == ONYX_STATUS_OK)
+    return true;
+  snprintf(why, cap, "no usable provider%s%s", err[0] || sink.message[0] ? ": " : "",
+           err[0] ? err : sink.message);
+  return false;
 }
 
 static void library_close(library *lib) {
   if (lib->table && lib->table->close && lib->state) lib->table->close(lib->state);
+  if (lib->factory && lib->factory->instance && lib->factory->instance->close && lib->state)
+    lib->factory->instance->close(lib->state);
   lib->state = NULL;
+  free(lib->kernels);
+  lib->kernels = NULL;
+  lib->kernel_count = 0;
   /* Left loaded: a provider's threads or atexit handlers may still point into it. */
 }
 
@@ -230,18 +444,19 @@ static bool check_kernel_table(size_t i, const onyx_kernel_table *k) {
 }
 
 /* Two registrations of one op whose opsets and types overlap: the second never runs. */
-static void check_overlaps(const onyx_provider_table *t) {
-  for (size_t i = 0; i < t->kernel_count; ++i)
-    for (size_t j = i + 1; j < t->kernel_count; ++j) {
-      const onyx_kernel_table *a = t->kernels[i], *b = t->kernels[j];
-      if (!a || !b || !a->op_type || !b->op_type || !a->domain || !b->domain) continue;
+static void check_overlaps(const library *lib) {
+  for (size_t i = 0; i < lib->kernel_count; ++i)
+    for (size_t j = i + 1; j < lib->kernel_count; ++j) {
+      const ckernel *a = &lib->kernels[i], *b = &lib->kernels[j];
+      if (!a->op_type || !b->op_type || !a->domain || !b->domain) continue;
       if (strcmp(a->op_type, b->op_type) || strcmp(a->domain, b->domain)) continue;
-      int64_t a_end = a->until_opset ? a->until_opset : INT64_MAX,
-              b_end = b->until_opset ? b->until_opset : INT64_MAX;
-      bool opsets = a->since_opset <= b_end && b->since_opset <= a_end;
+      int64_t a_end = a->until ? a->until : INT64_MAX, b_end = b->until ? b->until : INT64_MAX;
+      bool opsets = a->since <= b_end && b->since <= a_end;
       bool types = a->type_input == b->type_input &&
                    (!a->type_mask || !b->type_mask || (a->type_mask & b->type_mask));
-      if (opsets && types)
+      /* A registration with supports() may decline and leave the node to the next. */
+      bool final = (a->v2 && a->v2->supports == NULL) || (a->v3 && a->v3->supports == NULL);
+      if (opsets && types && final)
         chk_fail("tables",
                  "kernels %zu and %zu both claim %s::%s (opsets and types overlap): the "
                  "second never runs",
@@ -279,7 +494,6 @@ static bool check_tables(const library *lib) {
     ok = false;
   }
   for (size_t i = 0; i < t->kernel_count; ++i) ok = check_kernel_table(i, t->kernels[i]) && ok;
-  check_overlaps(t);
   if (ok)
     chk_ok("tables", "provider '%s': struct_size %u, ABI %u, device %u, %zu kernels", t->name,
            t->struct_size, t->abi_version, t->device, t->kernel_count);
@@ -329,6 +543,170 @@ static bool check_open(library *lib) {
   return false;
 }
 
+/* ------------------------------------------------------------ v3: the factory */
+
+static onyx_provider_factory_fn find_factory(void *dl) {
+  void *sym = dlsym(dl, ONYX_PROVIDER_FACTORY_SYMBOL);
+  onyx_provider_factory_fn entry = NULL;
+  if (sym) memcpy(&entry, &sym, sizeof entry);
+  return entry;
+}
+
+/* The factory entry at this core's ABI, at the ABI below v3 and at a newer core. */
+static bool check_factory_negotiation(onyx_provider_factory_fn entry, library *lib) {
+  const onyx_provider_factory *sentinel = (const onyx_provider_factory *)&host, *f = sentinel;
+  uint32_t abi = 0;
+  onyx_status st = entry(ONYX_ABI_LATEST, &abi, &f);
+  if (st != ONYX_STATUS_OK || f == sentinel || f == NULL || abi < ONYX_ABI_V3 ||
+      abi > ONYX_ABI_LATEST) {
+    chk_fail("negotiation", "factory at core ABI %u: %s, answered ABI %u, %s (v3 is %u..%u)",
+             ONYX_ABI_LATEST, onyx_status_str(st), abi,
+             f && f != sentinel ? "a factory" : "no factory", ONYX_ABI_V3, ONYX_ABI_LATEST);
+    return false;
+  }
+  lib->factory = f;
+  lib->abi = abi;
+  uint32_t low_abi = 0, high_abi = 0;
+  const onyx_provider_factory *low = sentinel, *high = sentinel;
+  onyx_status low_st = entry(ONYX_ABI_V3 - 1, &low_abi, &low);
+  onyx_status high_st = entry(ONYX_ABI_LATEST + 5, &high_abi, &high);
+  bool ok = true;
+  if (low_st == ONYX_STATUS_OK || low != sentinel || low_abi < ONYX_ABI_V3) {
+    chk_fail("negotiation",
+             "factory at a core of ABI %u: %s, ABI %u%s; it must refuse with ABI_MISMATCH "
+             "naming ABI %u and leave *out_factory alone",
+             ONYX_ABI_V3 - 1, onyx_status_str(low_st), low_abi,
+             low != sentinel ? ", *out_factory written" : "", ONYX_ABI_V3);
+    ok = false;
+  }
+  if (high_st != ONYX_STATUS_OK || high == sentinel || high_abi > ONYX_ABI_LATEST + 5) {
+    chk_fail("negotiation",
+             "factory at a newer core (ABI %u): %s, ABI %u; it must answer the version it speaks",
+             ONYX_ABI_LATEST + 5, onyx_status_str(high_st), high_abi);
+    ok = false;
+  }
+  if (ok)
+    chk_ok("negotiation", "factory: ABI %u at core %u; refuses ABI %u; ABI %u at core %u", abi,
+           ONYX_ABI_LATEST, ONYX_ABI_V3 - 1, high_abi, ONYX_ABI_LATEST + 5);
+  return true;
+}
+
+static bool check_factory(const library *lib) {
+  const onyx_provider_factory *f = lib->factory;
+  if (f->struct_size < offsetof(onyx_provider_factory, instance) + sizeof f->instance ||
+      f->struct_size > sizeof *f) {
+    chk_fail("tables", "factory struct_size %u, expected %zu..%zu", f->struct_size,
+             offsetof(onyx_provider_factory, instance) + sizeof f->instance, sizeof *f);
+    return false;
+  }
+  const onyx_instance_table *it = f->instance;
+  const char *bad = f->abi_version != lib->abi ? "abi_version differs from what the entry answered"
+                    : f->name == NULL || !f->name[0] || strlen(f->name) > 31
+                        ? "name must be 1..31 characters"
+                    : !f->device_count || !f->device_info || !f->open
+                        ? "device_count, device_info and open are required"
+                    : it == NULL ? "no instance table"
+                    : it->struct_size < offsetof(onyx_instance_table, kernels) + sizeof it->kernels
+                        ? "instance table too small"
+                    : !it->close || !it->kernels ? "instance close and kernels are required"
+                                                 : NULL;
+  if (bad) {
+    chk_fail("tables", "factory '%s': %s", f->name ? f->name : "?", bad);
+    return false;
+  }
+  chk_ok("tables", "factory '%s': struct_size %u, ABI %u; instance table struct_size %u", f->name,
+         f->struct_size, f->abi_version, it->struct_size);
+  return true;
+}
+
+static bool check_kernel_def(size_t i, const onyx_kernel_def *d) {
+  const char *bad =
+      d->since_opset < 1                                         ? "since_opset < 1"
+      : d->until_opset != 0 && d->until_opset < d->since_opset   ? "until_opset < since_opset"
+      : d->version < ONYX_ABI_V3 || d->version > ONYX_ABI_LATEST ? "version is not 3"
+      : d->create != NULL && d->destroy == NULL ? "create without destroy (states leak)"
+                                                : NULL;
+  for (size_t t = 0; !bad && t < d->type_count; ++t)
+    if (d->types[t].side > ONYX_TYPE_OUTPUT) bad = "a type constraint with a bad side";
+  if (bad) chk_fail("tables", "kernel %zu (%s::%s): %s", i, d->domain, d->op_type, bad);
+  return bad == NULL;
+}
+
+static void instance_close_null(void *arg) {
+  const library *lib = arg;
+  lib->factory->instance->close(NULL);
+  for (size_t i = 0; i < lib->kernel_count; ++i) {
+    void (*destroy)(void *) = k_destroy_fn(&lib->kernels[i]);
+    if (destroy) destroy(NULL);
+  }
+}
+
+/* Devices, open / close / open, the instance's registrations. */
+static bool check_instance(library *lib) {
+  const onyx_provider_factory *f = lib->factory;
+  check_sink sink = sink_new();
+  uint32_t count = 0;
+  onyx_status st = f->device_count(NULL, 0, &count, &sink.base);
+  if (st != ONYX_STATUS_OK || count == 0) {
+    chk_fail("devices", "%s, %u devices%s%s (the kernel checks need a device)", onyx_status_str(st),
+             count, sink.message[0] ? ": " : "", sink.message);
+    return false;
+  }
+  char names[512] = "";
+  for (uint32_t i = 0; i < count && i < 16; ++i) {
+    onyx_device_info info = {.struct_size = sizeof info, .version = ONYX_ABI_LATEST};
+    sink = sink_new();
+    st = f->device_info(i, &info, &sink.base);
+    if (st != ONYX_STATUS_OK || memchr(info.name, '\0', sizeof info.name) == NULL ||
+        info.kind > ONYX_DEVICE_OTHER) {
+      chk_fail("devices", "device %u: %s, name %s, kind %u", i, onyx_status_str(st),
+               memchr(info.name, '\0', sizeof info.name) ? "ok" : "not NUL-terminated", info.kind);
+      return false;
+    }
+    size_t used = strlen(names);
+    snprintf(names + used, sizeof names - used, "%s'%s' (kind %u, ordinal %d)", i ? ", " : "",
+             info.name, info.kind, info.ordinal);
+    if (i == 0) lib->device = info.kind;
+  }
+  chk_ok("devices", "%u: %s", count, names);
+  void *inst = NULL;
+  for (int round = 0; round < 2; ++round) {
+    sink = sink_new();
+    inst = NULL;
+    st = f->open(&host, 0, NULL, 0, &inst, &sink.base);
+    if (st == ONYX_STATUS_DEVICE_UNAVAILABLE) {
+      if (sink.message[0])
+        chk_fail("open", "device 0 declined: %s (the kernel checks need it)", sink.message);
+      else
+        chk_fail("open", "device 0 declined without saying why (set_error on the sink)");
+      return false;
+    }
+    if (st != ONYX_STATUS_OK || inst == NULL) {
+      chk_fail("open", "%sdevice 0: %s: %s", round ? "a second open after close, " : "",
+               onyx_status_str(st), sink.message[0] ? sink.message : "(no message)");
+      return false;
+    }
+    if (round == 0) f->instance->close(inst);
+  }
+  chk_ok("open", "device 0: open, close, open again");
+  lib->state = inst;
+  char err[512];
+  st = register_kernels(lib, err, sizeof err);
+  if (st != ONYX_STATUS_OK) {
+    chk_fail("tables", "kernels(): %s: %s", onyx_status_str(st), err);
+    return false;
+  }
+  bool ok = true;
+  for (size_t i = 0; i < lib->kernel_count; ++i) {
+    const ckernel *k = &lib->kernels[i];
+    ok = (k->v2 ? check_kernel_table(i, k->v2) : check_kernel_def(i, k->v3)) && ok;
+  }
+  if (ok) chk_ok("tables", "the instance registered %zu kernels", lib->kernel_count);
+  if (chk_isolated("NULL-safety", instance_close_null, lib))
+    chk_ok("NULL-safety", "instance close(NULL) and every kernel's destroy(NULL) return");
+  return ok;
+}
+
 /* ------------------------------------------------------------ cases */
 
 typedef struct kcase {
@@ -354,13 +732,13 @@ static void case_free(kcase *c) {
 }
 
 /* Case `variant` of `arity` inputs for kernel k: see the file's comment. */
-static bool case_make(const onyx_kernel_table *k, size_t arity, int variant, kcase *c) {
+static bool case_make(const ckernel *k, size_t arity, int variant, kcase *c) {
   memset(c, 0, sizeof *c);
   uint32_t t = first_type(k->type_mask);
   if (t == ONYX_DTYPE_UNDEFINED || k->type_input >= arity) return false;
   static const int64_t r2[] = {4, 4}, r3[] = {2, 3, 4}, r1[] = {4};
   bool rank3 = variant & 1, trail_vec = variant & 2, trail_int = variant & 4;
-  uint64_t host_inputs = HAS(k, onyx_kernel_table, host_inputs) ? k->host_inputs : 0;
+  uint64_t host_inputs = k->host_inputs;
   c->n_in = arity;
   snprintf(c->shape, sizeof c->shape, "%s", "");
   for (size_t i = 0; i < arity; ++i) {
@@ -402,7 +780,7 @@ static bool case_make(const onyx_kernel_table *k, size_t arity, int variant, kca
       .name = "onyx-check-provider",
       .domain = k->domain,
       .op_type = k->op_type,
-      .opset = k->since_opset,
+      .opset = k->since,
       .input_count = arity,
       .output_count = 1,
       .input_present = c->present,
@@ -482,8 +860,7 @@ static void result_free(run_result *r) {
 }
 
 typedef struct run_spec {
-  const library *lib;
-  const onyx_kernel_table *k;
+  const ckernel *k;
   const kcase *c;
   int short_region; /* the region handed one byte short, -1 for none */
   bool count_allocs;
@@ -493,11 +870,11 @@ typedef struct run_spec {
  * asks for (one of them short when asked). */
 static onyx_status run_kernel(const run_spec *s, run_result *r) {
   memset(r, 0, sizeof *r);
-  const onyx_kernel_table *k = s->k;
+  const ckernel *k = s->k;
   void *state = NULL;
   char err[512] = "";
-  if (k->create) {
-    onyx_status st = k->create(s->lib->state, &s->c->node, &state, err, sizeof err);
+  {
+    onyx_status st = k_create(k, &s->c->node, &state, err, sizeof err);
     if (st != ONYX_STATUS_OK) {
       snprintf(r->error, sizeof r->error, "create: %s: %s", onyx_status_str(st), err);
       return r->status = st;
@@ -505,24 +882,22 @@ static onyx_status run_kernel(const run_spec *s, run_result *r) {
   }
   onyx_tensor geometry[MAX_IN];
   for (size_t i = 0; i < s->c->n_in; ++i) geometry[i] = s->c->in[i];
-  if (k->infer) {
-    host_error[0] = '\0';
-    onyx_status st = k->infer(state, geometry, s->c->n_in, r->inferred, 1);
+  if (k_has_infer(k)) {
+    onyx_status st = k_infer(k, state, geometry, s->c->n_in, r->inferred, 1, err, sizeof err);
     r->infer_ok = st == ONYX_STATUS_OK;
     if (st != ONYX_STATUS_OK && st != ONYX_STATUS_UNSUPPORTED) {
-      snprintf(r->error, sizeof r->error, "infer: %s: %s", onyx_status_str(st), host_error);
-      if (k->destroy) k->destroy(state);
+      snprintf(r->error, sizeof r->error, "infer: %s: %s", onyx_status_str(st), err);
+      k_destroy(k, state);
       return r->status = st;
     }
   }
   r->req = (onyx_workspace_requirement){.struct_size = sizeof r->req, .version = ONYX_ABI_VERSION};
-  if (k->workspace) {
-    host_error[0] = '\0';
-    onyx_status st = k->workspace(state, geometry, s->c->n_in, &r->req);
+  if (k_has_workspace(k)) {
+    onyx_status st = k_workspace(k, state, geometry, s->c->n_in, &r->req, err, sizeof err);
     if (st != ONYX_STATUS_OK || r->req.count > ONYX_MAX_WORKSPACE_REGIONS) {
       snprintf(r->error, sizeof r->error, "workspace: %s, %u regions: %s", onyx_status_str(st),
-               r->req.count, host_error);
-      if (k->destroy) k->destroy(state);
+               r->req.count, err);
+      k_destroy(k, state);
       return r->status = st != ONYX_STATUS_OK ? st : ONYX_STATUS_INVALID_ARGUMENT;
     }
   }
@@ -546,7 +921,7 @@ static onyx_status run_kernel(const run_spec *s, run_result *r) {
       for (uint32_t j = 0; j < i; ++j) free(views[j].data);
       snprintf(r->error, sizeof r->error, "workspace region %u: %llu bytes not available", i,
                (unsigned long long)g->bytes);
-      if (k->destroy) k->destroy(state);
+      k_destroy(k, state);
       return r->status = ONYX_STATUS_OUT_OF_MEMORY;
     }
     memset(views[i].data, POISON, (size_t)bytes);
@@ -555,34 +930,35 @@ static onyx_status run_kernel(const run_spec *s, run_result *r) {
     serial_only = true;
     chk_alloc_count_begin();
   }
-  st = k->compute(state, &ctx.base, s->c->in_ptr, s->c->n_in);
+  err[0] = '\0';
+  st = k_compute(k, state, &ctx.base, s->c->in_ptr, s->c->n_in, err, sizeof err);
   if (s->count_allocs) {
     r->heap_allocs = chk_alloc_count_end();
     serial_only = false;
   }
   for (uint32_t i = 0; i < r->req.count; ++i) free(views[i].data);
-  if (k->destroy) k->destroy(state);
+  k_destroy(k, state);
   memcpy(r->outs, ctx.outs, sizeof r->outs);
-  snprintf(r->error, sizeof r->error, "%s", ctx.error);
+  snprintf(r->error, sizeof r->error, "%s", ctx.error[0] ? ctx.error : err);
   return r->status = st;
 }
 
 /* ------------------------------------------------------------ per-kernel checks */
 
 typedef struct kernel_job {
-  const library *lib, *ref;
-  size_t index;
+  const ckernel *k;
+  const library *ref;
   int threads;
 } kernel_job;
 
-static bool find_case(const library *lib, const onyx_kernel_table *k, kcase *c, run_result *r) {
+static bool find_case(const ckernel *k, kcase *c, run_result *r) {
   for (size_t arity = 1; arity <= MAX_IN; ++arity)
     for (int variant = 0; variant < 8; ++variant) {
       if (!case_make(k, arity, variant, c)) {
         case_free(c);
         continue;
       }
-      run_spec s = {lib, k, c, -1, false};
+      run_spec s = {k, c, -1, false};
       if (run_kernel(&s, r) == ONYX_STATUS_OK && r->outs[0].allocated) return true;
       result_free(r);
       case_free(c);
@@ -609,11 +985,10 @@ static bool poisoned(const out_buf *o) {
   return true;
 }
 
-static void check_workspace(const library *lib, const onyx_kernel_table *k, const kcase *c,
-                            const run_result *first) {
-  if (k->workspace == NULL) return;
+static void check_workspace(const ckernel *k, const kcase *c, const run_result *first) {
+  if (!k_has_workspace(k)) return;
   run_result again;
-  run_spec s = {lib, k, c, -1, false};
+  run_spec s = {k, c, -1, false};
   run_kernel(&s, &again);
   bool pure = same_requirement(&first->req, &again.req);
   result_free(&again);
@@ -681,13 +1056,12 @@ static bool same_outputs(const run_result *a, const run_result *b) {
   return true;
 }
 
-static void check_threads(const library *lib, const onyx_kernel_table *k, const kcase *c,
-                          const run_result *first, int threads) {
+static void check_threads(const ckernel *k, const kcase *c, const run_result *first, int threads) {
   thread_run runs[64];
   pthread_t ids[64];
   int started = 0;
   for (int i = 0; i < threads; ++i) {
-    runs[i] = (thread_run){.spec = {lib, k, c, -1, false}};
+    runs[i] = (thread_run){.spec = {k, c, -1, false}};
     if (pthread_create(&ids[i], NULL, thread_main, &runs[i]) != 0) break;
     started++;
   }
@@ -705,13 +1079,13 @@ static void check_threads(const library *lib, const onyx_kernel_table *k, const 
            pool_threads);
 }
 
-static void check_allocs(const library *lib, const onyx_kernel_table *k, const kcase *c) {
+static void check_allocs(const ckernel *k, const kcase *c) {
   if (!chk_alloc_counting()) {
     chk_skip("heap", "not counted in a sanitizer build");
     return;
   }
   run_result r;
-  run_spec s = {lib, k, c, -1, true};
+  run_spec s = {k, c, -1, true};
   run_kernel(&s, &r);
   if (r.heap_allocs)
     chk_fail("heap",
@@ -723,37 +1097,35 @@ static void check_allocs(const library *lib, const onyx_kernel_table *k, const k
   result_free(&r);
 }
 
-static const onyx_kernel_table *reference_kernel(const library *ref, const onyx_kernel_table *k,
-                                                 uint32_t dtype) {
-  for (size_t i = 0; ref && i < ref->table->kernel_count; ++i) {
-    const onyx_kernel_table *r = ref->table->kernels[i];
+static const ckernel *reference_kernel(const library *ref, const ckernel *k, uint32_t dtype) {
+  for (size_t i = 0; ref && i < ref->kernel_count; ++i) {
+    const ckernel *r = &ref->kernels[i];
     if (strcmp(r->domain, k->domain) || strcmp(r->op_type, k->op_type)) continue;
-    if (k->since_opset < r->since_opset || (r->until_opset && k->since_opset > r->until_opset))
-      continue;
+    if (k->since < r->since || (r->until && k->since > r->until)) continue;
     if (r->type_mask && !(r->type_mask & ONYX_DTYPE_BIT(dtype))) continue;
     return r;
   }
   return NULL;
 }
 
-static void check_reference(const kernel_job *job, const onyx_kernel_table *k, const kcase *c,
+static void check_reference(const kernel_job *job, const ckernel *k, const kcase *c,
                             const run_result *first) {
   if (job->ref == NULL) {
     chk_skip("conformance", "no reference provider");
     return;
   }
-  const onyx_kernel_table *rk = reference_kernel(job->ref, k, c->in[k->type_input].dtype);
+  const ckernel *rk = reference_kernel(job->ref, k, c->in[k->type_input].dtype);
   if (rk == NULL) {
     chk_skip("conformance", "the reference has no %s%s%s for this type", k->domain,
              k->domain[0] ? "::" : "", k->op_type);
     return;
   }
-  if (rk == k) {
+  if ((rk->v2 && rk->v2 == k->v2) || (rk->v3 && rk->v3 == k->v3)) {
     chk_skip("conformance", "the provider is the reference");
     return;
   }
   run_result want;
-  run_spec s = {job->ref, rk, c, -1, false};
+  run_spec s = {rk, c, -1, false};
   if (run_kernel(&s, &want) != ONYX_STATUS_OK) {
     chk_skip("conformance", "the reference refused the case: %s", want.error);
     result_free(&want);
@@ -781,10 +1153,10 @@ static void check_reference(const kernel_job *job, const onyx_kernel_table *k, c
 
 static void check_kernel(void *arg) {
   const kernel_job *job = arg;
-  const onyx_kernel_table *k = job->lib->table->kernels[job->index];
+  const ckernel *k = job->k;
   kcase c;
   run_result first;
-  if (!find_case(job->lib, k, &c, &first)) {
+  if (!find_case(k, &c, &first)) {
     chk_skip("case", "no generated case accepted (attributes or inputs it needs are not "
                      "generated)");
     return;
@@ -794,15 +1166,30 @@ static void check_kernel(void *arg) {
   if (first.infer_ok && (first.inferred[0].rank != o->view.rank ||
                          memcmp(first.inferred[0].dims, o->view.dims, sizeof o->view.dims)))
     chk_fail("infer", "infer's output geometry differs from what compute allocated");
-  check_workspace(job->lib, k, &c, &first);
-  check_threads(job->lib, k, &c, &first, job->threads);
-  check_allocs(job->lib, k, &c);
+  check_workspace(k, &c, &first);
+  check_threads(k, &c, &first, job->threads);
+  check_allocs(k, &c);
   check_reference(job, k, &c, &first);
   result_free(&first);
   case_free(&c);
 }
 
 /* ------------------------------------------------------------ the whole provider */
+
+/* The v1/v2 contract: negotiation and tables; with `use`, also open, probe and the
+ * kernel list (a provider without a v3 factory). */
+static bool check_v2(library *lib, onyx_provider_entry_fn entry, bool use) {
+  if (!check_negotiation(entry, lib) || !check_tables(lib)) return false;
+  if (!use) {
+    lib->table = NULL;
+    return true;
+  }
+  if (!check_open(lib)) return false;
+  lib->device = lib->table->device;
+  for (size_t i = 0; i < lib->table->kernel_count; ++i)
+    if (!add_kernel(lib, ckernel_v2(lib->table->kernels[i], lib->state))) return false;
+  return true;
+}
 
 void chk_provider(const chk_options *opt) {
   pool_threads = opt->threads;
@@ -814,11 +1201,32 @@ void chk_provider(const chk_options *opt) {
     return;
   }
   onyx_provider_entry_fn entry = find_entry(lib.dl);
-  if (entry == NULL) {
-    chk_fail("entry", "%s is not exported", ONYX_PROVIDER_ENTRY_SYMBOL);
+  onyx_provider_factory_fn factory = find_factory(lib.dl);
+  if (entry == NULL && factory == NULL) {
+    chk_fail("entry", "neither %s nor %s is exported", ONYX_PROVIDER_ENTRY_SYMBOL,
+             ONYX_PROVIDER_FACTORY_SYMBOL);
     return;
   }
-  if (!check_negotiation(entry, &lib) || !check_tables(&lib) || !check_open(&lib)) {
+  /* A v3 core loads the factory when both are there: its kernels are the ones checked;
+   * the v2 entry is still checked for older cores. */
+  if (entry) chk_section("v1/v2 entry (%s)", ONYX_PROVIDER_ENTRY_SYMBOL);
+  bool ok = entry == NULL || check_v2(&lib, entry, factory == NULL);
+  if (factory) {
+    chk_section("v3 factory (%s)", ONYX_PROVIDER_FACTORY_SYMBOL);
+    ok = check_factory_negotiation(factory, &lib) && check_factory(&lib) && check_instance(&lib) &&
+         ok;
+  }
+  if (!ok) {
+    library_close(&lib);
+    return;
+  }
+  check_overlaps(&lib);
+  if (lib.device != ONYX_DEVICE_HOST) {
+    /* Its kernels read and write device memory, which these checks do not stage. */
+    chk_skip("kernels",
+             "a device provider (kind %u): the kernel checks run host kernels; "
+             "run its models through onyx-run (--node-tests)",
+             lib.device);
     library_close(&lib);
     return;
   }
@@ -830,14 +1238,15 @@ void chk_provider(const chk_options *opt) {
     else
       chk_skip("reference", "%s: %s", opt->reference, why);
   }
-  for (size_t i = 0; i < lib.table->kernel_count; ++i) {
-    const onyx_kernel_table *k = lib.table->kernels[i];
+  for (size_t i = 0; i < lib.kernel_count; ++i) {
+    const ckernel *k = &lib.kernels[i];
     char until[24] = "";
-    if (k->until_opset) snprintf(until, sizeof until, "..%lld", (long long)k->until_opset);
-    chk_section("%s%s%s opset %lld%s%s (dtype %u at input %u)", k->domain, k->domain[0] ? "::" : "",
-                k->op_type, (long long)k->since_opset, until, k->until_opset ? "" : "+",
-                first_type(k->type_mask), k->type_input);
-    kernel_job job = {&lib, refp, i, opt->threads};
+    if (k->until) snprintf(until, sizeof until, "..%lld", (long long)k->until);
+    chk_section("%s%s%s opset %lld%s%s (dtype %u at input %u, %s)", k->domain,
+                k->domain[0] ? "::" : "", k->op_type, (long long)k->since, until,
+                k->until ? "" : "+", first_type(k->type_mask), k->type_input,
+                k->v2 ? "a v1/v2 table" : "a v3 definition");
+    kernel_job job = {k, refp, opt->threads};
     chk_isolated("kernel", check_kernel, &job);
   }
   if (refp) library_close(refp);

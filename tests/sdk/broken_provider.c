@@ -13,8 +13,11 @@
  *   WRONG           computes 1.001 * relu(x)                     → conformance
  *   NO_REASON       declines in probe without saying why         → declined without saying why
  *   ANY_ABI         accepts a core of any version, ABI 0 too     → accepts a core of ABI 0
+ *   V3_GOOD         none: the same Relu as a v3 factory alone (a v3 definition)
+ *   V3_SILENT       the v3 device declines at open without a word → declined without saying why
  */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +34,9 @@
 #define WRONG 9
 #define NO_REASON 10
 #define ANY_ABI 11
+#define V3_GOOD 12
+#define V3_SILENT 13
+#define IS_V3 (BROKEN_VARIANT >= V3_GOOD)
 
 #ifndef BROKEN_VARIANT
 #error "define BROKEN_VARIANT"
@@ -150,6 +156,7 @@ EXPORT int broken_helper(void);
 EXPORT int broken_helper(void) { return 1; }
 #endif
 
+#if !IS_V3
 EXPORT onyx_status onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,
                                        const onyx_provider_table **out_table);
 EXPORT onyx_status onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,
@@ -159,3 +166,99 @@ EXPORT onyx_status onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,
   *out_table = &table;
   return ONYX_STATUS_OK;
 }
+#else
+/* The v3 shape of the same kernel: the v2 callbacks behind the sink-taking ones. */
+static onyx_status v3_workspace(void *state, const onyx_tensor *inputs, size_t count,
+                                onyx_workspace_requirement *req, onyx_sink *err) {
+  (void)err;
+  return relu_workspace(state, inputs, count, req);
+}
+
+static onyx_status v3_compute(void *state, onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
+                              size_t count, onyx_sink *err) {
+  (void)err;
+  return relu_compute(state, ctx, inputs, count);
+}
+
+static const onyx_type_constraint relu_types[] = {
+    {ONYX_TYPE_INPUT, 0, ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT32)}};
+static const onyx_kernel_def relu_def = {
+    .struct_size = sizeof(onyx_kernel_def),
+    .version = ONYX_ABI_V3,
+    .domain = "",
+    .op_type = "Relu",
+    .since_opset = 14,
+    .types = relu_types,
+    .type_count = 1,
+    .workspace = v3_workspace,
+    .compute = v3_compute,
+};
+
+static void v3_close(void *inst) { (void)inst; }
+
+static onyx_status v3_kernels(void *inst, onyx_kernel_registry *reg, onyx_sink *err) {
+  (void)inst;
+  (void)err;
+  return reg->add(reg, &relu_def);
+}
+
+static const onyx_instance_table instance_table = {
+    .struct_size = sizeof(onyx_instance_table),
+    .version = ONYX_ABI_V3,
+    .close = v3_close,
+    .kernels = v3_kernels,
+};
+
+static onyx_status v3_device_count(const onyx_option *options, size_t count, uint32_t *out,
+                                   onyx_sink *err) {
+  (void)options;
+  (void)count;
+  (void)err;
+  *out = 1;
+  return ONYX_STATUS_OK;
+}
+
+static onyx_status v3_device_info(uint32_t index, onyx_device_info *info, onyx_sink *err) {
+  (void)err;
+  if (index != 0) return ONYX_STATUS_INVALID_ARGUMENT;
+  snprintf(info->name, sizeof info->name, "broken host");
+  info->kind = ONYX_DEVICE_HOST;
+  return ONYX_STATUS_OK;
+}
+
+static onyx_status v3_open(const onyx_host_table *host, uint32_t index, const onyx_option *options,
+                           size_t count, void **out_instance, onyx_sink *err) {
+  (void)host;
+  (void)index;
+  (void)options;
+  (void)count;
+  (void)err;
+  if (BROKEN_VARIANT == V3_SILENT) return ONYX_STATUS_DEVICE_UNAVAILABLE; /* the defect */
+  *out_instance = &instance;
+  return ONYX_STATUS_OK;
+}
+
+static const onyx_provider_factory factory = {
+    .struct_size = sizeof(onyx_provider_factory),
+    .abi_version = ONYX_ABI_V3,
+    .name = "broken3",
+    .device_count = v3_device_count,
+    .device_info = v3_device_info,
+    .open = v3_open,
+    .instance = &instance_table,
+};
+
+/* The v2 table stays referenced (it is the same kernel's other shape). */
+const onyx_provider_table *broken_table(void);
+const onyx_provider_table *broken_table(void) { return &table; }
+
+EXPORT onyx_status onyx_provider_factory_entry(uint32_t core_max_abi, uint32_t *out_abi,
+                                               const onyx_provider_factory **out_factory);
+EXPORT onyx_status onyx_provider_factory_entry(uint32_t core_max_abi, uint32_t *out_abi,
+                                               const onyx_provider_factory **out_factory) {
+  *out_abi = ONYX_ABI_V3;
+  if (core_max_abi < ONYX_ABI_V3) return ONYX_STATUS_ABI_MISMATCH;
+  *out_factory = &factory;
+  return ONYX_STATUS_OK;
+}
+#endif

@@ -29,6 +29,7 @@ fails() {
 
 passes "$cpu"
 passes "$broken/libonyx_broken_good.so"
+passes "$broken/libonyx_broken_v3_good.so"
 # known LIB PATTERN: a provider that should pass but has one defect outside this
 # test's files: it passes, or fails with that finding alone (said, so it is seen).
 known() {
@@ -56,9 +57,10 @@ fails "$broken/libonyx_broken_malloc.so" "FAIL +heap +compute made [0-9]+ heap a
 fails "$broken/libonyx_broken_wrong.so" "FAIL +conformance +element"
 fails "$broken/libonyx_broken_no_reason.so" "FAIL +probe +declined without saying why"
 fails "$broken/libonyx_broken_any_abi.so" "FAIL +negotiation +accepts a core of ABI 0"
+fails "$broken/libonyx_broken_v3_silent.so" "FAIL +open +device 0 declined without saying why"
 fails "$mocks/libonyx_mock_wrong_abi.so" "FAIL +negotiation +at core ABI [0-9]+: ABI version mismatch"
 fails "$mocks/libonyx_mock_future_abi.so" "FAIL +negotiation .*answered ABI 7"
-fails "$mocks/libonyx_mock_no_entry.so" "FAIL +entry +onyx_provider_entry is not exported"
+fails "$mocks/libonyx_mock_no_entry.so" "FAIL +entry +neither onyx_provider_entry nor"
 fails "$mocks/libonyx_mock_failing_init.so" "FAIL +open .*on fire"
 fails "$mocks/libonyx_mock_declines.so" "FAIL +probe +declined: no mock device present"
 # The ONNX node tests of the ops a provider claims, through the core (onyx-run).
