@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Batch-1 decode of a Qwen2.5-0.5B-shaped export on the GPU: Onyx (CUDA, strict, decode
 steps replayed as CUDA graphs) beside Hugging Face transformers in float16 on the same
-weights, and the fraction of the floor, in one run.
+weights, and the fraction of the floor, in one run (also with the provider's GEMV kernel
+off, option.gemv = false, and without programmatic dependent launch, option.pdl = false).
 
     bench_genai_cuda.py --onyx-generate BIN --cpu-so SO --cuda-so SO --builder DIR
                         --work DIR [--new-tokens 256] [--prompt-len 32] [--layers 24]
@@ -212,11 +213,15 @@ def main():
     lt_ini = os.path.join(args.work, "cuda_strict_cublaslt.ini")
     write_ini(lt_ini, os.path.abspath(args.cuda_so), os.path.abspath(args.cpu_so), True,
               "option.gemv = false\n")
+    nopdl_ini = os.path.join(args.work, "cuda_strict_nopdl.ini")
+    write_ini(nopdl_ini, os.path.abspath(args.cuda_so), os.path.abspath(args.cpu_so), True,
+              "option.pdl = false\n")
 
     rows = []
     runs = {}
     for key, ini, graphs, name in (("on", strict_ini, "on", "graphs on"),
                                    ("lt", lt_ini, "on", "graphs on, cuBLASLt GEMV"),
+                                   ("nopdl", nopdl_ini, "on", "graphs on, no PDL"),
                                    ("off", strict_ini, "off", "graphs off")):
         r = onyx_generate(args.onyx_generate, out, ini, ids, args.new_tokens, graphs)
         runs[key] = r
@@ -257,6 +262,9 @@ def main():
     a, b = runs.get("on", {}).get("ids"), runs.get("off", {}).get("ids")
     if a and b:
         log(f"tokens: graphs on and off {'identical' if a == b else 'DIFFER'} ({len(a)} ids)")
+    d = runs.get("nopdl", {}).get("ids")
+    if a and d:
+        log(f"tokens: PDL on and off {'identical' if a == d else 'DIFFER'} ({len(a)} ids)")
     c = runs.get("lt", {}).get("ids")
     if a and c:
         same = next((i for i, (u, v) in enumerate(zip(a, c)) if u != v), min(len(a), len(c)))
