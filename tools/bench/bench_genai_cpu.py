@@ -8,7 +8,10 @@ then in one run generates the same greedy tokens with ONNX Runtime GenAI and wit
 onyx-generate at the same thread count: ONNX Runtime GenAI through intra_op_num_threads
 in the folder's genai_config.json, Onyx through the threads of a plugins.ini written
 here. Prints prefill and decode tokens/s for both, the ratios, and whether the tokens
-are identical.
+are identical. Several onyx-generate builds (comma-separated) run in the same rounds,
+one row each: a before/after beside ONNX Runtime GenAI. Each run notes the load
+average it started at (other work on the machine skews the figures; compare rows of
+one invocation).
 
     bench_genai_cpu.py [--threads 2] [--prompt-len 128] [--new 64] [--runs 3] [--int4]
                        [--cache DIR] [--onyx-generate build/tools/onyx-generate] [--ort-only]
@@ -126,7 +129,8 @@ def main():
     ap.add_argument("--int4", action="store_true", help="the builder's -p int4 export")
     ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "onyx-bench-genai"))
     ap.add_argument("--fresh", action="store_true", help="make the checkpoint and export again")
-    ap.add_argument("--onyx-generate", default=os.path.join(REPO, "build", "tools", "onyx-generate"))
+    ap.add_argument("--onyx-generate", default=os.path.join(REPO, "build", "tools", "onyx-generate"),
+                    help="one onyx-generate, or several separated by commas (builds to compare)")
     ap.add_argument("--ort-only", action="store_true", help="ONNX Runtime GenAI alone")
     ap.add_argument("--runs", type=int, default=3, help="interleaved runs of each; the best counts")
     args = ap.parse_args()
@@ -139,18 +143,24 @@ def main():
     print(f"model {folder}\nprompt {len(prompt)} tokens, {args.new} new, {args.threads} threads, "
           f"{args.runs} runs, onnxruntime-genai {og.__version__}, load average "
           f"{os.getloadavg()[0]:.2f} (other work on the machine skews the figures)", flush=True)
-    runs = {"onnxruntime-genai": [], "onyx": []}
+    builds = [] if args.ort_only else args.onyx_generate.split(",")
+    names = ["onyx"] if len(builds) == 1 else [f"onyx[{j}]" for j in range(len(builds))]
+    for name, b in zip(names, builds):
+        if len(builds) > 1:
+            print(f"{name} = {b}")
+    runs = {"onnxruntime-genai": [], **{name: [] for name in names}}
+    loads = []
     with tempfile.TemporaryDirectory(prefix="onyx-bench-") as work:
         for _ in range(args.runs):
+            loads.append(os.getloadavg()[0])
             runs["onnxruntime-genai"].append(genai_generate(og, folder, prompt, args.new))
-            if args.ort_only:
-                continue
-            res, why = onyx_generate(os.path.abspath(args.onyx_generate), folder, prompt,
-                                     args.new, args.threads, work)
-            if res is None:
-                print(why)
-                return 1
-            runs["onyx"].append(res)
+            for name, b in zip(names, builds):
+                res, why = onyx_generate(os.path.abspath(b), folder, prompt, args.new,
+                                         args.threads, work)
+                if res is None:
+                    print(why)
+                    return 1
+                runs[name].append(res)
     print(f"{'':<18} {'prefill tok/s':>14} {'decode tok/s':>13}   (best of the runs; median; "
           "each run)")
     best = {}
@@ -161,16 +171,22 @@ def main():
         med = f"{statistics.median(r[1] for r in rs):.1f}/{statistics.median(r[2] for r in rs):.2f}"
         each = ", ".join(f"{r[1]:.1f}/{r[2]:.2f}" for r in rs)
         print(f"{name:<18} {best[name][1]:>14.1f} {best[name][2]:>13.2f}   ({med}; {each})")
+    print(f"load average at the start of each run: {', '.join(f'{v:.2f}' for v in loads)}; "
+          f"now {os.getloadavg()[0]:.2f}")
     g_ids = best["onnxruntime-genai"][0]
     if args.ort_only:
         print(f"tokens: {len(g_ids)}, {len(set(g_ids))} distinct")
         return 0
-    same = all(r[0] == g_ids for rs in runs.values() for r in rs)
-    g, o = best["onnxruntime-genai"], best["onyx"]
-    print(f"onyx / onnxruntime-genai: prefill {o[1] / g[1]:.2f}x, decode {o[2] / g[2]:.2f}x; "
-          f"tokens {'identical' if same else 'DIFFER'} ({len(g_ids)} tokens, "
-          f"{len(set(g_ids))} distinct)")
-    return 0 if same else 1
+    g = best["onnxruntime-genai"]
+    all_same = True
+    for name in names:
+        o = best[name]
+        same = all(r[0] == g_ids for r in runs[name])
+        all_same = all_same and same
+        print(f"{name} / onnxruntime-genai: prefill {o[1] / g[1]:.2f}x, decode {o[2] / g[2]:.2f}x; "
+              f"tokens {'identical' if same else 'DIFFER'} ({len(g_ids)} tokens, "
+              f"{len(set(g_ids))} distinct)")
+    return 0 if all_same else 1
 
 
 if __name__ == "__main__":
