@@ -192,7 +192,13 @@ def main():
     ap.add_argument("--layers", type=int, default=24)
     ap.add_argument("--cpu-tokens", type=int, default=8, help="0: no CPU run")
     ap.add_argument("--precision", default="fp16", choices=["fp16", "bf16"])
+    ap.add_argument("--skip", default="", help="comma-separated runs to leave out (for a "
+                    "short device lease): off (graphs off), profile, static (transformers' "
+                    "static cache), cpu")
     args = ap.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
+    if "cpu" in skip:
+        args.cpu_tokens = 0
     os.makedirs(args.work, exist_ok=True)
     hf, out = os.path.join(args.work, "hf-qwen05"), os.path.join(args.work, f"qwen05-{args.precision}")
     t = time.time()
@@ -223,6 +229,8 @@ def main():
                                    ("lt", lt_ini, "on", "graphs on, cuBLASLt GEMV"),
                                    ("nopdl", nopdl_ini, "on", "graphs on, no PDL"),
                                    ("off", strict_ini, "off", "graphs off")):
+        if key in skip:
+            continue
         r = onyx_generate(args.onyx_generate, out, ini, ids, args.new_tokens, graphs)
         runs[key] = r
         if not r["ok"] or "decode_ms" not in r:
@@ -234,7 +242,8 @@ def main():
         log(f"  {name}: {r.get('graphs', '')}")
         if key == "on" and "startup" in r:
             log(f"  at open: {r['startup']}")
-    by_op, count, rest = profile_by_op(args.onyx_generate, out, strict_ini, ids, 16)
+    by_op, count, rest = ({}, {}, "") if "profile" in skip else profile_by_op(
+        args.onyx_generate, out, strict_ini, ids, 16)
     if by_op:
         log("  per decode step, node by node (--profile, graphs off; each node synchronised):")
         for op, ms in sorted(by_op.items(), key=lambda kv: -kv[1]):
@@ -244,6 +253,8 @@ def main():
     try:
         # Few tokens: eager transformers is slow, and the static cache slower still here.
         for cache, n in ((None, 64), ("static", 16)):
+            if (cache or "dynamic") in skip:
+                continue
             tps, toks = transformers_decode(model, ids, min(args.new_tokens, n), cache)
             same = 0
             ref = runs.get("on", {}).get("ids", [])
