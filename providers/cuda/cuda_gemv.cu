@@ -8,10 +8,11 @@
  * of rows k = g, g + 8, ... of its block's K range, so each warp reads 512 contiguous
  * bytes of a row, and four rows are in flight per thread. The 8 row groups are summed
  * in shared memory, in float32. When there are too few column blocks to fill the
- * device, K is split across gridDim.y blocks: each adds its sums into a float32
- * partial buffer, and the last block of a column block to arrive (an atomic counter)
- * rounds the total into Y, then zeroes the partials and its counter for the next
- * call, so the buffer is clean at every entry (the caller zeroes it once).
+ * device, K is split across gridDim.y blocks: each writes its sums into its own rows
+ * of a float32 partial buffer, and the last block of a column block to arrive (an
+ * atomic counter) adds them in split order — the same result whatever the arrival
+ * order — rounds the total into Y and zeroes its counter for the next call, so the
+ * counters are clean at every entry (the caller zeroes them once).
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -122,9 +123,11 @@ __global__ void __launch_bounds__(kThreads)
       for (int m = 0; m < M; ++m) narrow(&y[(int64_t)m * n + cn], sum[m]);
     return;
   }
+  /* Each split writes its own sums; the last to arrive adds them in split order, so
+   * the result does not depend on which block finished first. */
   if (cn < n)
 #pragma unroll
-    for (int m = 0; m < M; ++m) atomicAdd(&partial[(int64_t)m * n + cn], sum[m]);
+    for (int m = 0; m < M; ++m) partial[((int64_t)blockIdx.y * M + m) * n + cn] = sum[m];
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) last = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
@@ -134,9 +137,9 @@ __global__ void __launch_bounds__(kThreads)
   if (cn < n)
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      float *p = &partial[(int64_t)m * n + cn];
-      narrow(&y[(int64_t)m * n + cn], __ldcg(p));
-      *p = 0.0f;
+      float t = 0.0f;
+      for (unsigned q = 0; q < gridDim.y; ++q) t += __ldcg(&partial[((int64_t)q * M + m) * n + cn]);
+      narrow(&y[(int64_t)m * n + cn], t);
     }
   if (threadIdx.x == 0) counters[blockIdx.x] = 0;
 }

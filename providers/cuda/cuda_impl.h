@@ -389,9 +389,9 @@ cudaError_t onyx__cuda_launch_reduce_sum(const onyx__cuda_reduce_args *a, cudaSt
 
 /* A decode product (cuda_gemv.cu): y[m x n] = x[m x k] · w[k x n], 16-bit, w row-major,
  * m <= ONYX__CUDA_GEMV_MAX_ROWS, n a multiple of 8 and w 16-byte aligned. With
- * onyx__cuda_gemv_split(k, n) > 1 the K range is split across blocks: `partial` (m x n
- * float32) and `counters` (one per 256 columns) must be zero at the first call; each
- * call leaves them zero again. */
+ * S = onyx__cuda_gemv_split(k, n) > 1 the K range is split across S blocks: `partial`
+ * holds S x m x n float32 sums and `counters` one unsigned per 256 columns, which must
+ * be zero at the first call; each call leaves them zero again. */
 #define ONYX__CUDA_GEMV_MAX_ROWS 4
 typedef struct onyx__cuda_gemv_args {
   uint32_t dtype; /* float16 or bfloat16 */

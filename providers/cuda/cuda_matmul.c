@@ -19,7 +19,8 @@
  *
  * Decode: a 16-bit MatMul of at most 4 rows takes cuda_gemv.cu's kernel instead (one
  * launch, the weights streamed at the copy bandwidth; option.gemv = false keeps
- * cuBLASLt), with a SESSION region of float32 partials where K is split.
+ * cuBLASLt), with a SESSION region of float32 partials per K split where K is split
+ * (added in a fixed order: the result does not depend on block timing).
  *
  * Start-up: cuBLASLt sets itself up on its first product (tens of milliseconds: the
  * library, its first heuristic, its first kernels loaded). The provider runs one tiny
@@ -191,12 +192,16 @@ static bool gemv_route(const mm_state *s, const mm_geo *g, uint32_t dtype) {
          g->n % 8 == 0 && g->n <= INT32_MAX && g->k >= 1 && g->k <= INT32_MAX;
 }
 
-/* Its SESSION region: float32 partial sums and a counter per 256 columns when K is
- * split across blocks; 0 bytes otherwise. */
+/* Its SESSION region: float32 partial sums of each K split, then a counter per 256
+ * columns, when K is split across blocks; 0 bytes otherwise. */
+static uint64_t gemv_partial_bytes(const mm_geo *g) {
+  uint64_t split = (uint64_t)onyx__cuda_gemv_split(g->k, g->n);
+  return split * (uint64_t)(g->m * g->batch) * (uint64_t)g->n * 4u;
+}
+
 static uint64_t gemv_session_bytes(const mm_state *s, const mm_geo *g, uint32_t dtype) {
   if (!gemv_route(s, g, dtype) || onyx__cuda_gemv_split(g->k, g->n) <= 1) return 0;
-  uint64_t rows = (uint64_t)(g->m * g->batch), cols = (uint64_t)g->n;
-  return rows * cols * 4u + (cols + 255u) / 256u * 4u;
+  return gemv_partial_bytes(g) + ((uint64_t)g->n + 255u) / 256u * 4u;
 }
 
 /* ------------------------------------------------------------------ create */
@@ -483,16 +488,16 @@ static onyx_status gemv_run(mm_state *s, onyx_compute_ctx *ctx, const mm_geo *g,
     s->gemv_zeroed_bytes = need;
   }
   int64_t rows = g->m * g->batch;
-  onyx__cuda_gemv_args args = {.dtype = dtype,
-                               .m = rows,
-                               .n = g->n,
-                               .k = g->k,
-                               .x = a,
-                               .w = b,
-                               .y = y,
-                               .partial = need ? (float *)ws->data : NULL,
-                               .counters =
-                                   need ? (unsigned *)((char *)ws->data + rows * g->n * 4) : NULL};
+  onyx__cuda_gemv_args args = {
+      .dtype = dtype,
+      .m = rows,
+      .n = g->n,
+      .k = g->k,
+      .x = a,
+      .w = b,
+      .y = y,
+      .partial = need ? (float *)ws->data : NULL,
+      .counters = need ? (unsigned *)((char *)ws->data + gemv_partial_bytes(g)) : NULL};
   return onyx__cuda_check(ctx, onyx__cuda_launch_gemv(&args, stream), "GEMV");
 }
 
