@@ -336,6 +336,14 @@ static _Thread_local uint64_t counted;
 
 bool chk_alloc_counting(void) { return CHK_COUNT_ALLOCS; }
 
+bool chk_alloc_count_suspend(void) {
+  bool was = counting;
+  counting = false;
+  return was;
+}
+
+void chk_alloc_count_restore(bool was) { counting = was; }
+
 void *chk_alloc_untracked(size_t alignment, size_t size) {
   bool was = counting;
   counting = false;

@@ -41,6 +41,10 @@ bool chk_close(uint32_t dtype, const void *got, const void *want, size_t element
  * sanitizer owns malloc). */
 bool chk_alloc_counting(void);
 void chk_alloc_count_begin(void);
+/* Counting off for what the check does on the kernel's behalf during compute (an
+ * output in device memory), then back as it was. */
+bool chk_alloc_count_suspend(void);
+void chk_alloc_count_restore(bool was);
 /* Host memory of the check itself (outputs, views, the host table's mem_alloc): never
  * counted. posix_memalign rules; free() releases it. */
 void *chk_alloc_untracked(size_t alignment, size_t size);

@@ -8,6 +8,9 @@
  * short, poison outputs, run one case from several threads at once, count heap
  * allocations during compute.
  *
+ * A device provider's kernels run on its device 0, their inputs, outputs and workspace
+ * staged through its own device_alloc and copy (device memory below).
+ *
  * Cases are generated, not read: for each kernel, inputs of the type its constraint
  * allows, in a few arities and shapes ([4,4] and [2,3,4], trailing inputs of the same
  * shape or [4], host inputs as int64 [1] holding 1), no attributes; the first that the
@@ -135,10 +138,13 @@ static check_sink sink_new(void) {
 
 /* One registration as the checks call it: a v1/v2 table (from a provider table, or
  * added to a v3 registry with add_table) or a v3 definition. */
+struct library;
+
 typedef struct ckernel {
   const onyx_kernel_table *v2;
   const onyx_kernel_def *v3;
-  void *owner; /* v1/v2: the provider state; v3: the instance */
+  void *owner;               /* v1/v2: the provider state; v3: the instance */
+  const struct library *lib; /* its library: device memory for a device provider */
   const char *domain, *op_type;
   int64_t since, until;
   uint32_t type_input; /* the first input constraint, for generated cases */
@@ -254,6 +260,7 @@ typedef struct library {
   uint32_t abi;
   void *state;     /* from open: the provider state or the instance */
   uint32_t device; /* onyx_device_kind of the memory its kernels use */
+  int32_t ordinal; /* device 0's ordinal: its tensors' device_id */
   ckernel *kernels;
   size_t kernel_count;
 } library;
@@ -262,8 +269,92 @@ static bool add_kernel(library *lib, ckernel k) {
   if (lib->kernel_count == MAX_KERNELS) return false;
   if (lib->kernels == NULL && (lib->kernels = calloc(MAX_KERNELS, sizeof *lib->kernels)) == NULL)
     return false;
+  k.lib = lib;
   lib->kernels[lib->kernel_count++] = k;
   return true;
+}
+
+/* ------------------------------------------------------------ device memory */
+
+/* A device provider's kernels read and write its device memory: inputs, outputs and
+ * workspace views are staged there through its own device_alloc and copy (the v1/v2
+ * table's or the v3 instance's), outputs copied back to the host after a sync. */
+static bool on_device(const library *lib) { return lib && lib->device != ONYX_DEVICE_HOST; }
+
+static onyx_status dev_alloc(const library *lib, uint64_t bytes, void **out) {
+  if (lib->table) return lib->table->device_alloc(lib->state, bytes ? bytes : 1, out);
+  check_sink sink = sink_new();
+  return lib->factory->instance->device_alloc(lib->state, bytes ? bytes : 1, out, &sink.base);
+}
+
+static void dev_free(const library *lib, void *p) {
+  if (p == NULL) return;
+  if (lib->table)
+    lib->table->device_free(lib->state, p);
+  else
+    lib->factory->instance->device_free(lib->state, p);
+}
+
+static onyx_status dev_copy(const library *lib, onyx_tensor *dst, const onyx_tensor *src) {
+  if (lib->table) return lib->table->copy(lib->state, dst, src);
+  check_sink sink = sink_new();
+  return lib->factory->instance->copy(lib->state, dst, src, &sink.base);
+}
+
+static onyx_status dev_sync(const library *lib) {
+  if (lib->table) return lib->table->sync ? lib->table->sync(lib->state) : ONYX_STATUS_OK;
+  check_sink sink = sink_new();
+  const onyx_instance_table *it = lib->factory->instance;
+  return it->sync ? it->sync(lib->state, &sink.base) : ONYX_STATUS_OK;
+}
+
+static void *dev_stream(const library *lib) {
+  if (!on_device(lib)) return NULL;
+  if (lib->table) return lib->table->stream ? lib->table->stream(lib->state) : NULL;
+  return lib->factory->instance->stream ? lib->factory->instance->stream(lib->state) : NULL;
+}
+
+/* A device copy of host tensor `host` (same geometry) in *out; NULL data on failure. */
+static onyx_status dev_stage(const library *lib, const onyx_tensor *src, onyx_tensor *out) {
+  *out = *src;
+  out->device = lib->device;
+  out->device_id = lib->ordinal;
+  out->data = NULL;
+  size_t bytes = (size_t)onyx_tensor_numel(src) * onyx_dtype_size(src->dtype);
+  onyx_status st = dev_alloc(lib, bytes, &out->data);
+  if (st == ONYX_STATUS_OK && bytes) st = dev_copy(lib, out, src);
+  if (st != ONYX_STATUS_OK) {
+    dev_free(lib, out->data);
+    out->data = NULL;
+  }
+  return st;
+}
+
+/* `bytes` of device memory filled with POISON (a uint8 view copied from the host). */
+static onyx_status dev_poisoned(const library *lib, uint64_t bytes, void **out) {
+  onyx_tensor host_view = {.dtype = ONYX_DTYPE_UINT8, .rank = 1, .dims = {(int64_t)bytes}};
+  host_view.data = chk_alloc_untracked(64, bytes ? (size_t)bytes : 1);
+  if (host_view.data == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+  memset(host_view.data, POISON, (size_t)bytes);
+  onyx_tensor dev_view;
+  onyx_status st = dev_stage(lib, &host_view, &dev_view);
+  free(host_view.data);
+  *out = dev_view.data;
+  return st;
+}
+
+/* Replaces a device tensor's data by a host copy (the device block freed). */
+static onyx_status dev_fetch(const library *lib, onyx_tensor *t, size_t bytes) {
+  onyx_tensor host_view = *t;
+  host_view.device = ONYX_DEVICE_HOST;
+  host_view.device_id = 0;
+  host_view.data = chk_alloc_untracked(64, bytes ? bytes : 1);
+  if (host_view.data == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
+  onyx_status st = bytes ? dev_copy(lib, &host_view, t) : ONYX_STATUS_OK;
+  if (st == ONYX_STATUS_OK) st = dev_sync(lib);
+  dev_free(lib, t->data);
+  *t = host_view;
+  return st;
 }
 
 /* A v3 registry that records what an instance adds. */
@@ -666,7 +757,10 @@ static bool check_instance(library *lib) {
     size_t used = strlen(names);
     snprintf(names + used, sizeof names - used, "%s'%s' (kind %u, ordinal %d)", i ? ", " : "",
              info.name, info.kind, info.ordinal);
-    if (i == 0) lib->device = info.kind;
+    if (i == 0) {
+      lib->device = info.kind;
+      lib->ordinal = info.ordinal;
+    }
   }
   chk_ok("devices", "%u: %s", count, names);
   void *inst = NULL;
@@ -792,6 +886,7 @@ typedef struct out_buf {
 
 typedef struct check_ctx {
   onyx_compute_ctx base; /* first: the kernel's ctx pointer is this struct's */
+  const library *lib;    /* outputs go to its device memory when it has one */
   out_buf outs[MAX_OUT];
   char error[512];
 } check_ctx;
@@ -810,10 +905,20 @@ static onyx_status ctx_alloc_output(onyx_compute_ctx *ctx, size_t index, uint32_
   }
   o->bytes = (size_t)onyx_tensor_numel(&o->view) * onyx_dtype_size(dtype);
   void *p = NULL;
-  if (host_mem_alloc(NULL, ONYX_REQUESTER_ACTIVATIONS, o->bytes, 64, "output", &p) !=
-      ONYX_STATUS_OK)
-    return ONYX_STATUS_OUT_OF_MEMORY;
-  memset(p, POISON, o->bytes);
+  if (on_device(c->lib)) {
+    /* The core's allocation, not the kernel's: not counted as the kernel's heap use. */
+    bool was = chk_alloc_count_suspend();
+    onyx_status st = dev_poisoned(c->lib, o->bytes, &p);
+    chk_alloc_count_restore(was);
+    if (st != ONYX_STATUS_OK) return ONYX_STATUS_OUT_OF_MEMORY;
+    o->view.device = c->lib->device;
+    o->view.device_id = c->lib->ordinal;
+  } else {
+    if (host_mem_alloc(NULL, ONYX_REQUESTER_ACTIVATIONS, o->bytes, 64, "output", &p) !=
+        ONYX_STATUS_OK)
+      return ONYX_STATUS_OUT_OF_MEMORY;
+    memset(p, POISON, o->bytes);
+  }
   o->view.data = p;
   o->allocated = true;
   *out_view = &o->view;
@@ -893,45 +998,83 @@ static onyx_status run_kernel(const run_spec *s, run_result *r) {
       return r->status = st != ONYX_STATUS_OK ? st : ONYX_STATUS_INVALID_ARGUMENT;
     }
   }
-  onyx_workspace_view views[ONYX_MAX_WORKSPACE_REGIONS];
+  const library *lib = on_device(k->lib) ? k->lib : NULL;
+  onyx_workspace_view views[ONYX_MAX_WORKSPACE_REGIONS] = {{0}};
   check_ctx ctx = {.base = {.struct_size = sizeof(onyx_compute_ctx),
                             .version = ONYX_ABI_VERSION,
+                            .stream = dev_stream(lib),
                             .alloc_output = ctx_alloc_output,
                             .alias_output = ctx_alias_output,
                             .set_error = ctx_set_error,
                             .workspace = views,
-                            .workspace_count = r->req.count}};
+                            .workspace_count = r->req.count},
+                   .lib = lib};
   ctx.base.core_data = &ctx;
+  /* Inputs on the device, but for host inputs (read on the host) and geometry-only
+   * ones (never touched). */
+  onyx_tensor staged[MAX_IN];
+  const onyx_tensor *inputs[MAX_IN];
+  uint64_t geometry_only =
+      k->v2 ? (k->v2->struct_size >=
+                       offsetof(onyx_kernel_table, geometry_inputs) + sizeof k->v2->geometry_inputs
+                   ? k->v2->geometry_inputs
+                   : 0)
+            : k->v3->geometry_inputs;
   onyx_status st = ONYX_STATUS_OK;
-  for (uint32_t i = 0; i < r->req.count; ++i) {
+  for (size_t i = 0; i < s->c->n_in; ++i) {
+    inputs[i] = s->c->in_ptr[i];
+    staged[i].data = NULL;
+    bool stays = ((k->host_inputs | geometry_only) >> i) & 1;
+    if (lib && !stays && st == ONYX_STATUS_OK) {
+      st = dev_stage(lib, s->c->in_ptr[i], &staged[i]);
+      inputs[i] = &staged[i];
+    }
+  }
+  for (uint32_t i = 0; st == ONYX_STATUS_OK && i < r->req.count; ++i) {
     const onyx_workspace_region *g = &r->req.regions[i];
     uint64_t bytes = g->bytes - ((int)i == s->short_region && g->bytes > 0);
     size_t align = g->alignment ? g->alignment : 64;
     views[i] = (onyx_workspace_view){.name = g->name, .bytes = bytes};
-    if (g->bytes > (1u << 30) || host_mem_alloc(NULL, 0, bytes, (uint32_t)align, "workspace",
-                                                &views[i].data) != ONYX_STATUS_OK) {
-      for (uint32_t j = 0; j < i; ++j) free(views[j].data);
+    if (g->bytes > (1u << 30))
+      st = ONYX_STATUS_OUT_OF_MEMORY;
+    else if (lib)
+      st = dev_poisoned(lib, bytes, &views[i].data);
+    else if ((st = host_mem_alloc(NULL, 0, bytes, (uint32_t)align, "workspace", &views[i].data)) ==
+             ONYX_STATUS_OK)
+      memset(views[i].data, POISON, (size_t)bytes);
+    if (st != ONYX_STATUS_OK)
       snprintf(r->error, sizeof r->error, "workspace region %u: %llu bytes not available", i,
                (unsigned long long)g->bytes);
-      k_destroy(k, state);
-      return r->status = ONYX_STATUS_OUT_OF_MEMORY;
+  }
+  if (st == ONYX_STATUS_OK) {
+    if (s->count_allocs) {
+      serial_only = true;
+      chk_alloc_count_begin();
     }
-    memset(views[i].data, POISON, (size_t)bytes);
+    err[0] = '\0';
+    st = k_compute(k, state, &ctx.base, inputs, s->c->n_in, err, sizeof err);
+    if (s->count_allocs) {
+      r->heap_allocs = chk_alloc_count_end();
+      serial_only = false;
+    }
+    if (lib && dev_sync(lib) != ONYX_STATUS_OK && st == ONYX_STATUS_OK)
+      st = ONYX_STATUS_PROVIDER_ERROR;
+    snprintf(r->error, sizeof r->error, "%s", ctx.error[0] ? ctx.error : err);
   }
-  if (s->count_allocs) {
-    serial_only = true;
-    chk_alloc_count_begin();
+  /* Outputs back on the host, where the checks compare them. */
+  for (size_t o = 0; lib && o < MAX_OUT; ++o)
+    if (ctx.outs[o].allocated &&
+        dev_fetch(lib, &ctx.outs[o].view, ctx.outs[o].bytes) != ONYX_STATUS_OK)
+      st = st == ONYX_STATUS_OK ? ONYX_STATUS_PROVIDER_ERROR : st;
+  for (uint32_t i = 0; i < r->req.count; ++i) {
+    if (lib)
+      dev_free(lib, views[i].data);
+    else
+      free(views[i].data);
   }
-  err[0] = '\0';
-  st = k_compute(k, state, &ctx.base, s->c->in_ptr, s->c->n_in, err, sizeof err);
-  if (s->count_allocs) {
-    r->heap_allocs = chk_alloc_count_end();
-    serial_only = false;
-  }
-  for (uint32_t i = 0; i < r->req.count; ++i) free(views[i].data);
+  for (size_t i = 0; lib && i < s->c->n_in; ++i) dev_free(lib, staged[i].data);
   k_destroy(k, state);
   memcpy(r->outs, ctx.outs, sizeof r->outs);
-  snprintf(r->error, sizeof r->error, "%s", ctx.error[0] ? ctx.error : err);
   return r->status = st;
 }
 
@@ -1268,15 +1411,6 @@ void chk_provider(const chk_options *opt) {
     return;
   }
   check_overlaps(&lib);
-  if (lib.device != ONYX_DEVICE_HOST) {
-    /* Its kernels read and write device memory, which these checks do not stage. */
-    chk_skip("kernels",
-             "a device provider (kind %u): the kernel checks run host kernels; "
-             "run its models through onyx-run (--node-tests)",
-             lib.device);
-    library_close(&lib);
-    return;
-  }
   library ref = {0}, *refp = NULL;
   char why[512];
   if (opt->reference) {

@@ -47,6 +47,10 @@ known() {
 # tests/mock/mock_provider.c's mock_close dereferences its state: close(NULL) crashes.
 known "$mocks/libonyx_mock_good.so" "FAIL +NULL-safety +crashed"
 known "$mocks/libonyx_mock_null_optional.so" "FAIL +NULL-safety +crashed"
+# The fake devices (device memory behind device_alloc/copy, v2 and v3) export a stats
+# hook for their tests on purpose; every kernel check runs on their "device".
+known "$mocks/libonyx_mock_fake_device.so" "FAIL +exports .*onyx_fake_device_stats_get"
+known "$mocks/libonyx_mock_fake_device3.so" "FAIL +exports .*onyx_fake_device_stats_get"
 fails "$broken/libonyx_broken_two_exports.so" "FAIL +exports .*broken_helper"
 fails "$broken/libonyx_broken_close_null.so" "FAIL +NULL-safety +crashed"
 fails "$broken/libonyx_broken_ws_impure.so" "FAIL +workspace +the same geometry gave two different"
