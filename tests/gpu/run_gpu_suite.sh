@@ -108,7 +108,9 @@ done
 rm -rf "$out/qwen"
 
 echo "== attention benchmark vs PyTorch SDPA"
-if [ -x $b/tests/cuda_attention/onyx_bench_attention_cuda ]; then
+if [ -n "${ONYX_GPU_SUITE_NO_BENCH:-}" ]; then
+  echo "skipped (ONYX_GPU_SUITE_NO_BENCH is set)"
+elif [ -x $b/tests/cuda_attention/onyx_bench_attention_cuda ]; then
   PYTHONUNBUFFERED=1 timeout 200 $b/tests/cuda_attention/onyx_bench_attention_cuda \
     tools/torch_sdpa_gqa.py >"$out/bench.log" 2>&1
   tail -12 "$out/bench.log"

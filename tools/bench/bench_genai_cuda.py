@@ -6,7 +6,7 @@ off, option.gemv = false, and without programmatic dependent launch, option.pdl 
 
     bench_genai_cuda.py --onyx-generate BIN --cpu-so SO --cuda-so SO --builder DIR
                         --work DIR [--new-tokens 256] [--prompt-len 32] [--layers 24]
-                        [--cpu-tokens 8] [--precision fp16]
+                        [--cpu-tokens 8] [--precision fp16|bf16|int4]
 
 --builder is the folder onnxruntime_genai/models/ copied out of the onnxruntime-genai
 wheel (pure Python: it runs as `python3 builder.py` where the native module is missing).
@@ -191,7 +191,7 @@ def main():
     ap.add_argument("--prompt-len", type=int, default=32)
     ap.add_argument("--layers", type=int, default=24)
     ap.add_argument("--cpu-tokens", type=int, default=8, help="0: no CPU run")
-    ap.add_argument("--precision", default="fp16", choices=["fp16", "bf16"])
+    ap.add_argument("--precision", default="fp16", choices=["fp16", "bf16", "int4"])
     ap.add_argument("--skip", default="", help="comma-separated runs to leave out (for a "
                     "short device lease): off (graphs off), profile, static (transformers' "
                     "static cache), cpu")
