@@ -406,11 +406,17 @@ static onyx_status load_factory(const load_ctx *c, onyx_provider_factory_fn entr
   onyx__sink sink;
   st = f->device_count(pc->options, pc->option_count, &count,
                        onyx__sink_init(&sink, why, sizeof why));
+  if (st == ONYX_STATUS_DEVICE_UNAVAILABLE) {
+    /* No usable device at all: worded as a v1/v2 probe's decline. */
+    onyx__errf(c->err, c->err_cap, "provider '%s' (%s) declined: %s", pc->name, pc->path,
+               why[0] ? why : "no usable device");
+    return st;
+  }
   if (st != ONYX_STATUS_OK) {
     onyx__errf(c->err, c->err_cap, "%s:%d: provider '%s' (%s): device_count failed: %s: %s",
                c->config->path, pc->line, pc->name, pc->path, onyx_status_str(st),
                why[0] ? why : "(no message)");
-    return st == ONYX_STATUS_DEVICE_UNAVAILABLE ? st : ONYX_STATUS_PROVIDER_ERROR;
+    return ONYX_STATUS_PROVIDER_ERROR;
   }
   return open_devices(c, f, count, out, out_cap, out_count);
 }
