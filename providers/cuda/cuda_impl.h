@@ -1,6 +1,7 @@
 /*
  * Private to the CUDA provider (libonyx_cuda.so). Nothing here crosses the ABI: the
- * only published symbol of the library is onyx_provider_entry.
+ * library publishes its entry points only (onyx_provider_factory_entry for ABI v3,
+ * onyx_provider_entry for v2).
  *
  * The provider is built against abi/ plus the CUDA toolkit (cudart, cuBLASLt) and
  * nothing else; the driver API (virtual memory) is reached through
@@ -9,7 +10,8 @@
  * Files, one concern each. Host logic (attributes, shapes, validation, infer) is C in
  * the .c files; device code sits beside it in a .cu of the same name and is reached
  * through the plain-C launchers declared at the end of this header.
- *   provider.c          entry point, negotiation, options, probe, the kernel list
+ *   provider.c          entry points, negotiation, options, bring-up, the kernel
+ *                       list; the v2 table and the v3 factory (one instance a GPU)
  *   cuda_memory.c       device_alloc/free (stream-ordered), copy, sync, stream,
  *                       memory_capacity, the pool set-up (onyx__cuda_pool_init)
  *   cuda_vmm.c          the onyx_vmm_table over the driver's cuMem* calls
@@ -75,10 +77,11 @@ extern "C" {
 
 /* ------------------------------------------------------------------ provider */
 
-/* One open instance of the provider (what open() returns as its state). */
+/* One open instance of the provider, on one GPU (what open() returns as its state; under
+ * ABI v3 one per device the core opens, each with its own stream, handle and pool). */
 typedef struct onyx__cuda_provider {
   const onyx_host_table *host; /* owned by the core, valid until close */
-  int device;                  /* the CUDA ordinal from option.device */
+  int device;                  /* its CUDA ordinal (v3: the device's; v2: option.device) */
   bool ready;                  /* the device is usable; otherwise `why` says why */
   char why[256];
   cudaStream_t stream; /* created non-blocking at open, destroyed at close */

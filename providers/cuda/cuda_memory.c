@@ -136,6 +136,17 @@ static bool host_source_staged(const void *src) {
   return a.type == cudaMemoryTypeUnregistered;
 }
 
+/* A copy between two GPUs (ABI v3 sibling instances, both with PEER_COPY: the core calls
+ * the destination's copy after syncing the source's). It returns with the copy done:
+ * the source's free is queued on the source instance's stream, which this stream does
+ * not order. */
+static cudaError_t peer_copy(const onyx__cuda_provider *p, void *dst, int dst_dev, const void *src,
+                             int src_dev, size_t bytes) {
+  cudaError_t e = cudaMemcpyPeerAsync(dst, dst_dev, src, src_dev, bytes, p->stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(p->stream);
+  return e;
+}
+
 onyx_status onyx__cuda_copy(void *state, onyx_tensor *dst, const onyx_tensor *src) {
   onyx__cuda_provider *p = state;
   if (p == NULL || dst == NULL || src == NULL) return ONYX_STATUS_INVALID_ARGUMENT;
@@ -158,6 +169,14 @@ onyx_status onyx__cuda_copy(void *state, onyx_tensor *dst, const onyx_tensor *sr
   enum cudaMemcpyKind kind = from_dev ? (to_dev ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
                                       : (to_dev ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
   cudaError_t e = onyx__cuda_use_device(p);
+  if (from_dev && to_dev && src->device_id != dst->device_id) {
+    if (e == cudaSuccess)
+      e = peer_copy(p, dst->data, (int)dst->device_id, src->data, (int)src->device_id,
+                    (size_t)bytes);
+    if (e == cudaSuccess) return ONYX_STATUS_OK;
+    onyx__cuda_log_error(p, "peer copy between CUDA devices", e);
+    return ONYX_STATUS_PROVIDER_ERROR;
+  }
   if (e == cudaSuccess) e = cudaMemcpyAsync(dst->data, src->data, (size_t)bytes, kind, p->stream);
   /* The ABI's contract: copy returns once the source may be reused. A device source
    * is read in stream order (its free is queued behind this copy); a host source must

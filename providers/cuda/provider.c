@@ -1,11 +1,18 @@
 /*
- * The CUDA provider: entry point, version negotiation, options, probe and the
- * provider table.
+ * The CUDA provider: entry points, version negotiation, options, bring-up, the v2
+ * provider table and the v3 factory (one device per visible GPU).
  *
- * open() never fails for want of a device: it records why the device is unusable
- * and probe() declines with that one line, so the core can place the nodes on the
- * CPU provider (or refuse, in strict mode) with a message that says what is missing.
- * open() fails only for a malformed option.
+ * The library exports two symbols, as the CPU provider does: onyx_provider_factory_entry
+ * (ABI v3, which a v3 core uses: one instance per GPU, tiers cuda:0, cuda:1, ...) and
+ * onyx_provider_entry (the v2 table, option.device's GPU only, for older cores and for
+ * tests that drive the provider table directly). Both open the same per-device state
+ * (onyx__cuda_provider) and register the same kernel tables.
+ *
+ * Opening never fails for want of a device: v2's open records why the device is
+ * unusable and probe() declines with that one line; v3's device_count and open decline
+ * (DEVICE_UNAVAILABLE) with it. The core then places the nodes on the CPU provider (or
+ * refuses, in strict mode) with a message that says what is missing. Opening fails
+ * only for a malformed option.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,40 +178,47 @@ static void cuda_bring_up(onyx__cuda_provider *p) {
   cuda_log(p, ONYX_LOG_INFO, line);
 }
 
+/* What the options of a [provider.cuda] section say (cuda_options_parse). */
+typedef struct cuda_options {
+  long device; /* option.device; -1 when not given */
+  bool tf32, gemv, pdl;
+} cuda_options;
+
 /*
  * Options (the [provider.cuda] section of plugins.ini, as option.KEY = VALUE):
- *   device = N        CUDA ordinal (default 0)
+ *   device = N        open CUDA device N only (default: every visible GPU under ABI v3,
+ *                     device 0 under v2); the core's `devices = 1, 0` picks among them
  *   allow_tf32 = B    float32 MatMul/Gemm on TF32 tensor cores (default false: the
  *                     results then match the CPU provider to float32 tolerance)
  *   gemv = B          16-bit MatMuls of at most 4 rows (decode) on the provider's GEMV
  *                     kernel (default true; false: cuBLASLt for every product)
  *   pdl = B           elementwise, norm and GEMV kernels launched as programmatic
  *                     dependents of the kernel before them (default true)
- * Unknown keys are logged at INFO and ignored, so one plugins.ini can serve several
- * versions of this provider.
+ * Unknown keys are logged at INFO (when `host` is given) and ignored, so one
+ * plugins.ini can serve several versions of this provider.
  */
-static onyx_status cuda_open(const onyx_host_table *host, const onyx_option *options,
-                             size_t option_count, void **out_state, char *err, size_t err_cap) {
-  long device = 0;
-  bool tf32 = false, gemv = true, pdl = true;
+static onyx_status cuda_options_parse(const onyx_host_table *host, const onyx_option *options,
+                                      size_t option_count, cuda_options *o, char *err,
+                                      size_t err_cap) {
+  *o = (cuda_options){.device = -1, .tf32 = false, .gemv = true, .pdl = true};
   for (size_t i = 0; i < option_count; ++i) {
     const char *key = options[i].key ? options[i].key : "";
     const char *value = options[i].value ? options[i].value : "";
     if (!strcmp(key, "device")) {
-      if (!parse_uint(value, 1023, &device))
+      if (!parse_uint(value, 1023, &o->device))
         return onyx__cuda_fail(err, err_cap, ONYX_STATUS_INVALID_CONFIG,
                                "cuda: option device = '%s' is not a device ordinal (0, 1, ...)",
                                value);
     } else if (!strcmp(key, "allow_tf32")) {
-      if (!parse_flag(value, &tf32))
+      if (!parse_flag(value, &o->tf32))
         return onyx__cuda_fail(err, err_cap, ONYX_STATUS_INVALID_CONFIG,
                                "cuda: option allow_tf32 = '%s' is not true or false", value);
     } else if (!strcmp(key, "pdl")) {
-      if (!parse_flag(value, &pdl))
+      if (!parse_flag(value, &o->pdl))
         return onyx__cuda_fail(err, err_cap, ONYX_STATUS_INVALID_CONFIG,
                                "cuda: option pdl = '%s' is not true or false", value);
     } else if (!strcmp(key, "gemv")) {
-      if (!parse_flag(value, &gemv))
+      if (!parse_flag(value, &o->gemv))
         return onyx__cuda_fail(err, err_cap, ONYX_STATUS_INVALID_CONFIG,
                                "cuda: option gemv = '%s' is not true or false", value);
     } else if (host != NULL && host->log != NULL) {
@@ -213,24 +227,45 @@ static onyx_status cuda_open(const onyx_host_table *host, const onyx_option *opt
       host->log(host->host_data, ONYX_LOG_INFO, line);
     }
   }
+  return ONYX_STATUS_OK;
+}
+
+/* A new instance on CUDA device `ordinal`, brought up (or with `why` saying why not).
+ * Fails only when memory runs out. */
+static onyx_status cuda_instance_new(const onyx_host_table *host, int ordinal,
+                                     const cuda_options *o, onyx__cuda_provider **out, char *err,
+                                     size_t err_cap) {
   onyx__cuda_provider *p = calloc(1, sizeof *p);
   if (p == NULL)
     return onyx__cuda_fail(err, err_cap, ONYX_STATUS_OUT_OF_MEMORY,
                            "cuda: cannot allocate provider state");
   p->host = host;
-  p->device = (int)device;
-  p->allow_tf32 = tf32;
-  p->gemv = gemv;
-  onyx__cuda_pdl = pdl;
+  p->device = ordinal;
+  p->allow_tf32 = o->tf32;
+  p->gemv = o->gemv;
+  onyx__cuda_pdl = o->pdl;
   cuda_bring_up(p);
-  *out_state = p;
+  *out = p;
   return ONYX_STATUS_OK;
+}
+
+/* ABI v2 open: one instance, on option.device (default 0). */
+static onyx_status cuda_open(const onyx_host_table *host, const onyx_option *options,
+                             size_t option_count, void **out_state, char *err, size_t err_cap) {
+  cuda_options o;
+  onyx_status st = cuda_options_parse(host, options, option_count, &o, err, err_cap);
+  if (st != ONYX_STATUS_OK) return st;
+  onyx__cuda_provider *p = NULL;
+  st = cuda_instance_new(host, o.device < 0 ? 0 : (int)o.device, &o, &p, err, err_cap);
+  if (st == ONYX_STATUS_OK) *out_state = p;
+  return st;
 }
 
 static void cuda_close(void *state) {
   onyx__cuda_provider *p = state;
   if (p == NULL) return;
-  if (p->ready) (void)onyx__cuda_use_device(p);
+  /* Its device current: another instance's may be (a half brought-up one has a stream). */
+  if (p->ready || p->stream != NULL) (void)onyx__cuda_use_device(p);
   if (p->stream != NULL) {
     /* Stream-ordered frees complete here, and the pool (release threshold 0) hands
      * their memory back to the device at this synchronisation. */
@@ -287,3 +322,226 @@ onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,
 
 _Static_assert(_Generic(&onyx_provider_entry, onyx_provider_entry_fn : 1, default : 0),
                "onyx_provider_entry must have the onyx_provider_entry_fn type");
+
+/* ------------------------------------------------------------------ ABI v3 */
+
+/* option.device as device_count last saw it (-1: every visible GPU), so device_info,
+ * which gets no options, maps index 0 to that ordinal. open recomputes it from its
+ * own options. */
+static _Atomic int cuda_only_device = -1;
+
+/* Visible GPUs; 0 (the last error cleared) when there are none or the runtime fails. */
+static int cuda_visible_count(cudaError_t *out_e) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    count = 0;
+  }
+  if (out_e != NULL) *out_e = e;
+  return count;
+}
+
+/* Every visible GPU, or the one option.device names. No GPU (or option.device beyond
+ * them) declines with the reason, as the v2 probe did, so the core places elsewhere. */
+static onyx_status cuda_device_count(const onyx_option *options, size_t option_count,
+                                     uint32_t *out_count, onyx_sink *err) {
+  char msg[512] = "";
+  cuda_options o;
+  onyx_status st = cuda_options_parse(NULL, options, option_count, &o, msg, sizeof msg);
+  if (st != ONYX_STATUS_OK) {
+    err->set_error(err, "%s", msg);
+    return st;
+  }
+  cudaError_t e = cudaSuccess;
+  int count = cuda_visible_count(&e);
+  if (count == 0) {
+    err->set_error(err, "no CUDA device (cudaGetDeviceCount: %s)",
+                   e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    return ONYX_STATUS_DEVICE_UNAVAILABLE;
+  }
+  if (o.device >= count) {
+    err->set_error(err,
+                   "option device = %ld but this machine has %d CUDA device%s (ordinals 0..%d)",
+                   o.device, count, count == 1 ? "" : "s", count - 1);
+    return ONYX_STATUS_DEVICE_UNAVAILABLE;
+  }
+  cuda_only_device = (int)o.device;
+  *out_count = o.device >= 0 ? 1u : (uint32_t)count;
+  return ONYX_STATUS_OK;
+}
+
+/* Whether `ordinal` can copy to and from another visible GPU directly. */
+static bool cuda_has_peer(int ordinal, int count) {
+  for (int j = 0; j < count; ++j) {
+    int can = 0;
+    if (j == ordinal) continue;
+    if (cudaDeviceCanAccessPeer(&can, ordinal, j) != cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    if (can) return true;
+  }
+  return false;
+}
+
+static onyx_status cuda_device_info(uint32_t index, onyx_device_info *info, onyx_sink *err) {
+  int count = cuda_visible_count(NULL);
+  int only = cuda_only_device;
+  int ordinal = only >= 0 ? (index == 0 ? only : -1) : (int)index;
+  if (ordinal < 0 || ordinal >= count || index > INT32_MAX) {
+    err->set_error(err, "cuda: no device %u (%d CUDA device%s visible%s)", index, count,
+                   count == 1 ? "" : "s", only >= 0 ? ", option device opens one" : "");
+    return ONYX_STATUS_NOT_FOUND;
+  }
+  info->kind = ONYX_DEVICE_CUDA;
+  info->ordinal = ordinal;
+  struct cudaDeviceProp prop;
+  cudaError_t e = cudaGetDeviceProperties(&prop, ordinal);
+  if (e != cudaSuccess) {
+    /* Described as far as it can be; open then declines with the reason. */
+    (void)cudaGetLastError();
+    snprintf(info->name, sizeof info->name, "CUDA device %d (%s)", ordinal, cudaGetErrorString(e));
+    return ONYX_STATUS_OK;
+  }
+  snprintf(info->name, sizeof info->name, "%s", prop.name);
+  if (ONYX_HAS_FIELD(info, onyx_device_info, memory_bytes))
+    info->memory_bytes = (uint64_t)prop.totalGlobalMem;
+  if (ONYX_HAS_FIELD(info, onyx_device_info, capability_minor)) {
+    info->capability_major = (uint32_t)prop.major;
+    info->capability_minor = (uint32_t)prop.minor;
+  }
+  /* VMM: the table fails cleanly (and says why) where the driver lacks cuMem*. */
+  if (ONYX_HAS_FIELD(info, onyx_device_info, caps))
+    info->caps = ONYX_DEVICE_CAP_GRAPHS | ONYX_DEVICE_CAP_VMM |
+                 (cuda_has_peer(ordinal, count) ? ONYX_DEVICE_CAP_PEER_COPY : 0);
+  return ONYX_STATUS_OK;
+}
+
+/* One instance on device `index`: option.device's GPU, else the index-th visible one.
+ * A device that cannot be brought up declines (DEVICE_UNAVAILABLE) with the reason. */
+static onyx_status cuda_open3(const onyx_host_table *host, uint32_t index,
+                              const onyx_option *options, size_t option_count, void **out_instance,
+                              onyx_sink *err) {
+  char msg[512] = "";
+  cuda_options o;
+  onyx_status st = cuda_options_parse(host, options, option_count, &o, msg, sizeof msg);
+  if (st == ONYX_STATUS_OK && ((o.device >= 0 && index != 0) || index > INT32_MAX))
+    st = onyx__cuda_fail(msg, sizeof msg, ONYX_STATUS_NOT_FOUND, "cuda: no device %u%s", index,
+                         o.device >= 0 ? " (option device opens one)" : "");
+  onyx__cuda_provider *p = NULL;
+  if (st == ONYX_STATUS_OK)
+    st = cuda_instance_new(host, o.device >= 0 ? (int)o.device : (int)index, &o, &p, msg,
+                           sizeof msg);
+  if (st != ONYX_STATUS_OK) {
+    err->set_error(err, "%s", msg[0] ? msg : "cuda: open failed");
+    return st;
+  }
+  if (!p->ready) {
+    err->set_error(err, "%s", p->why);
+    cuda_close(p);
+    return ONYX_STATUS_DEVICE_UNAVAILABLE;
+  }
+  *out_instance = p;
+  return ONYX_STATUS_OK;
+}
+
+/* Every kernel on every GPU, as its v2 table. The Hopper attention route needs no
+ * registration of its own: the attention kernels pick it per launch by the current
+ * device (onyx__cuda_attn_hopper_available) and fall back on other GPUs. */
+static onyx_status cuda_kernels3(void *instance, onyx_kernel_registry *reg, onyx_sink *err) {
+  const onyx__cuda_provider *p = instance;
+  for (size_t i = 0; i < sizeof cuda_kernels / sizeof cuda_kernels[0]; ++i) {
+    onyx_status st = reg->add_table(reg, cuda_kernels[i]);
+    if (st != ONYX_STATUS_OK) {
+      err->set_error(err, "cuda: device %d: kernel %s was refused", p->device,
+                     cuda_kernels[i]->op_type);
+      return st;
+    }
+  }
+  return ONYX_STATUS_OK;
+}
+
+/* The device calls take a sink; the v2 callbacks log the CUDA error text, so the
+ * sink names the call and the device. */
+static onyx_status cuda_alloc3(void *instance, uint64_t bytes, void **out_ptr, onyx_sink *err) {
+  onyx_status st = onyx__cuda_device_alloc(instance, bytes, out_ptr);
+  if (st != ONYX_STATUS_OK && instance != NULL)
+    err->set_error(err, "cuda: device %d: allocation of %llu bytes failed",
+                   ((const onyx__cuda_provider *)instance)->device, (unsigned long long)bytes);
+  return st;
+}
+
+static onyx_status cuda_copy3(void *instance, onyx_tensor *dst, const onyx_tensor *src,
+                              onyx_sink *err) {
+  onyx_status st = onyx__cuda_copy(instance, dst, src);
+  if (st != ONYX_STATUS_OK && instance != NULL && dst != NULL && src != NULL)
+    err->set_error(err, "cuda: device %d: copy from %s %d to %s %d failed",
+                   ((const onyx__cuda_provider *)instance)->device,
+                   src->device == ONYX_DEVICE_CUDA ? "cuda" : "host", (int)src->device_id,
+                   dst->device == ONYX_DEVICE_CUDA ? "cuda" : "host", (int)dst->device_id);
+  return st;
+}
+
+static onyx_status cuda_sync3(void *instance, onyx_sink *err) {
+  onyx_status st = onyx__cuda_sync(instance);
+  if (st != ONYX_STATUS_OK && instance != NULL)
+    err->set_error(err, "cuda: device %d: stream synchronisation failed",
+                   ((const onyx__cuda_provider *)instance)->device);
+  return st;
+}
+
+static onyx_status cuda_capacity3(void *instance, uint64_t *out_bytes, onyx_sink *err) {
+  (void)err;
+  return onyx__cuda_memory_capacity(instance, out_bytes);
+}
+
+/* The VMM and graph tables take the instance as their state, as in v2. */
+static const void *cuda_get_extension(void *instance, const char *name) {
+  (void)instance;
+  if (name == NULL) return NULL;
+  if (!strcmp(name, ONYX_EXT_VMM)) return &onyx__cuda_vmm_table;
+  if (!strcmp(name, ONYX_EXT_GRAPHS)) return &onyx__cuda_graph_table;
+  return NULL;
+}
+
+static const onyx_instance_table cuda_instance_table = {
+    .struct_size = sizeof(onyx_instance_table),
+    .version = ONYX_ABI_V3,
+    .close = cuda_close,
+    .kernels = cuda_kernels3,
+    .device_alloc = cuda_alloc3,
+    .device_free = onyx__cuda_device_free,
+    .copy = cuda_copy3,
+    .sync = cuda_sync3,
+    .stream = onyx__cuda_stream,
+    .memory_capacity = cuda_capacity3,
+    .get_extension = cuda_get_extension,
+};
+
+static const onyx_provider_factory cuda_factory = {
+    .struct_size = sizeof(onyx_provider_factory),
+    .abi_version = ONYX_ABI_V3,
+    .name = "cuda",
+    .device_count = cuda_device_count,
+    .device_info = cuda_device_info,
+    .open = cuda_open3,
+    .instance = &cuda_instance_table,
+};
+
+__attribute__((visibility("default"))) onyx_status
+onyx_provider_factory_entry(uint32_t core_max_abi, uint32_t *out_abi,
+                            const onyx_provider_factory **out_factory);
+
+__attribute__((visibility("default"))) onyx_status
+onyx_provider_factory_entry(uint32_t core_max_abi, uint32_t *out_abi,
+                            const onyx_provider_factory **out_factory) {
+  if (out_abi == NULL || out_factory == NULL) return ONYX_STATUS_INVALID_ARGUMENT;
+  *out_abi = ONYX_ABI_V3;
+  if (core_max_abi < ONYX_ABI_V3) return ONYX_STATUS_ABI_MISMATCH;
+  *out_factory = &cuda_factory;
+  return ONYX_STATUS_OK;
+}
+
+_Static_assert(_Generic(&onyx_provider_factory_entry, onyx_provider_factory_fn : 1, default : 0),
+               "onyx_provider_factory_entry must have the onyx_provider_factory_fn type");
