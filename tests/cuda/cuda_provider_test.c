@@ -5,6 +5,7 @@
  * access per granule, write and read, unmap, regrow in place, release), and the graph
  * table (capture, replay against fresh inputs, an invalidated capture, a discard).
  *
+ * The v3 factory (devices, one instance, its kernels and extensions) beside it.
  * The table and option tests run everywhere; the device tests print
  * "skipped: no CUDA device" and skip when cudaGetDeviceCount finds none.
  */
@@ -176,6 +177,125 @@ static void probe_declines_or_accepts(void **state) {
   print_message("probe declined: %s\n", why);
   assert_non_null(strstr(why, "option device ="));
   g_table->close(p);
+}
+
+/* ------------------------------------------------------------------ ABI v3 */
+
+static char g_sink_msg[512];
+
+static void sink_set_error(onyx_sink *sink, const char *fmt, ...) {
+  (void)sink;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(g_sink_msg, sizeof g_sink_msg, fmt, ap);
+  va_end(ap);
+}
+
+static onyx_sink g_sink = {sizeof(onyx_sink), ONYX_ABI_V3, NULL, sink_set_error};
+
+static size_t g_registered;
+
+static onyx_status reg_add(onyx_kernel_registry *reg, const onyx_kernel_def *def) {
+  (void)reg;
+  (void)def;
+  return ONYX_STATUS_INVALID_ARGUMENT; /* the provider registers v2 tables only */
+}
+
+static onyx_status reg_add_table(onyx_kernel_registry *reg, const onyx_kernel_table *table) {
+  (void)reg;
+  assert_non_null(table->compute);
+  ++g_registered;
+  return ONYX_STATUS_OK;
+}
+
+/* The v3 factory beside the v2 table: devices are the visible GPUs, one instance each,
+ * every v2 kernel table registered per instance, VMM and graphs as extensions. */
+static void factory_devices_and_instances(void **state) {
+  (void)state;
+  void *sym = dlsym(g_lib, ONYX_PROVIDER_FACTORY_SYMBOL);
+  assert_non_null(sym);
+  onyx_provider_factory_fn entry;
+  memcpy(&entry, &sym, sizeof entry);
+  uint32_t abi = 0;
+  const onyx_provider_factory *f = NULL;
+  assert_int_equal(entry(ONYX_ABI_VERSION, &abi, &f), ONYX_STATUS_ABI_MISMATCH);
+  assert_int_equal(abi, ONYX_ABI_V3);
+  assert_int_equal(entry(ONYX_ABI_LATEST, &abi, &f), ONYX_STATUS_OK);
+  assert_int_equal(f->struct_size, sizeof(onyx_provider_factory));
+  assert_string_equal(f->name, "cuda");
+  const onyx_instance_table *it = f->instance;
+  assert_true(it->close && it->kernels && it->device_alloc && it->device_free && it->copy &&
+              it->sync && it->stream && it->memory_capacity && it->get_extension);
+  assert_ptr_equal(it->get_extension(NULL, ONYX_EXT_VMM), g_table->vmm);
+  assert_ptr_equal(it->get_extension(NULL, ONYX_EXT_GRAPHS), g_table->graphs);
+  assert_null(it->get_extension(NULL, "onyx.nothing"));
+
+  onyx_option bad = {"device", "abc"};
+  uint32_t count = 0;
+  g_sink_msg[0] = '\0';
+  assert_int_equal(f->device_count(&bad, 1, &count, &g_sink), ONYX_STATUS_INVALID_CONFIG);
+  assert_non_null(strstr(g_sink_msg, "option device = 'abc'"));
+  int visible = 0;
+  bool have = cudaGetDeviceCount(&visible) == cudaSuccess && visible > 0;
+  (void)cudaGetLastError();
+  g_sink_msg[0] = '\0';
+  onyx_status st = f->device_count(NULL, 0, &count, &g_sink);
+  if (!have) {
+    print_message("device_count declined: %s\n", g_sink_msg);
+    assert_int_equal(st, ONYX_STATUS_DEVICE_UNAVAILABLE);
+    assert_non_null(strstr(g_sink_msg, "no CUDA device (cudaGetDeviceCount: "));
+    printf("skipped: no CUDA device (device half of factory_devices_and_instances)\n");
+    return;
+  }
+  assert_int_equal(st, ONYX_STATUS_OK);
+  assert_int_equal(count, (uint32_t)visible);
+  /* option.device past the last GPU declines, saying how many there are. */
+  char past[16];
+  snprintf(past, sizeof past, "%d", visible);
+  onyx_option beyond = {"device", past};
+  assert_int_equal(f->device_count(&beyond, 1, &count, &g_sink), ONYX_STATUS_DEVICE_UNAVAILABLE);
+  assert_non_null(strstr(g_sink_msg, "option device ="));
+  assert_int_equal(f->device_count(NULL, 0, &count, &g_sink), ONYX_STATUS_OK);
+  for (uint32_t i = 0; i < count; ++i) {
+    onyx_device_info info = {.struct_size = sizeof info, .version = ONYX_ABI_LATEST};
+    assert_int_equal(f->device_info(i, &info, &g_sink), ONYX_STATUS_OK);
+    struct cudaDeviceProp prop;
+    assert_int_equal(cudaGetDeviceProperties(&prop, (int)i), cudaSuccess);
+    print_message("device %u: %s, sm_%u%u, %llu bytes, caps 0x%llx\n", i, info.name,
+                  info.capability_major, info.capability_minor,
+                  (unsigned long long)info.memory_bytes, (unsigned long long)info.caps);
+    assert_string_equal(info.name, prop.name);
+    assert_int_equal(info.kind, ONYX_DEVICE_CUDA);
+    assert_int_equal(info.ordinal, (int32_t)i);
+    assert_int_equal(info.memory_bytes, (uint64_t)prop.totalGlobalMem);
+    assert_int_equal(info.capability_major, (uint32_t)prop.major);
+    assert_true(info.caps & ONYX_DEVICE_CAP_GRAPHS);
+    assert_true(count > 1 || !(info.caps & ONYX_DEVICE_CAP_PEER_COPY));
+  }
+  onyx_device_info none = {.struct_size = sizeof none, .version = ONYX_ABI_LATEST};
+  assert_int_equal(f->device_info(count, &none, &g_sink), ONYX_STATUS_NOT_FOUND);
+  /* One instance on the last GPU: its stream, capacity and kernels are its own. */
+  void *inst = NULL;
+  assert_int_equal(f->open(&g_host, count - 1, NULL, 0, &inst, &g_sink), ONYX_STATUS_OK);
+  assert_non_null(inst);
+  assert_non_null(it->stream(inst));
+  uint64_t cap = 0;
+  assert_int_equal(it->memory_capacity(inst, &cap, &g_sink), ONYX_STATUS_OK);
+  assert_true(cap > 0);
+  onyx_kernel_registry reg = {sizeof reg, ONYX_ABI_V3, NULL, reg_add, reg_add_table};
+  g_registered = 0;
+  assert_int_equal(it->kernels(inst, &reg, &g_sink), ONYX_STATUS_OK);
+  assert_int_equal(g_registered, g_table->kernel_count);
+  assert_int_equal(it->sync(inst, &g_sink), ONYX_STATUS_OK);
+  it->close(inst);
+  /* option.device opens that one GPU as device 0. */
+  onyx_option only = {"device", "0"};
+  assert_int_equal(f->device_count(&only, 1, &count, &g_sink), ONYX_STATUS_OK);
+  assert_int_equal(count, 1);
+  inst = NULL;
+  assert_int_equal(f->open(&g_host, 1, &only, 1, &inst, &g_sink), ONYX_STATUS_NOT_FOUND);
+  assert_null(inst);
+  it->close(NULL);
 }
 
 /* ------------------------------------------------------------------ device */
@@ -466,11 +586,9 @@ static void graph_capture_and_replay(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(negotiation_and_table),
-      cmocka_unit_test(options_are_checked),
-      cmocka_unit_test(probe_declines_or_accepts),
-      cmocka_unit_test(memory_and_copies),
-      cmocka_unit_test(vmm_round_trip),
+      cmocka_unit_test(negotiation_and_table),     cmocka_unit_test(options_are_checked),
+      cmocka_unit_test(probe_declines_or_accepts), cmocka_unit_test(factory_devices_and_instances),
+      cmocka_unit_test(memory_and_copies),         cmocka_unit_test(vmm_round_trip),
       cmocka_unit_test(graph_capture_and_replay),
   };
   return cmocka_run_group_tests(tests, load_provider, unload_provider);
