@@ -496,6 +496,16 @@ static onyx_status cuda_capacity3(void *instance, uint64_t *out_bytes, onyx_sink
   return onyx__cuda_memory_capacity(instance, out_bytes);
 }
 
+/* ctx->stream. The core asks for it on the thread that runs the node, right before
+ * compute: the instance's GPU is made current here too, so a kernel that launches before
+ * allocating an output (or allocates through ctx->alloc_output directly, as the attention
+ * kernels do) launches on its own device when a session spans two GPUs. */
+static void *cuda_stream3(void *instance) {
+  const onyx__cuda_provider *p = instance;
+  if (p != NULL && p->ready) (void)onyx__cuda_use_device(p);
+  return onyx__cuda_stream(instance);
+}
+
 /* The VMM and graph tables take the instance as their state, as in v2. */
 static const void *cuda_get_extension(void *instance, const char *name) {
   (void)instance;
@@ -514,7 +524,7 @@ static const onyx_instance_table cuda_instance_table = {
     .device_free = onyx__cuda_device_free,
     .copy = cuda_copy3,
     .sync = cuda_sync3,
-    .stream = onyx__cuda_stream,
+    .stream = cuda_stream3,
     .memory_capacity = cuda_capacity3,
     .get_extension = cuda_get_extension,
 };
