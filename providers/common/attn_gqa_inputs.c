@@ -11,33 +11,6 @@
 #include "attn_params.h"
 #include "pc_msg.h"
 
-static const char *type_name(uint32_t dtype) {
-  switch (dtype) {
-  case ONYX_DTYPE_FLOAT32:
-    return "float32";
-  case ONYX_DTYPE_FLOAT16:
-    return "float16";
-  case ONYX_DTYPE_BFLOAT16:
-    return "bfloat16";
-  case ONYX_DTYPE_FLOAT64:
-    return "float64";
-  case ONYX_DTYPE_INT32:
-    return "int32";
-  case ONYX_DTYPE_INT64:
-    return "int64";
-  case ONYX_DTYPE_BOOL:
-    return "bool";
-  case ONYX_DTYPE_UINT8:
-    return "uint8";
-  case ONYX_DTYPE_INT8:
-    return "int8";
-  case ONYX_DTYPE_UNDEFINED:
-    return "undefined";
-  default:
-    return "another type";
-  }
-}
-
 /* Every tensor that shares the query's type has it. */
 static onyx_status same_types(const onyx_tensor *const *in, char *msg, size_t cap) {
   static const int idx[] = {ONYX__PC_GQA_KEY,        ONYX__PC_GQA_VALUE, ONYX__PC_GQA_PAST_KEY,
@@ -51,7 +24,7 @@ static onyx_status same_types(const onyx_tensor *const *in, char *msg, size_t ca
     if (t != NULL && t->dtype != dt)
       return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                            "%s (input %d) has type %s; the query's type %s expected", name[i],
-                           idx[i], type_name(t->dtype), type_name(dt));
+                           idx[i], onyx__pc_dtype_name(t->dtype), onyx__pc_dtype_name(dt));
   }
   return ONYX_STATUS_OK;
 }
@@ -67,11 +40,11 @@ static onyx_status lengths(const onyx_tensor *const *in, const onyx__pc_gqa_geom
       seqlens_t->dims[0] != g->batch)
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                          "seqlens_k must be int32 (%lld), got %s %s", (long long)g->batch,
-                         type_name(seqlens_t->dtype), onyx__pc_tensor_shape(seqlens_t).s);
+                         onyx__pc_dtype_name(seqlens_t->dtype), onyx__pc_tensor_shape(seqlens_t).s);
   if (total_t->dtype != ONYX_DTYPE_INT32 || onyx_tensor_numel(total_t) != 1)
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                          "total_sequence_length must be an int32 scalar, got %s %s",
-                         type_name(total_t->dtype), onyx__pc_tensor_shape(total_t).s);
+                         onyx__pc_dtype_name(total_t->dtype), onyx__pc_tensor_shape(total_t).s);
   const int32_t *seqlens = seqlens_t->data;
   int64_t S = g->seq, L = g->past_len, T = ((const int32_t *)total_t->data)[0];
   if (T < 1 || !(T == L + S || T <= L))
@@ -115,7 +88,8 @@ static onyx_status rotary_inputs(const onyx_tensor *const *in, const onyx__pc_gq
       (pos->dtype != ONYX_DTYPE_INT64 || pos->rank != 2 || pos->dims[0] != B || pos->dims[1] != S))
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                          "position_ids must be int64 (%lld, %lld), got %s %s", (long long)B,
-                         (long long)S, type_name(pos->dtype), onyx__pc_tensor_shape(pos).s);
+                         (long long)S, onyx__pc_dtype_name(pos->dtype),
+                         onyx__pc_tensor_shape(pos).s);
   /* ONNX Runtime reads only position_ids[0, 0] in the first prompt. */
   const int64_t *ids = pos ? pos->data : NULL;
   const int32_t *seqlens = in[ONYX__PC_GQA_SEQLENS]->data;

@@ -15,33 +15,6 @@ static bool nb_float_type(uint32_t t) {
   return t == ONYX_DTYPE_FLOAT32 || t == ONYX_DTYPE_FLOAT16 || t == ONYX_DTYPE_BFLOAT16;
 }
 
-static const char *nb_dtype(uint32_t t) {
-  switch (t) {
-  case ONYX_DTYPE_FLOAT32:
-    return "float32";
-  case ONYX_DTYPE_FLOAT16:
-    return "float16";
-  case ONYX_DTYPE_BFLOAT16:
-    return "bfloat16";
-  case ONYX_DTYPE_UINT8:
-    return "uint8";
-  case ONYX_DTYPE_INT8:
-    return "int8";
-  case ONYX_DTYPE_INT32:
-    return "int32";
-  case ONYX_DTYPE_INT64:
-    return "int64";
-  case ONYX_DTYPE_INT4:
-    return "int4";
-  case ONYX_DTYPE_UINT4:
-    return "uint4";
-  case ONYX_DTYPE_UNDEFINED:
-    return "undefined";
-  default:
-    return "another type";
-  }
-}
-
 static bool nb_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 static int64_t nb_numel(const onyx_tensor *t) {
@@ -120,15 +93,16 @@ onyx_status onyx__pc_nb_weights_check(const onyx__pc_nb_attrs *a, const onyx_ten
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                          "input 1 (B) is %s %s, expected uint8 [%lld, %lld, %lld] (N, "
                          "ceil(K / block_size), block_size·bits/8)",
-                         b ? nb_dtype(b->dtype) : "missing", b ? onyx__pc_tensor_shape(b).s : "",
-                         (long long)a->n, (long long)a->k_blocks, (long long)a->blob);
+                         b ? onyx__pc_dtype_name(b->dtype) : "missing",
+                         b ? onyx__pc_tensor_shape(b).s : "", (long long)a->n,
+                         (long long)a->k_blocks, (long long)a->blob);
   if (scales == NULL || !nb_float_type(scales->dtype) ||
       (t1 != ONYX_DTYPE_UNDEFINED && scales->dtype != t1) || !nb_matrix(scales, a->n, a->k_blocks))
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                          "input 2 (scales) is %s %s, expected %s [%lld, %lld] (N, k_blocks)",
-                         scales ? nb_dtype(scales->dtype) : "missing",
+                         scales ? onyx__pc_dtype_name(scales->dtype) : "missing",
                          scales ? onyx__pc_tensor_shape(scales).s : "",
-                         t1 != ONYX_DTYPE_UNDEFINED ? nb_dtype(t1) : "A's float type",
+                         t1 != ONYX_DTYPE_UNDEFINED ? onyx__pc_dtype_name(t1) : "A's float type",
                          (long long)a->n, (long long)a->k_blocks);
   out->scale_dtype = scales->dtype;
   out->zp = ONYX__PC_NB_ZP_DEFAULT;
@@ -148,8 +122,9 @@ onyx_status onyx__pc_nb_weights_check(const onyx__pc_nb_attrs *a, const onyx_ten
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                          "input 3 (zero_points) is %s %s, expected uint8 [%lld, %lld] (packed) "
                          "or %s [%lld, %lld] (the scales' type, one per block)",
-                         nb_dtype(zp->dtype), onyx__pc_tensor_shape(zp).s, (long long)a->n,
-                         (long long)a->zp_bytes, nb_dtype(scales->dtype), (long long)a->n,
+                         onyx__pc_dtype_name(zp->dtype), onyx__pc_tensor_shape(zp).s,
+                         (long long)a->n, (long long)a->zp_bytes,
+                         onyx__pc_dtype_name(scales->dtype), (long long)a->n,
                          (long long)a->k_blocks);
   out->zp = ONYX__PC_NB_ZP_FLOAT;
   return ONYX_STATUS_OK;
@@ -170,8 +145,8 @@ onyx_status onyx__pc_nb_geometry(const onyx__pc_nb_attrs *a, const onyx_tensor *
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                          "input 0 (A) is %s %s, expected float32, float16 or bfloat16 [..., %lld] "
                          "(last dim K)",
-                         x ? nb_dtype(x->dtype) : "missing", x ? onyx__pc_tensor_shape(x).s : "",
-                         (long long)a->k);
+                         x ? onyx__pc_dtype_name(x->dtype) : "missing",
+                         x ? onyx__pc_tensor_shape(x).s : "", (long long)a->k);
   g->t1 = x->dtype;
   onyx_status st = onyx__pc_nb_weights_check(a, NB_IN(ONYX__PC_NB_B), NB_IN(ONYX__PC_NB_SCALES),
                                              NB_IN(ONYX__PC_NB_ZP), x->dtype, &g->w, msg, cap);
@@ -180,14 +155,16 @@ onyx_status onyx__pc_nb_geometry(const onyx__pc_nb_attrs *a, const onyx_tensor *
     if (gidx->dtype != ONYX_DTYPE_INT32 || gidx->rank != 1 || gidx->dims[0] != a->k)
       return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                            "input 4 (g_idx) is %s %s, expected int32 [%lld] (K)",
-                           nb_dtype(gidx->dtype), onyx__pc_tensor_shape(gidx).s, (long long)a->k);
+                           onyx__pc_dtype_name(gidx->dtype), onyx__pc_tensor_shape(gidx).s,
+                           (long long)a->k);
     g->g_idx = true;
   }
   if (bias != NULL) {
     if (bias->dtype != x->dtype || nb_numel(bias) != a->n || bias->rank > 1)
       return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                           "input 5 (bias) is %s %s, expected %s [%lld] (N)", nb_dtype(bias->dtype),
-                           onyx__pc_tensor_shape(bias).s, nb_dtype(x->dtype), (long long)a->n);
+                           "input 5 (bias) is %s %s, expected %s [%lld] (N)",
+                           onyx__pc_dtype_name(bias->dtype), onyx__pc_tensor_shape(bias).s,
+                           onyx__pc_dtype_name(x->dtype), (long long)a->n);
     g->bias = true;
   }
 #undef NB_IN
@@ -241,12 +218,12 @@ static onyx_status gbq_data(const onyx__pc_gbq_attrs *a, const onyx_tensor *data
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                          "input 0 (data) is %s %s, expected uint8, int4 or uint4 of rank >= 1 "
                          "(FP8/FP4 data is not supported)",
-                         data ? nb_dtype(data->dtype) : "missing",
+                         data ? onyx__pc_dtype_name(data->dtype) : "missing",
                          data ? onyx__pc_tensor_shape(data).s : "");
   if (nibbles && a->bits != 4)
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                          "attribute bits = %lld does not match %s data (4 bits)",
-                         (long long)a->bits, nb_dtype(data->dtype));
+                         (long long)a->bits, onyx__pc_dtype_name(data->dtype));
   g->data_dtype = data->dtype;
   g->rank = data->rank;
   memcpy(g->dims, data->dims, data->rank * sizeof g->dims[0]);
@@ -281,7 +258,7 @@ static onyx_status gbq_scales(const onyx_tensor *scales, onyx__pc_gbq_geom *g, c
     want[g->quantize_axis] = g->blocks;
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                          "input 2 (scales) is %s %s, expected a float type of shape %s",
-                         scales ? nb_dtype(scales->dtype) : "missing",
+                         scales ? onyx__pc_dtype_name(scales->dtype) : "missing",
                          scales ? onyx__pc_tensor_shape(scales).s : "",
                          onyx__pc_shape_str(g->rank, want).s);
   }
@@ -300,9 +277,9 @@ static onyx_status gbq_zero_points(const onyx__pc_gbq_attrs *a, const onyx_tenso
   for (uint32_t d = 0; ok && d < g->rank; ++d) ok = zp->dims[d] == want[d];
   if (!ok)
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                         "input 3 (zero_points) is %s %s, expected %s %s", nb_dtype(zp->dtype),
-                         onyx__pc_tensor_shape(zp).s, nb_dtype(g->data_dtype),
-                         onyx__pc_shape_str(g->rank, want).s);
+                         "input 3 (zero_points) is %s %s, expected %s %s",
+                         onyx__pc_dtype_name(zp->dtype), onyx__pc_tensor_shape(zp).s,
+                         onyx__pc_dtype_name(g->data_dtype), onyx__pc_shape_str(g->rank, want).s);
   g->zp = true;
   return ONYX_STATUS_OK;
 }
@@ -321,7 +298,7 @@ onyx_status onyx__pc_gbq_geometry(const onyx__pc_gbq_attrs *a, const onyx_tensor
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                          "input 1 (indices) is %s %s, expected int32 or int64 with rank at most "
                          "%u",
-                         idx ? nb_dtype(idx->dtype) : "missing",
+                         idx ? onyx__pc_dtype_name(idx->dtype) : "missing",
                          idx ? onyx__pc_tensor_shape(idx).s : "", ONYX_MAX_RANK + 1 - g->rank);
   /* Output: data's dims before the gather axis, the indices' dims, the dims after. */
   uint32_t r = 0;

@@ -57,3 +57,34 @@ onyx__pc_shape_text onyx__pc_tensor_shape(const onyx_tensor *t) {
   if (t == NULL) return onyx__pc_shape_str(0, NULL);
   return onyx__pc_shape_str(t->rank, t->dims);
 }
+
+const char *onyx__pc_dtype_name(uint32_t dtype) {
+  switch (dtype) {
+  case ONYX_DTYPE_FLOAT32:
+    return "float32";
+  case ONYX_DTYPE_FLOAT16:
+    return "float16";
+  case ONYX_DTYPE_BFLOAT16:
+    return "bfloat16";
+  case ONYX_DTYPE_FLOAT64:
+    return "float64";
+  case ONYX_DTYPE_INT32:
+    return "int32";
+  case ONYX_DTYPE_INT64:
+    return "int64";
+  case ONYX_DTYPE_BOOL:
+    return "bool";
+  case ONYX_DTYPE_UINT8:
+    return "uint8";
+  case ONYX_DTYPE_INT8:
+    return "int8";
+  case ONYX_DTYPE_INT4:
+    return "int4";
+  case ONYX_DTYPE_UINT4:
+    return "uint4";
+  case ONYX_DTYPE_UNDEFINED:
+    return "undefined";
+  default:
+    return "another type";
+  }
+}

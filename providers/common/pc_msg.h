@@ -21,6 +21,10 @@ extern "C" {
 #define ONYX__PC_PRINTF(fmt_index, first_arg)
 #endif
 
+/* The ONNX name of an Onyx dtype for messages ("float16"; "another type" past the
+ * common ones). */
+const char *onyx__pc_dtype_name(uint32_t dtype);
+
 /* Writes a printf-style message into err (when err is not NULL and err_cap > 0) and
  * returns status. For create()/supports(), which report through a caller's buffer. */
 onyx_status onyx__pc_fail(char *err, size_t err_cap, onyx_status status, const char *fmt, ...)

@@ -67,32 +67,7 @@ void onyx__attn_state_free(void *state) { free(state); }
 
 /* ------------------------------------------------------------------ messages */
 
-const char *onyx__attn_dtype_name(uint32_t dtype) {
-  switch (dtype) {
-  case ONYX_DTYPE_FLOAT32:
-    return "float32";
-  case ONYX_DTYPE_FLOAT16:
-    return "float16";
-  case ONYX_DTYPE_BFLOAT16:
-    return "bfloat16";
-  case ONYX_DTYPE_FLOAT64:
-    return "float64";
-  case ONYX_DTYPE_INT32:
-    return "int32";
-  case ONYX_DTYPE_INT64:
-    return "int64";
-  case ONYX_DTYPE_BOOL:
-    return "bool";
-  case ONYX_DTYPE_UINT8:
-    return "uint8";
-  case ONYX_DTYPE_INT8:
-    return "int8";
-  case ONYX_DTYPE_UNDEFINED:
-    return "undefined";
-  default:
-    return "another type";
-  }
-}
+const char *onyx__attn_dtype_name(uint32_t dtype) { return onyx__pc_dtype_name(dtype); }
 
 /* ------------------------------------------------------------------ attributes */
 

@@ -57,26 +57,7 @@ bool onyx__cuda_attn_attr_string_is(const onyx_node_info *node, const char *name
   return a->type == ONYX_ATTR_STRING && a->s != NULL && strcmp(a->s, expect) == 0;
 }
 
-const char *onyx__cuda_attn_dtype_name(uint32_t dtype) {
-  switch (dtype) {
-  case ONYX_DTYPE_FLOAT32:
-    return "float32";
-  case ONYX_DTYPE_FLOAT16:
-    return "float16";
-  case ONYX_DTYPE_BFLOAT16:
-    return "bfloat16";
-  case ONYX_DTYPE_INT32:
-    return "int32";
-  case ONYX_DTYPE_INT64:
-    return "int64";
-  case ONYX_DTYPE_BOOL:
-    return "bool";
-  case ONYX_DTYPE_FLOAT64:
-    return "float64";
-  default:
-    return "another type";
-  }
-}
+const char *onyx__cuda_attn_dtype_name(uint32_t dtype) { return onyx__pc_dtype_name(dtype); }
 
 onyx_status onyx__cuda_attn_check_device(onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
                                          size_t input_count, uint32_t host_ok) {
