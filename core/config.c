@@ -309,9 +309,11 @@ static int parse_devices(parse_state *st, onyx__provider_config *p, const char *
       return fail(st, line, "devices: at most %d devices may be listed", ONYX__CONFIG_MAX_DEVICES);
     p->devices[p->device_count++] = (uint32_t)v;
     while (*end == ' ' || *end == '\t') ++end;
-    if (*end == ',') ++end;
-    else if (*end != '\0')
+    if (*end == ',') {
+      ++end;
+    } else if (*end != '\0') {
       return fail(st, line, "devices: '%s' is not a list of device indexes like 0, 1", value);
+    }
     while (*end == ' ' || *end == '\t') ++end;
     at = end;
   }

@@ -108,7 +108,7 @@ bool onyx__tok_utf8_lossy(const char *s, size_t n, onyx__tok_buf *out) {
   const unsigned char *u = (const unsigned char *)s;
   if (!onyx__tok_buf_reserve(out, n)) return false;
   if (n == 0) return true; /* s may be NULL then */
-  size_t i = 0, run = 0; /* run: start of the valid bytes not yet copied */
+  size_t i = 0, run = 0;   /* run: start of the valid bytes not yet copied */
   while (i < n) {
     size_t prefix, len = sequence_at(u + i, n - i, &prefix);
     if (len) {
