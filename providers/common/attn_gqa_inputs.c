@@ -3,7 +3,9 @@
  * of the tensors beside the query, seqlens_k and total_sequence_length, the rotary
  * caches and positions, attention_bias and head_sink. The shapes of inputs 0..4 are
  * attn_params.c's; what a provider supports beyond the op (its dtypes, extra inputs)
- * stays its own.
+ * stays its own. A provider that keeps seqlens_k and position_ids on its device asks
+ * for the shapes alone (onyx__pc_gqa_input_shapes): their values are then its own to
+ * bound.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -30,7 +32,7 @@ static onyx_status same_types(const onyx_tensor *const *in, char *msg, size_t ca
 }
 
 /* seqlens_k and total_sequence_length, against the past and sequence lengths. */
-static onyx_status lengths(const onyx_tensor *const *in, const onyx__pc_gqa_geom *g,
+static onyx_status lengths(const onyx_tensor *const *in, const onyx__pc_gqa_geom *g, bool values,
                            onyx__pc_gqa_run *run, char *msg, size_t cap) {
   const onyx_tensor *seqlens_t = in[ONYX__PC_GQA_SEQLENS], *total_t = in[ONYX__PC_GQA_TOTAL];
   if (seqlens_t == NULL || total_t == NULL)
@@ -45,6 +47,10 @@ static onyx_status lengths(const onyx_tensor *const *in, const onyx__pc_gqa_geom
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                          "total_sequence_length must be an int32 scalar, got %s %s",
                          onyx__pc_dtype_name(total_t->dtype), onyx__pc_tensor_shape(total_t).s);
+  /* Its value sets the present length: every provider reads it here, on the host. */
+  if (total_t->device != ONYX_DEVICE_HOST)
+    return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
+                         "total_sequence_length (input 6) must be in host memory");
   const int32_t *seqlens = seqlens_t->data;
   int64_t S = g->seq, L = g->past_len, T = ((const int32_t *)total_t->data)[0];
   if (T < 1 || !(T == L + S || T <= L))
@@ -55,7 +61,7 @@ static onyx_status lengths(const onyx_tensor *const *in, const onyx__pc_gqa_geom
                          (long long)T, (long long)L, (long long)S);
   run->total = T;
   run->first = S == T;
-  for (int64_t b = 0; b < g->batch; ++b) {
+  for (int64_t b = 0; values && b < g->batch; ++b) {
     int64_t total = (int64_t)seqlens[b] + 1;
     bool ok = run->first ? (total >= 1 && total <= S) : (total >= S && total <= T);
     if (!ok)
@@ -71,15 +77,16 @@ static onyx_status lengths(const onyx_tensor *const *in, const onyx__pc_gqa_geom
 
 /* The rotary caches and every position read from them. */
 static onyx_status rotary_inputs(const onyx_tensor *const *in, const onyx__pc_gqa_geom *g,
-                                 const onyx__pc_gqa_run *run, char *msg, size_t cap) {
+                                 bool values, const onyx__pc_gqa_run *run, char *msg, size_t cap) {
   const onyx_tensor *cos = in[ONYX__PC_GQA_COS], *sin = in[ONYX__PC_GQA_SIN];
   const onyx_tensor *pos = in[ONYX__PC_GQA_POS];
   int64_t B = g->batch, S = g->seq, H = g->head;
   if (cos == NULL || sin == NULL)
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                          "do_rotary = 1 needs cos_cache (input 7) and sin_cache (input 8)");
-  if (cos->rank != 2 || cos->dims[1] < 1 || 2 * cos->dims[1] > H || sin->rank != 2 ||
-      sin->dims[0] != cos->dims[0] || sin->dims[1] != cos->dims[1])
+  /* Without the positions' values, an empty cache is refused here: no position fits. */
+  if (cos->rank != 2 || cos->dims[1] < 1 || 2 * cos->dims[1] > H || (!values && cos->dims[0] < 1) ||
+      sin->rank != 2 || sin->dims[0] != cos->dims[0] || sin->dims[1] != cos->dims[1])
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT,
                          "cos_cache %s and sin_cache %s must both be (max_position, D) with "
                          "1 <= 2*D <= head size %lld",
@@ -90,6 +97,7 @@ static onyx_status rotary_inputs(const onyx_tensor *const *in, const onyx__pc_gq
                          "position_ids must be int64 (%lld, %lld), got %s %s", (long long)B,
                          (long long)S, onyx__pc_dtype_name(pos->dtype),
                          onyx__pc_tensor_shape(pos).s);
+  if (!values) return ONYX_STATUS_OK;
   /* ONNX Runtime reads only position_ids[0, 0] in the first prompt. */
   const int64_t *ids = pos ? pos->data : NULL;
   const int32_t *seqlens = in[ONYX__PC_GQA_SEQLENS]->data;
@@ -108,13 +116,13 @@ static onyx_status rotary_inputs(const onyx_tensor *const *in, const onyx__pc_gq
   return ONYX_STATUS_OK;
 }
 
-onyx_status onyx__pc_gqa_inputs(int64_t nq, bool rotary, const onyx_tensor *const *in,
-                                const onyx__pc_gqa_geom *g, onyx__pc_gqa_run *run, char *msg,
-                                size_t cap) {
+static onyx_status gqa_inputs(int64_t nq, bool rotary, bool values, const onyx_tensor *const *in,
+                              const onyx__pc_gqa_geom *g, onyx__pc_gqa_run *run, char *msg,
+                              size_t cap) {
   *run = (onyx__pc_gqa_run){0};
   onyx_status st = same_types(in, msg, cap);
-  if (st == ONYX_STATUS_OK) st = lengths(in, g, run, msg, cap);
-  if (st == ONYX_STATUS_OK && rotary) st = rotary_inputs(in, g, run, msg, cap);
+  if (st == ONYX_STATUS_OK) st = lengths(in, g, values, run, msg, cap);
+  if (st == ONYX_STATUS_OK && rotary) st = rotary_inputs(in, g, values, run, msg, cap);
   if (st != ONYX_STATUS_OK) return st;
   const onyx_tensor *bias = in[ONYX__PC_GQA_BIAS], *sink = in[ONYX__PC_GQA_SINK];
   int64_t B = g->batch, S = g->seq, T = run->total;
@@ -129,4 +137,16 @@ onyx_status onyx__pc_gqa_inputs(int64_t nq, bool rotary, const onyx_tensor *cons
     return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_ARGUMENT, "head_sink must be (%lld), got %s",
                          (long long)nq, onyx__pc_tensor_shape(sink).s);
   return ONYX_STATUS_OK;
+}
+
+onyx_status onyx__pc_gqa_inputs(int64_t nq, bool rotary, const onyx_tensor *const *in,
+                                const onyx__pc_gqa_geom *g, onyx__pc_gqa_run *run, char *msg,
+                                size_t cap) {
+  return gqa_inputs(nq, rotary, true, in, g, run, msg, cap);
+}
+
+onyx_status onyx__pc_gqa_input_shapes(int64_t nq, bool rotary, const onyx_tensor *const *in,
+                                      const onyx__pc_gqa_geom *g, onyx__pc_gqa_run *run, char *msg,
+                                      size_t cap) {
+  return gqa_inputs(nq, rotary, false, in, g, run, msg, cap);
 }

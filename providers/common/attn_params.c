@@ -5,6 +5,7 @@
  */
 #include "attn_params.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "pc_msg.h"
@@ -13,6 +14,34 @@
 enum { GQA_QUERY = 0, GQA_KEY, GQA_VALUE, GQA_PAST_KEY, GQA_PAST_VALUE };
 /* Input order of ONNX Attention. */
 enum { AT_Q = 0, AT_K, AT_V, AT_MASK, AT_PAST_K, AT_PAST_V };
+
+onyx_status onyx__pc_gqa_attrs_check(const onyx__pc_gqa_attrs *a, char *msg, size_t cap) {
+  const char *op = "GroupQueryAttention";
+  if (a->nq <= 0 || a->nkv <= 0 || a->nq % a->nkv != 0)
+    return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_MODEL,
+                         "%s: num_heads (%lld) must be a positive multiple of kv_num_heads "
+                         "(%lld)",
+                         op, (long long)a->nq, (long long)a->nkv);
+  if (a->window == 0 || a->window < -1)
+    return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_MODEL,
+                         "%s: local_window_size must be -1 or positive, got %lld", op,
+                         (long long)a->window);
+  if (a->causal != 0 && a->causal != 1)
+    return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_MODEL, "%s: causal must be 0 or 1, got %lld",
+                         op, (long long)a->causal);
+  if (a->causal == 0 && a->window != -1)
+    return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_MODEL,
+                         "%s: local_window_size must be -1 when causal is 0", op);
+  if (a->kv_layout != 0 && a->kv_layout != 1)
+    return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_MODEL,
+                         "%s: kv_layout must be 0 (BNSH) or 1 (BSNH, seq-major), got %lld", op,
+                         (long long)a->kv_layout);
+  if (!(a->softcap >= 0.0f) || !(a->scale >= 0.0f) || isinf(a->scale) || isinf(a->softcap))
+    return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_MODEL,
+                         "%s: scale (%g) and softcap (%g) must be finite and not negative", op,
+                         (double)a->scale, (double)a->softcap);
+  return ONYX_STATUS_OK;
+}
 
 onyx_status onyx__pc_gqa_geometry(int64_t nq, int64_t nkv, const onyx_tensor *const *in,
                                   const onyx__pc_head_limit *limit, onyx__pc_gqa_geom *g, char *msg,

@@ -29,6 +29,22 @@ typedef struct onyx__pc_head_limit {
 
 /* ------------------------------------------------------------------ GroupQueryAttention */
 
+/* The attributes every provider reads, as the node gives them (absent: the defaults
+ * in brackets). How a provider reads them (and words a wrong type) is its own. */
+typedef struct onyx__pc_gqa_attrs {
+  int64_t nq, nkv;   /* num_heads, kv_num_heads (required) */
+  float scale;       /* [0]: 1/sqrt(head size) */
+  float softcap;     /* [0]: none */
+  int64_t window;    /* local_window_size [-1]: none */
+  int64_t causal;    /* [1] */
+  int64_t kv_layout; /* Onyx: [0] BNSH, 1 the bytes (B, L, Nkv, H) */
+} onyx__pc_gqa_attrs;
+
+/* Checks their values: heads a positive multiple, the window -1 or positive (and -1
+ * when not causal), causal and kv_layout 0 or 1, scale and softcap finite and not
+ * negative. INVALID_MODEL with a message naming the attribute. */
+onyx_status onyx__pc_gqa_attrs_check(const onyx__pc_gqa_attrs *a, char *msg, size_t cap);
+
 /* Geometry of inputs 0..4 (query or packed QKV, key, value, past_key, past_value). */
 typedef struct onyx__pc_gqa_geom {
   int64_t batch, seq, head, hidden; /* hidden: per-token width of the query input */
@@ -71,11 +87,21 @@ typedef struct onyx__pc_gqa_run {
  * past and sequence lengths; with `rotary`, cos_cache and sin_cache are (max_position,
  * D) with 1 <= 2D <= head size and every rotary position lies inside them;
  * position_ids, attention_bias and head_sink have their shapes. Reads the values of
- * seqlens_k, total_sequence_length and position_ids, so they must be host tensors.
+ * seqlens_k, total_sequence_length and position_ids, so they must be host tensors
+ * (total_sequence_length elsewhere is refused with a message).
  * `in` holds ONYX__PC_GQA_INPUTS entries (absent: NULL). INVALID_ARGUMENT on failure. */
 onyx_status onyx__pc_gqa_inputs(int64_t nq, bool rotary, const onyx_tensor *const *in,
                                 const onyx__pc_gqa_geom *g, onyx__pc_gqa_run *run, char *msg,
                                 size_t cap);
+
+/* The same checks without reading seqlens_k or position_ids, for a provider that keeps
+ * them in device memory (it bounds their values itself, e.g. by clamping): their
+ * dtypes and shapes are checked, total_sequence_length is still read (a host tensor),
+ * and a cos/sin cache of no rows is refused since no position could be checked
+ * against it. */
+onyx_status onyx__pc_gqa_input_shapes(int64_t nq, bool rotary, const onyx_tensor *const *in,
+                                      const onyx__pc_gqa_geom *g, onyx__pc_gqa_run *run, char *msg,
+                                      size_t cap);
 
 /* ------------------------------------------------------------------ ONNX Attention */
 
@@ -90,6 +116,40 @@ typedef struct onyx__pc_attn_geom {
 onyx_status onyx__pc_attn_geometry(int64_t q_heads, int64_t kv_heads, const onyx_tensor *const *in,
                                    const onyx__pc_head_limit *limit, onyx__pc_attn_geom *g,
                                    char *msg, size_t cap);
+
+/* Every input of ONNX Attention, in the op's order. */
+enum {
+  ONYX__PC_AT_Q = 0,
+  ONYX__PC_AT_K,
+  ONYX__PC_AT_V,
+  ONYX__PC_AT_MASK,
+  ONYX__PC_AT_PAST_K,
+  ONYX__PC_AT_PAST_V,
+  ONYX__PC_AT_NONPAD,
+  ONYX__PC_AT_INPUTS
+};
+
+/* K, V and the past have Q's type: UNSUPPORTED naming whose kernel needs that (`who`,
+ * "CPU kernel"), since the op allows them to differ. */
+onyx_status onyx__pc_attn_same_types(const onyx_tensor *const *in, const char *who, char *msg,
+                                     size_t cap);
+
+/* How attn_mask broadcasts onto the scores (B, Nq, Sq, T): element strides of each
+ * axis (0 where it broadcasts) and the keys it covers (INT64_MAX: all of them). */
+typedef struct onyx__pc_attn_mask {
+  int64_t bs, hs, ss, js;
+  int64_t len;
+} onyx__pc_attn_mask;
+
+/* Checks attn_mask (bool or a float type, rank 1..4, broadcasting right-aligned; opset
+ * 24 lets its last axis be shorter than the keys) and nonpad_kv_seqlen (opset 24, int64
+ * (B), not with a past) against the geometry and fills *m. With `values` (a host
+ * tensor) every nonpad_kv_seqlen[b] must lie in [0, T]; a provider that keeps it on its
+ * device bounds the values itself. UNSUPPORTED for a mask type no kernel takes, else
+ * INVALID_ARGUMENT. */
+onyx_status onyx__pc_attn_inputs(int64_t opset, const onyx_tensor *const *in,
+                                 const onyx__pc_attn_geom *g, bool values, onyx__pc_attn_mask *m,
+                                 char *msg, size_t cap);
 
 #ifdef __cplusplus
 }

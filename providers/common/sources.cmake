@@ -9,3 +9,4 @@ set(ONYX_PC_SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/attn_params.c
     ${CMAKE_CURRENT_LIST_DIR}/attn_gqa_inputs.c
     ${CMAKE_CURRENT_LIST_DIR}/nbits_params.c)
+    ${CMAKE_CURRENT_LIST_DIR}/attn_onnx_inputs.c

@@ -90,32 +90,17 @@ static onyx_status gqa_create(void *provider_state, const onyx_node_info *node, 
       (st = onyx__attn_attr_string_is(node, "v_quant_type", "NONE", &vnone, err, err_cap)))
     return st;
   const char *op = "GroupQueryAttention";
-  if (nq <= 0 || nkv <= 0 || nq % nkv != 0)
-    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                         "%s: num_heads (%lld) must be a positive multiple of kv_num_heads "
-                         "(%lld)",
-                         op, (long long)nq, (long long)nkv);
-  if (window == 0 || window < -1)
-    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                         "%s: local_window_size must be -1 or positive, got %lld", op,
-                         (long long)window);
-  if (causal != 0 && causal != 1)
-    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                         "%s: causal must be 0 or 1, got %lld", op, (long long)causal);
-  if (causal == 0 && window != -1)
-    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                         "%s: local_window_size must be -1 when causal is 0", op);
+  onyx__pc_gqa_attrs attrs = {.nq = nq,
+                              .nkv = nkv,
+                              .scale = scale,
+                              .softcap = softcap,
+                              .window = window,
+                              .causal = causal,
+                              .kv_layout = layout};
+  if ((st = onyx__pc_gqa_attrs_check(&attrs, err, err_cap)) != ONYX_STATUS_OK) return st;
   if (qk < 0 || qk > 2)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                          "%s: qk_output must be 0, 1 or 2, got %lld", op, (long long)qk);
-  if (layout != 0 && layout != 1)
-    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                         "%s: kv_layout must be 0 (BNSH) or 1 (BSNH, seq-major), got %lld", op,
-                         (long long)layout);
-  if (!(softcap >= 0.0f) || !(scale >= 0.0f) || isinf(scale) || isinf(softcap))
-    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                         "%s: scale (%g) and softcap (%g) must be finite and not negative", op,
-                         (double)scale, (double)softcap);
   if (swc != 0)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
                          "%s: sliding_window_cache = 1 (windowed KV cache) is not supported by "

@@ -24,7 +24,17 @@
 #include "attn_impl.h"
 #include "attn_params.h"
 
-enum { AT_Q = 0, AT_K, AT_V, AT_MASK, AT_PAST_K, AT_PAST_V, AT_NONPAD, AT_INPUTS };
+/* Input order: the op's, as attn_params.h names it. */
+enum {
+  AT_Q = ONYX__PC_AT_Q,
+  AT_K = ONYX__PC_AT_K,
+  AT_V = ONYX__PC_AT_V,
+  AT_MASK = ONYX__PC_AT_MASK,
+  AT_PAST_K = ONYX__PC_AT_PAST_K,
+  AT_PAST_V = ONYX__PC_AT_PAST_V,
+  AT_NONPAD = ONYX__PC_AT_NONPAD,
+  AT_INPUTS = ONYX__PC_AT_INPUTS
+};
 
 typedef struct at_state {
   onyx__attn_node head;
@@ -209,74 +219,17 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
     return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
                           "Q has type %s; float32, float16 or bfloat16 expected",
                           onyx__attn_dtype_name(dt));
-  static const int same[] = {AT_K, AT_V, AT_PAST_K, AT_PAST_V};
-  static const char *const same_name[] = {"K", "V", "past_key", "past_value"};
-  for (size_t i = 0; i < 4; ++i)
-    if (in[same[i]] != NULL && in[same[i]]->dtype != dt)
-      return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                            "%s has type %s; the CPU kernel needs Q, K, V and the past in one "
-                            "type (%s)",
-                            same_name[i], onyx__attn_dtype_name(in[same[i]]->dtype),
-                            onyx__attn_dtype_name(dt));
+  /* Everything beside the geometry is checked once for every provider. */
+  if ((status = onyx__pc_attn_same_types(in, "CPU kernel", msg, sizeof msg)) != ONYX_STATUS_OK)
+    return onyx__pc_error(ctx, status, "%s", msg);
+  onyx__pc_attn_mask mk;
+  if ((status = onyx__pc_attn_inputs(st->head.opset, in, &g, true, &mk, msg, sizeof msg)) !=
+      ONYX_STATUS_OK)
+    return onyx__pc_error(ctx, status, "%s", msg);
   int64_t B = g.batch, T = g.total;
-
-  /* Mask: right-aligned broadcast to (B, Nq, Sq, T). */
   const onyx_tensor *mask = in[AT_MASK];
-  int64_t m_bs = 0, m_hs = 0, m_ss = 0, m_js = 1, mask_len = INT64_MAX;
-  if (mask != NULL) {
-    if (mask->dtype != ONYX_DTYPE_BOOL && !onyx__attn_is_float(mask->dtype))
-      return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                            "attn_mask has type %s; bool, float32, float16 or bfloat16 expected",
-                            onyx__attn_dtype_name(mask->dtype));
-    if (mask->rank < 1 || mask->rank > 4)
-      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "attn_mask must have rank 1 to 4, got %s",
-                            onyx__pc_tensor_shape(mask).s);
-    int64_t md[4] = {1, 1, 1, 1};
-    for (uint32_t i = 0; i < mask->rank; ++i) md[4 - mask->rank + i] = mask->dims[i];
-    int64_t want[3] = {B, g.nq, g.sq};
-    for (int i = 0; i < 3; ++i)
-      if (md[i] != 1 && md[i] != want[i])
-        return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "attn_mask %s does not broadcast to (%lld, %lld, %lld, %lld)",
-                              onyx__pc_tensor_shape(mask).s, (long long)B, (long long)g.nq,
-                              (long long)g.sq, (long long)T);
-    if (md[3] == T) {
-      /* the usual case */
-    } else if (md[3] < T && st->head.opset >= 24) {
-      mask_len = md[3]; /* keys past the mask are padding (−inf) */
-    } else if (md[3] == 1) {
-      m_js = 0; /* broadcast along the keys */
-    } else {
-      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "attn_mask %s: its last axis must be the %lld keys (past + new)",
-                            onyx__pc_tensor_shape(mask).s, (long long)T);
-    }
-    m_ss = md[2] == 1 ? 0 : md[3];
-    m_hs = md[1] == 1 ? 0 : md[2] * md[3];
-    m_bs = md[0] == 1 ? 0 : md[1] * md[2] * md[3];
-  }
-  const onyx_tensor *nonpad_t = in[AT_NONPAD];
-  const int64_t *nonpad = NULL;
-  if (nonpad_t != NULL) {
-    if (st->head.opset < 24)
-      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "nonpad_kv_seqlen (input 6) needs opset 24, the model uses %lld",
-                            (long long)st->head.opset);
-    if (nonpad_t->dtype != ONYX_DTYPE_INT64 || nonpad_t->rank != 1 || nonpad_t->dims[0] != B)
-      return onyx__pc_error(
-          ctx, ONYX_STATUS_INVALID_ARGUMENT, "nonpad_kv_seqlen must be int64 (%lld), got %s %s",
-          (long long)B, onyx__attn_dtype_name(nonpad_t->dtype), onyx__pc_tensor_shape(nonpad_t).s);
-    if (g.past > 0)
-      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "nonpad_kv_seqlen cannot be combined with past_key/past_value");
-    nonpad = nonpad_t->data;
-    for (int64_t b = 0; b < B; ++b)
-      if (nonpad[b] < 0 || nonpad[b] > T)
-        return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "nonpad_kv_seqlen[%lld] = %lld is outside [0, %lld]", (long long)b,
-                              (long long)nonpad[b], (long long)T);
-  }
+  int64_t m_bs = mk.bs, m_hs = mk.hs, m_ss = mk.ss, m_js = mk.js, mask_len = mk.len;
+  const int64_t *nonpad = in[AT_NONPAD] != NULL ? in[AT_NONPAD]->data : NULL;
 
   onyx__attn_plan plan;
   at_plan(st, &g, &plan);

@@ -49,20 +49,21 @@
 #include "cuda_attn_impl.h"
 #include "cuda_attn_util.h"
 
+/* Input order: the op's, as attn_params.h names it. */
 enum {
-  GQA_QUERY = 0,
-  GQA_KEY,
-  GQA_VALUE,
-  GQA_PAST_KEY,
-  GQA_PAST_VALUE,
-  GQA_SEQLENS,
-  GQA_TOTAL,
-  GQA_COS,
-  GQA_SIN,
-  GQA_POS,
-  GQA_BIAS,
-  GQA_SINK,
-  GQA_INPUTS
+  GQA_QUERY = ONYX__PC_GQA_QUERY,
+  GQA_KEY = ONYX__PC_GQA_KEY,
+  GQA_VALUE = ONYX__PC_GQA_VALUE,
+  GQA_PAST_KEY = ONYX__PC_GQA_PAST_KEY,
+  GQA_PAST_VALUE = ONYX__PC_GQA_PAST_VALUE,
+  GQA_SEQLENS = ONYX__PC_GQA_SEQLENS,
+  GQA_TOTAL = ONYX__PC_GQA_TOTAL,
+  GQA_COS = ONYX__PC_GQA_COS,
+  GQA_SIN = ONYX__PC_GQA_SIN,
+  GQA_POS = ONYX__PC_GQA_POS,
+  GQA_BIAS = ONYX__PC_GQA_BIAS,
+  GQA_SINK = ONYX__PC_GQA_SINK,
+  GQA_INPUTS = ONYX__PC_GQA_INPUTS
 };
 
 typedef struct gqa_state {
@@ -78,17 +79,18 @@ typedef struct gqa_state {
 static const char *const gqa_op = "GroupQueryAttention";
 
 static bool gqa_supports(const onyx_node_info *node, char *reason, size_t cap) {
+  /* A wrong type reads as the default here; create() reports it. */
   int64_t qk = 0, swc = 0, bits = 0;
-  onyx__cuda_attn_attr_int(node, "qk_output", 0, &qk, NULL, 0);
-  onyx__cuda_attn_attr_int(node, "sliding_window_cache", 0, &swc, NULL, 0);
-  onyx__cuda_attn_attr_int(node, "kv_cache_bit_width", 0, &bits, NULL, 0);
+  (void)onyx__pc_attr_int(node, "qk_output", 0, &qk);
+  (void)onyx__pc_attr_int(node, "sliding_window_cache", 0, &swc);
+  (void)onyx__pc_attr_int(node, "kv_cache_bit_width", 0, &bits);
   const char *why = NULL;
   if (qk != 0)
     why = "qk_output is not supported by the CUDA kernel";
   else if (swc != 0)
     why = "sliding_window_cache = 1 is not supported by the CUDA kernel";
-  else if (bits != 0 || !onyx__cuda_attn_attr_string_is(node, "k_quant_type", "NONE") ||
-           !onyx__cuda_attn_attr_string_is(node, "v_quant_type", "NONE"))
+  else if (bits != 0 || !onyx__pc_attr_string_is(node, "k_quant_type", "NONE") ||
+           !onyx__pc_attr_string_is(node, "v_quant_type", "NONE"))
     why = "a quantized KV cache is not supported by the CUDA kernel";
   else if (node->output_count < 3 ||
            (node->output_present != NULL && (!node->output_present[1] || !node->output_present[2])))
@@ -103,59 +105,39 @@ static bool gqa_supports(const onyx_node_info *node, char *reason, size_t cap) {
 static onyx_status gqa_create(void *provider_state, const onyx_node_info *node, void **out_state,
                               char *err, size_t err_cap) {
   (void)provider_state;
-  int64_t nq = 0, nkv = 0, window = -1, rotary = 0, inter = 0, smooth = 0, layout = 0, causal = 1;
-  float scale = 0.0f, softcap = 0.0f;
+  onyx__pc_gqa_attrs a = {.window = -1, .causal = 1};
+  int64_t rotary = 0, inter = 0, smooth = 0;
   onyx_status st;
-  if ((st = onyx__cuda_attn_attr_int(node, "num_heads", 0, &nq, err, err_cap)) ||
-      (st = onyx__cuda_attn_attr_int(node, "kv_num_heads", 0, &nkv, err, err_cap)) ||
-      (st = onyx__cuda_attn_attr_float(node, "scale", 0.0f, &scale, err, err_cap)) ||
-      (st = onyx__cuda_attn_attr_float(node, "softcap", 0.0f, &softcap, err, err_cap)) ||
-      (st = onyx__cuda_attn_attr_int(node, "local_window_size", -1, &window, err, err_cap)) ||
-      (st = onyx__cuda_attn_attr_int(node, "do_rotary", 0, &rotary, err, err_cap)) ||
-      (st = onyx__cuda_attn_attr_int(node, "rotary_interleaved", 0, &inter, err, err_cap)) ||
-      (st = onyx__cuda_attn_attr_int(node, "smooth_softmax", 0, &smooth, err, err_cap)) ||
-      (st = onyx__cuda_attn_attr_int(node, "kv_layout", 0, &layout, err, err_cap)) ||
-      (st = onyx__cuda_attn_attr_int(node, "causal", 1, &causal, err, err_cap)))
+  if ((st = onyx__pc_attr_read_int(node, "num_heads", 0, &a.nq, err, err_cap)) ||
+      (st = onyx__pc_attr_read_int(node, "kv_num_heads", 0, &a.nkv, err, err_cap)) ||
+      (st = onyx__pc_attr_read_float(node, "scale", 0.0f, &a.scale, err, err_cap)) ||
+      (st = onyx__pc_attr_read_float(node, "softcap", 0.0f, &a.softcap, err, err_cap)) ||
+      (st = onyx__pc_attr_read_int(node, "local_window_size", -1, &a.window, err, err_cap)) ||
+      (st = onyx__pc_attr_read_int(node, "do_rotary", 0, &rotary, err, err_cap)) ||
+      (st = onyx__pc_attr_read_int(node, "rotary_interleaved", 0, &inter, err, err_cap)) ||
+      (st = onyx__pc_attr_read_int(node, "smooth_softmax", 0, &smooth, err, err_cap)) ||
+      (st = onyx__pc_attr_read_int(node, "kv_layout", 0, &a.kv_layout, err, err_cap)) ||
+      (st = onyx__pc_attr_read_int(node, "causal", 1, &a.causal, err, err_cap)))
     return st;
   char why[128];
   if (!gqa_supports(node, why, sizeof why))
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED, "%s: %s", gqa_op, why);
-  if (nq <= 0 || nkv <= 0 || nq % nkv != 0)
-    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                         "%s: num_heads (%lld) must be a positive multiple of kv_num_heads "
-                         "(%lld)",
-                         gqa_op, (long long)nq, (long long)nkv);
-  if (window == 0 || window < -1)
-    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                         "%s: local_window_size must be -1 or positive, got %lld", gqa_op,
-                         (long long)window);
-  if ((causal != 0 && causal != 1) || (causal == 0 && window != -1))
-    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                         "%s: causal must be 0 or 1 (and 1 with a local window), got %lld", gqa_op,
-                         (long long)causal);
-  if (layout != 0 && layout != 1)
-    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                         "%s: kv_layout must be 0 (BNSH) or 1 (BSNH, seq-major), got %lld", gqa_op,
-                         (long long)layout);
-  if (!(softcap >= 0.0f) || !(scale >= 0.0f) || isinf(scale) || isinf(softcap))
-    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                         "%s: scale (%g) and softcap (%g) must be finite and not negative", gqa_op,
-                         (double)scale, (double)softcap);
+  if ((st = onyx__pc_gqa_attrs_check(&a, err, err_cap)) != ONYX_STATUS_OK) return st;
   if (node->output_count < 1 || (node->output_present != NULL && !node->output_present[0]))
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                          "%s: output 0 (output) must be named", gqa_op);
   gqa_state *s = onyx__cuda_attn_state_new(sizeof *s, node, gqa_op, err, err_cap);
   if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
-  s->nq = nq;
-  s->nkv = nkv;
-  s->scale = scale;
-  s->softcap = softcap;
-  s->window = window;
-  s->causal = causal != 0;
+  s->nq = a.nq;
+  s->nkv = a.nkv;
+  s->scale = a.scale;
+  s->softcap = a.softcap;
+  s->window = a.window;
+  s->causal = a.causal != 0;
   s->rotary = rotary != 0;
   s->interleaved = inter != 0;
   s->smooth = smooth != 0;
-  s->kv_layout = layout;
+  s->kv_layout = a.kv_layout;
   *out_state = s;
   return ONYX_STATUS_OK;
 }
@@ -257,6 +239,23 @@ static gqa_cache_strides gqa_cache(const gqa_state *st, int64_t rows, int64_t he
   return c;
 }
 
+/* What the CUDA kernels cannot run, from the geometry alone. total_sequence_length is
+ * an int32, so the present's max(T, L) rows pass 2^31 - 1 only through the past. */
+static onyx_status gqa_limits(onyx_compute_ctx *ctx, const gqa_state *st, const gqa_geom *g) {
+  if (g->batch == 0 || g->seq == 0)
+    return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED, "empty batch or sequence (%lld, %lld)",
+                          (long long)g->batch, (long long)g->seq);
+  if (g->batch * st->nkv > 65535)
+    return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
+                          "batch %lld times kv heads %lld exceeds the CUDA kernel's grid",
+                          (long long)g->batch, (long long)st->nkv);
+  if (g->past_len > INT32_MAX)
+    return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
+                          "a KV cache of %lld rows exceeds the CUDA kernel's 2^31 - 1",
+                          (long long)g->past_len);
+  return ONYX_STATUS_OK;
+}
+
 static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
                                size_t input_count) {
   const gqa_state *st = state;
@@ -269,7 +268,7 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   onyx_status status = onyx__cuda_attn_check_device(ctx, in, GQA_INPUTS, 1u << GQA_TOTAL);
   if (status != ONYX_STATUS_OK) return status;
   const onyx_tensor *q = in[GQA_QUERY];
-  char msg[256];
+  char msg[512];
   gqa_geom g;
   if ((status = gqa_geometry(st, in, &g, msg, sizeof msg)) != ONYX_STATUS_OK)
     return onyx__pc_error(ctx, status, "%s", msg);
@@ -277,86 +276,31 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   if (dt != ONYX_DTYPE_FLOAT32 && dt != ONYX_DTYPE_FLOAT16 && dt != ONYX_DTYPE_BFLOAT16)
     return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
                           "query has type %s; float32, float16 or bfloat16 expected",
-                          onyx__cuda_attn_dtype_name(dt));
-  static const int same_type[] = {GQA_KEY, GQA_VALUE, GQA_PAST_KEY, GQA_PAST_VALUE,
-                                  GQA_COS, GQA_SIN,   GQA_BIAS,     GQA_SINK};
-  static const char *const same_name[] = {"key",       "value",     "past_key",       "past_value",
-                                          "cos_cache", "sin_cache", "attention_bias", "head_sink"};
-  for (size_t i = 0; i < sizeof same_type / sizeof same_type[0]; ++i) {
-    const onyx_tensor *t = in[same_type[i]];
-    if (t != NULL && t->dtype != dt)
-      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "%s (input %d) has type %s; the query's type %s expected", same_name[i],
-                            same_type[i], onyx__cuda_attn_dtype_name(t->dtype),
-                            onyx__cuda_attn_dtype_name(dt));
-  }
-  const onyx_tensor *seqlens_t = in[GQA_SEQLENS], *total_t = in[GQA_TOTAL];
-  if (seqlens_t == NULL || total_t == NULL)
-    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                          "seqlens_k (input 5) and total_sequence_length (input 6) are required");
+                          onyx__pc_dtype_name(dt));
   int64_t S = g.seq, B = g.batch, H = g.head, L = g.past_len;
-  if (seqlens_t->dtype != ONYX_DTYPE_INT32 || seqlens_t->rank != 1 || seqlens_t->dims[0] != B)
-    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                          "seqlens_k must be int32 (%lld), got %s %s", (long long)B,
-                          onyx__cuda_attn_dtype_name(seqlens_t->dtype),
-                          onyx__pc_tensor_shape(seqlens_t).s);
-  if (total_t->dtype != ONYX_DTYPE_INT32 || onyx_tensor_numel(total_t) != 1)
-    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                          "total_sequence_length must be an int32 scalar, got %s %s",
-                          onyx__cuda_attn_dtype_name(total_t->dtype),
-                          onyx__pc_tensor_shape(total_t).s);
-  if (total_t->device != ONYX_DEVICE_HOST) /* host_inputs: the core hands it over on the host */
-    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                          "total_sequence_length (input 6) must be in host memory");
-  if (B == 0 || S == 0)
-    return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED, "empty batch or sequence (%lld, %lld)",
-                          (long long)B, (long long)S);
-  if (B * st->nkv > 65535)
-    return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                          "batch %lld times kv heads %lld exceeds the CUDA kernel's grid",
-                          (long long)B, (long long)st->nkv);
-  int32_t T32 = 0;
-  memcpy(&T32, total_t->data, sizeof T32);
-  int64_t T = T32;
-  if (T < 1 || !(T == L + S || T <= L))
-    return onyx__pc_error(
-        ctx, ONYX_STATUS_INVALID_ARGUMENT,
-        "total_sequence_length %lld must equal past length %lld + sequence length %lld (growing "
-        "cache) or be at most the past length (shared buffer)",
-        (long long)T, (long long)L, (long long)S);
-  bool first = S == T;
+  if ((status = gqa_limits(ctx, st, &g)) != ONYX_STATUS_OK) return status;
+  /* Everything beside inputs 0..4 is checked once for every provider; seqlens_k and
+   * position_ids stay on the device, so only their shapes are (values are clamped). */
+  onyx__pc_gqa_run run;
+  if ((status = onyx__pc_gqa_input_shapes(st->nq, st->rotary, in, &g, &run, msg, sizeof msg)) !=
+      ONYX_STATUS_OK)
+    return onyx__pc_error(ctx, status, "%s", msg);
+  const onyx_tensor *seqlens_t = in[GQA_SEQLENS];
+  int64_t T = run.total;
+  bool first = run.first;
   int64_t P = T > L ? T : L;
-  if (P > INT32_MAX)
-    return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                          "a KV cache of %lld rows exceeds the CUDA kernel's 2^31 - 1",
-                          (long long)P);
 
+  /* Rotary tables and positions (their shapes checked above). */
   onyx__cuda_attn_params p;
   memset(&p, 0, sizeof p);
   if (st->rotary) {
     const onyx_tensor *cos = in[GQA_COS], *sin = in[GQA_SIN], *pos = in[GQA_POS];
-    if (cos == NULL || sin == NULL)
-      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "do_rotary = 1 needs cos_cache (input 7) and sin_cache (input 8)");
-    if (cos->rank != 2 || cos->dims[1] < 1 || 2 * cos->dims[1] > H || cos->dims[0] < 1 ||
-        sin->rank != 2 || sin->dims[0] != cos->dims[0] || sin->dims[1] != cos->dims[1])
-      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "cos_cache %s and sin_cache %s must both be (max_position, D) "
-                            "with 1 <= 2*D <= head size %lld",
-                            onyx__pc_tensor_shape(cos).s, onyx__pc_tensor_shape(sin).s,
-                            (long long)H);
     p.cos = cos->data;
     p.sin = sin->data;
     p.rot_half = (int32_t)cos->dims[1];
     p.rot_rows = cos->dims[0];
     p.interleaved = st->interleaved;
     if (pos != NULL) {
-      if (pos->dtype != ONYX_DTYPE_INT64 || pos->rank != 2 || pos->dims[0] != B ||
-          pos->dims[1] != S)
-        return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "position_ids must be int64 (%lld, %lld), got %s %s", (long long)B,
-                              (long long)S, onyx__cuda_attn_dtype_name(pos->dtype),
-                              onyx__pc_tensor_shape(pos).s);
       p.pos_ids = pos->data;
       if (first) { /* ONNX Runtime reads only position_ids[0, 0] in the first prompt */
         p.pos_add_s = 1;
@@ -367,16 +311,6 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
     }
   }
   const onyx_tensor *bias = in[GQA_BIAS], *sink = in[GQA_SINK];
-  if (bias != NULL &&
-      (bias->rank != 4 || (bias->dims[0] != 1 && bias->dims[0] != B) ||
-       (bias->dims[1] != 1 && bias->dims[1] != st->nq) || bias->dims[2] != S || bias->dims[3] != T))
-    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                          "attention_bias must be (%lld or 1, %lld or 1, %lld, %lld), got %s",
-                          (long long)B, (long long)st->nq, (long long)S, (long long)T,
-                          onyx__pc_tensor_shape(bias).s);
-  if (sink != NULL && (sink->rank != 1 || sink->dims[0] != st->nq))
-    return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT, "head_sink must be (%lld), got %s",
-                          (long long)st->nq, onyx__pc_tensor_shape(sink).s);
 
   /* Workspace of this route. */
   onyx__cuda_attn_plan plan;

@@ -32,7 +32,17 @@
 #include "cuda_attn_impl.h"
 #include "cuda_attn_util.h"
 
-enum { AT_Q = 0, AT_K, AT_V, AT_MASK, AT_PAST_K, AT_PAST_V, AT_NONPAD, AT_INPUTS };
+/* Input order: the op's, as attn_params.h names it. */
+enum {
+  AT_Q = ONYX__PC_AT_Q,
+  AT_K = ONYX__PC_AT_K,
+  AT_V = ONYX__PC_AT_V,
+  AT_MASK = ONYX__PC_AT_MASK,
+  AT_PAST_K = ONYX__PC_AT_PAST_K,
+  AT_PAST_V = ONYX__PC_AT_PAST_V,
+  AT_NONPAD = ONYX__PC_AT_NONPAD,
+  AT_INPUTS = ONYX__PC_AT_INPUTS
+};
 
 typedef struct at_state {
   onyx__cuda_attn_node head;
@@ -59,13 +69,13 @@ static onyx_status at_create(void *provider_state, const onyx_node_info *node, v
   int64_t causal = 0, qh = 0, kvh = 0, mode = 0, prec = 0;
   float scale = 0.0f, softcap = 0.0f;
   onyx_status st;
-  if ((st = onyx__cuda_attn_attr_int(node, "is_causal", 0, &causal, err, err_cap)) ||
-      (st = onyx__cuda_attn_attr_int(node, "q_num_heads", 0, &qh, err, err_cap)) ||
-      (st = onyx__cuda_attn_attr_int(node, "kv_num_heads", 0, &kvh, err, err_cap)) ||
-      (st = onyx__cuda_attn_attr_int(node, "qk_matmul_output_mode", 0, &mode, err, err_cap)) ||
-      (st = onyx__cuda_attn_attr_int(node, "softmax_precision", 0, &prec, err, err_cap)) ||
-      (st = onyx__cuda_attn_attr_float(node, "scale", 0.0f, &scale, err, err_cap)) ||
-      (st = onyx__cuda_attn_attr_float(node, "softcap", 0.0f, &softcap, err, err_cap)))
+  if ((st = onyx__pc_attr_read_int(node, "is_causal", 0, &causal, err, err_cap)) ||
+      (st = onyx__pc_attr_read_int(node, "q_num_heads", 0, &qh, err, err_cap)) ||
+      (st = onyx__pc_attr_read_int(node, "kv_num_heads", 0, &kvh, err, err_cap)) ||
+      (st = onyx__pc_attr_read_int(node, "qk_matmul_output_mode", 0, &mode, err, err_cap)) ||
+      (st = onyx__pc_attr_read_int(node, "softmax_precision", 0, &prec, err, err_cap)) ||
+      (st = onyx__pc_attr_read_float(node, "scale", 0.0f, &scale, err, err_cap)) ||
+      (st = onyx__pc_attr_read_float(node, "softcap", 0.0f, &softcap, err, err_cap)))
     return st;
   char why[128];
   if (!at_supports(node, why, sizeof why))
@@ -186,7 +196,7 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   for (size_t i = 0; i < AT_INPUTS; ++i) in[i] = onyx__cuda_attn_input(inputs, input_count, i);
   onyx_status status = onyx__cuda_attn_check_device(ctx, in, AT_INPUTS, 0);
   if (status != ONYX_STATUS_OK) return status;
-  char msg[256];
+  char msg[512];
   at_geom g;
   if ((status = at_geometry(st, in, &g, msg, sizeof msg)) != ONYX_STATUS_OK)
     return onyx__pc_error(ctx, status, "%s", msg);
@@ -194,16 +204,9 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   if (dt != ONYX_DTYPE_FLOAT32 && dt != ONYX_DTYPE_FLOAT16 && dt != ONYX_DTYPE_BFLOAT16)
     return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
                           "Q has type %s; float32, float16 or bfloat16 expected",
-                          onyx__cuda_attn_dtype_name(dt));
-  static const int same[] = {AT_K, AT_V, AT_PAST_K, AT_PAST_V};
-  static const char *const same_name[] = {"K", "V", "past_key", "past_value"};
-  for (size_t i = 0; i < 4; ++i)
-    if (in[same[i]] != NULL && in[same[i]]->dtype != dt)
-      return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                            "%s has type %s; the CUDA kernel needs Q, K, V and the past in "
-                            "one type (%s)",
-                            same_name[i], onyx__cuda_attn_dtype_name(in[same[i]]->dtype),
-                            onyx__cuda_attn_dtype_name(dt));
+                          onyx__pc_dtype_name(dt));
+  if ((status = onyx__pc_attn_same_types(in, "CUDA kernel", msg, sizeof msg)) != ONYX_STATUS_OK)
+    return onyx__pc_error(ctx, status, "%s", msg);
   int64_t B = g.batch, T = g.total;
   if (B == 0 || g.sq == 0)
     return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED, "empty batch or query sequence");
@@ -215,61 +218,23 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   onyx__cuda_attn_params p;
   memset(&p, 0, sizeof p);
   p.mask_len = INT64_MAX;
+  /* Mask and nonpad_kv_seqlen are checked once for every provider; nonpad's values stay
+   * on the device, clamped to [0, total] there. */
+  onyx__pc_attn_mask mk;
+  if ((status = onyx__pc_attn_inputs(st->head.opset, in, &g, false, &mk, msg, sizeof msg)) !=
+      ONYX_STATUS_OK)
+    return onyx__pc_error(ctx, status, "%s", msg);
   const onyx_tensor *mask = in[AT_MASK];
   if (mask != NULL) {
-    if (mask->dtype != ONYX_DTYPE_BOOL && mask->dtype != ONYX_DTYPE_FLOAT32 &&
-        mask->dtype != ONYX_DTYPE_FLOAT16 && mask->dtype != ONYX_DTYPE_BFLOAT16)
-      return onyx__pc_error(ctx, ONYX_STATUS_UNSUPPORTED,
-                            "attn_mask has type %s; bool, float32, float16 or bfloat16 "
-                            "expected",
-                            onyx__cuda_attn_dtype_name(mask->dtype));
-    if (mask->rank < 1 || mask->rank > 4)
-      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "attn_mask must have rank 1 to 4, got %s",
-                            onyx__pc_tensor_shape(mask).s);
-    int64_t md[4] = {1, 1, 1, 1};
-    for (uint32_t i = 0; i < mask->rank; ++i) md[4 - mask->rank + i] = mask->dims[i];
-    int64_t want[3] = {B, g.nq, g.sq};
-    for (int i = 0; i < 3; ++i)
-      if (md[i] != 1 && md[i] != want[i])
-        return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                              "attn_mask %s does not broadcast to (%lld, %lld, %lld, %lld)",
-                              onyx__pc_tensor_shape(mask).s, (long long)B, (long long)g.nq,
-                              (long long)g.sq, (long long)T);
-    p.m_js = 1;
-    if (md[3] == T) {
-      /* the usual case */
-    } else if (md[3] < T && st->head.opset >= 24) {
-      p.mask_len = md[3]; /* keys past the mask are padding (−inf) */
-    } else if (md[3] == 1) {
-      p.m_js = 0; /* broadcast along the keys */
-    } else {
-      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "attn_mask %s: its last axis must be the %lld keys (past + new)",
-                            onyx__pc_tensor_shape(mask).s, (long long)T);
-    }
     p.mask = mask->data;
     p.mask_dtype = mask->dtype;
-    p.m_ss = md[2] == 1 ? 0 : md[3];
-    p.m_hs = md[1] == 1 ? 0 : md[2] * md[3];
-    p.m_bs = md[0] == 1 ? 0 : md[1] * md[2] * md[3];
+    p.mask_len = mk.len;
+    p.m_bs = mk.bs;
+    p.m_hs = mk.hs;
+    p.m_ss = mk.ss;
+    p.m_js = mk.js;
   }
-  const onyx_tensor *nonpad_t = in[AT_NONPAD];
-  if (nonpad_t != NULL) {
-    if (st->head.opset < 24)
-      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "nonpad_kv_seqlen (input 6) needs opset 24, the model uses %lld",
-                            (long long)st->head.opset);
-    if (nonpad_t->dtype != ONYX_DTYPE_INT64 || nonpad_t->rank != 1 || nonpad_t->dims[0] != B)
-      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "nonpad_kv_seqlen must be int64 (%lld), got %s %s", (long long)B,
-                            onyx__cuda_attn_dtype_name(nonpad_t->dtype),
-                            onyx__pc_tensor_shape(nonpad_t).s);
-    if (g.past > 0)
-      return onyx__pc_error(ctx, ONYX_STATUS_INVALID_ARGUMENT,
-                            "nonpad_kv_seqlen cannot be combined with past_key/past_value");
-    p.nonpad = nonpad_t->data; /* values are clamped to [0, total] on the device */
-  }
+  if (in[AT_NONPAD] != NULL) p.nonpad = in[AT_NONPAD]->data;
 
   onyx__cuda_attn_plan plan;
   onyx__cuda_attn_plan_make(dt, B, g.nq, g.nkv, g.sq, g.hk, g.hv, T, &plan);

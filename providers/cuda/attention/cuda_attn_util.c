@@ -34,31 +34,6 @@ void *onyx__cuda_attn_state_new(size_t size, const onyx_node_info *node, const c
 
 void onyx__cuda_attn_state_free(void *state) { free(state); }
 
-/* Lookups go through providers/common/pc_attr.c; the wording of a wrong type is ours. */
-
-onyx_status onyx__cuda_attn_attr_int(const onyx_node_info *node, const char *name, int64_t dflt,
-                                     int64_t *out, char *err, size_t err_cap) {
-  if (onyx__pc_attr_int(node, name, dflt, out)) return ONYX_STATUS_OK;
-  return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
-                       "%s: attribute %s must be an int", node->op_type, name);
-}
-
-onyx_status onyx__cuda_attn_attr_float(const onyx_node_info *node, const char *name, float dflt,
-                                       float *out, char *err, size_t err_cap) {
-  if (onyx__pc_attr_float(node, name, dflt, out)) return ONYX_STATUS_OK;
-  return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
-                       "%s: attribute %s must be a float", node->op_type, name);
-}
-
-bool onyx__cuda_attn_attr_string_is(const onyx_node_info *node, const char *name,
-                                    const char *expect) {
-  const onyx_attr *a = onyx__pc_attr_find(node, name);
-  if (a == NULL) return true;
-  return a->type == ONYX_ATTR_STRING && a->s != NULL && strcmp(a->s, expect) == 0;
-}
-
-const char *onyx__cuda_attn_dtype_name(uint32_t dtype) { return onyx__pc_dtype_name(dtype); }
-
 onyx_status onyx__cuda_attn_check_device(onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
                                          size_t input_count, uint32_t host_ok) {
   for (size_t i = 0; i < input_count; ++i) {

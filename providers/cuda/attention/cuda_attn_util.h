@@ -1,6 +1,6 @@
 /*
- * Host-side helpers of the CUDA attention ops (private): node state, attributes,
- * messages, workspace views and small reads of device scalars.
+ * Host-side helpers of the CUDA attention ops (private): node state, input placement
+ * checks, workspace views and small reads of device scalars.
  */
 #ifndef ONYX_CUDA_ATTN_UTIL_H
 #define ONYX_CUDA_ATTN_UTIL_H
@@ -27,18 +27,8 @@ void *onyx__cuda_attn_state_new(size_t size, const onyx_node_info *node, const c
 void onyx__cuda_attn_state_free(void *state); /* NULL-safe */
 
 /* Messages (onyx__pc_fail into err, onyx__pc_error through ctx->set_error), shape text
- * (onyx__pc_tensor_shape) and attribute lookup come from providers/common. */
-
-/* Typed attribute lookups: absent → dflt; another type → INVALID_ARGUMENT. */
-onyx_status onyx__cuda_attn_attr_int(const onyx_node_info *node, const char *name, int64_t dflt,
-                                     int64_t *out, char *err, size_t err_cap);
-onyx_status onyx__cuda_attn_attr_float(const onyx_node_info *node, const char *name, float dflt,
-                                       float *out, char *err, size_t err_cap);
-/* STRING attribute compared with `expect` (absent counts as equal). */
-bool onyx__cuda_attn_attr_string_is(const onyx_node_info *node, const char *name,
-                                    const char *expect);
-
-const char *onyx__cuda_attn_dtype_name(uint32_t dtype);
+ * (onyx__pc_tensor_shape), dtype names (onyx__pc_dtype_name) and attribute reads
+ * (onyx__pc_attr_read_int, ...) come from providers/common. */
 
 static inline const onyx_tensor *onyx__cuda_attn_input(const onyx_tensor *const *inputs,
                                                        size_t count, size_t i) {
