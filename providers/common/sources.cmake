@@ -6,7 +6,8 @@ set(ONYX_PC_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(ONYX_PC_SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/pc_msg.c
     ${CMAKE_CURRENT_LIST_DIR}/pc_attr.c
+    ${CMAKE_CURRENT_LIST_DIR}/pc_factory.c
     ${CMAKE_CURRENT_LIST_DIR}/attn_params.c
     ${CMAKE_CURRENT_LIST_DIR}/attn_gqa_inputs.c
-    ${CMAKE_CURRENT_LIST_DIR}/nbits_params.c)
     ${CMAKE_CURRENT_LIST_DIR}/attn_onnx_inputs.c
+    ${CMAKE_CURRENT_LIST_DIR}/nbits_params.c)

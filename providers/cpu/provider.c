@@ -17,6 +17,7 @@
 #include "attention/attention_kernels.h"
 #include "cpu_impl.h"
 #include "cpu_nbits.h"
+#include "pc_factory.h"
 
 /* Every kernel this provider offers. Placement walks the list in order, so when two
  * tables could match a node the first wins; the opset ranges here do not overlap. */
@@ -198,25 +199,13 @@ static const onyx_provider_table cpu_provider_table = {
  * (ONYX_ABI_VERSION, v2: its kernels may read onyx_node_info.input_constants). An
  * older core cannot load it; we say which version we would need in *out_abi and
  * decline. A newer core offers its highest version and we answer ours, which it must
- * still speak.
+ * still speak. Both entries answer through providers/common/pc_factory.c, whose header
+ * declares them exported.
  */
-__attribute__((visibility("default"))) onyx_status
-onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,
-                    const onyx_provider_table **out_table);
-
-__attribute__((visibility("default"))) onyx_status
-onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,
-                    const onyx_provider_table **out_table) {
-  if (out_abi == NULL || out_table == NULL) return ONYX_STATUS_INVALID_ARGUMENT;
-  *out_abi = ONYX_ABI_VERSION;
-  if (core_max_abi < ONYX_ABI_VERSION) return ONYX_STATUS_ABI_MISMATCH;
-  *out_table = &cpu_provider_table;
-  return ONYX_STATUS_OK;
+onyx_status onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,
+                                const onyx_provider_table **out_table) {
+  return onyx__pc_table_negotiate(&cpu_provider_table, core_max_abi, out_abi, out_table);
 }
-
-/* The entry point must match the published typedef exactly. */
-_Static_assert(_Generic(&onyx_provider_entry, onyx_provider_entry_fn : 1, default : 0),
-               "onyx_provider_entry must have the onyx_provider_entry_fn type");
 
 /* ------------------------------------------------------------------ ABI v3 */
 
@@ -253,14 +242,8 @@ static onyx_status cpu_open3(const onyx_host_table *host, uint32_t index,
 /* Every kernel, as its v2 table: the CPU kernels are the same on every host. */
 static onyx_status cpu_kernels3(void *instance, onyx_kernel_registry *reg, onyx_sink *err) {
   (void)instance;
-  for (size_t i = 0; i < sizeof cpu_kernels / sizeof cpu_kernels[0]; ++i) {
-    onyx_status st = reg->add_table(reg, cpu_kernels[i]);
-    if (st != ONYX_STATUS_OK) {
-      err->set_error(err, "cpu: kernel %s was refused", cpu_kernels[i]->op_type);
-      return st;
-    }
-  }
-  return ONYX_STATUS_OK;
+  return onyx__pc_add_tables(reg, cpu_kernels, sizeof cpu_kernels / sizeof cpu_kernels[0], "cpu",
+                             err);
 }
 
 static const onyx_instance_table cpu_instance_table = {
@@ -281,19 +264,8 @@ static const onyx_provider_factory cpu_factory = {
     .instance = &cpu_instance_table,
 };
 
-__attribute__((visibility("default"))) onyx_status
-onyx_provider_factory_entry(uint32_t core_max_abi, uint32_t *out_abi,
-                            const onyx_provider_factory **out_factory);
-
-__attribute__((visibility("default"))) onyx_status
-onyx_provider_factory_entry(uint32_t core_max_abi, uint32_t *out_abi,
-                            const onyx_provider_factory **out_factory) {
-  if (out_abi == NULL || out_factory == NULL) return ONYX_STATUS_INVALID_ARGUMENT;
-  *out_abi = ONYX_ABI_V3;
-  if (core_max_abi < ONYX_ABI_V3) return ONYX_STATUS_ABI_MISMATCH;
-  *out_factory = &cpu_factory;
-  return ONYX_STATUS_OK;
+/* Exported (declared in pc_factory.h, which also pins its type). */
+onyx_status onyx_provider_factory_entry(uint32_t core_max_abi, uint32_t *out_abi,
+                                        const onyx_provider_factory **out_factory) {
+  return onyx__pc_factory_negotiate(&cpu_factory, core_max_abi, out_abi, out_factory);
 }
-
-_Static_assert(_Generic(&onyx_provider_factory_entry, onyx_provider_factory_fn : 1, default : 0),
-               "onyx_provider_factory_entry must have the onyx_provider_factory_fn type");

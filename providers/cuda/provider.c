@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cuda_impl.h"
+#include "pc_factory.h"
 
 /* The attention kernels (GroupQueryAttention, Attention) live in attention/, kept by
  * their own owner. When that folder provides attention_kernels.h it defines
@@ -306,22 +307,10 @@ static const onyx_provider_table cuda_provider_table = {
 };
 
 /* Negotiation: this provider speaks the ABI of its header (see providers/cpu/provider.c). */
-__attribute__((visibility("default"))) onyx_status
-onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,
-                    const onyx_provider_table **out_table);
-
-__attribute__((visibility("default"))) onyx_status
-onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,
-                    const onyx_provider_table **out_table) {
-  if (out_abi == NULL || out_table == NULL) return ONYX_STATUS_INVALID_ARGUMENT;
-  *out_abi = ONYX_ABI_VERSION;
-  if (core_max_abi < ONYX_ABI_VERSION) return ONYX_STATUS_ABI_MISMATCH;
-  *out_table = &cuda_provider_table;
-  return ONYX_STATUS_OK;
+onyx_status onyx_provider_entry(uint32_t core_max_abi, uint32_t *out_abi,
+                                const onyx_provider_table **out_table) {
+  return onyx__pc_table_negotiate(&cuda_provider_table, core_max_abi, out_abi, out_table);
 }
-
-_Static_assert(_Generic(&onyx_provider_entry, onyx_provider_entry_fn : 1, default : 0),
-               "onyx_provider_entry must have the onyx_provider_entry_fn type");
 
 /* ------------------------------------------------------------------ ABI v3 */
 
@@ -451,15 +440,10 @@ static onyx_status cuda_open3(const onyx_host_table *host, uint32_t index,
  * device (onyx__cuda_attn_hopper_available) and fall back on other GPUs. */
 static onyx_status cuda_kernels3(void *instance, onyx_kernel_registry *reg, onyx_sink *err) {
   const onyx__cuda_provider *p = instance;
-  for (size_t i = 0; i < sizeof cuda_kernels / sizeof cuda_kernels[0]; ++i) {
-    onyx_status st = reg->add_table(reg, cuda_kernels[i]);
-    if (st != ONYX_STATUS_OK) {
-      err->set_error(err, "cuda: device %d: kernel %s was refused", p->device,
-                     cuda_kernels[i]->op_type);
-      return st;
-    }
-  }
-  return ONYX_STATUS_OK;
+  char who[32];
+  snprintf(who, sizeof who, "cuda: device %d", p->device);
+  return onyx__pc_add_tables(reg, cuda_kernels, sizeof cuda_kernels / sizeof cuda_kernels[0], who,
+                             err);
 }
 
 /* The device calls take a sink; the v2 callbacks log the CUDA error text, so the
@@ -539,19 +523,8 @@ static const onyx_provider_factory cuda_factory = {
     .instance = &cuda_instance_table,
 };
 
-__attribute__((visibility("default"))) onyx_status
-onyx_provider_factory_entry(uint32_t core_max_abi, uint32_t *out_abi,
-                            const onyx_provider_factory **out_factory);
-
-__attribute__((visibility("default"))) onyx_status
-onyx_provider_factory_entry(uint32_t core_max_abi, uint32_t *out_abi,
-                            const onyx_provider_factory **out_factory) {
-  if (out_abi == NULL || out_factory == NULL) return ONYX_STATUS_INVALID_ARGUMENT;
-  *out_abi = ONYX_ABI_V3;
-  if (core_max_abi < ONYX_ABI_V3) return ONYX_STATUS_ABI_MISMATCH;
-  *out_factory = &cuda_factory;
-  return ONYX_STATUS_OK;
+/* Exported (declared in pc_factory.h, which also pins its type). */
+onyx_status onyx_provider_factory_entry(uint32_t core_max_abi, uint32_t *out_abi,
+                                        const onyx_provider_factory **out_factory) {
+  return onyx__pc_factory_negotiate(&cuda_factory, core_max_abi, out_abi, out_factory);
 }
-
-_Static_assert(_Generic(&onyx_provider_factory_entry, onyx_provider_factory_fn : 1, default : 0),
-               "onyx_provider_factory_entry must have the onyx_provider_factory_fn type");
