@@ -78,6 +78,25 @@ onyx_status onyx__pc_nb_attrs_read(const onyx_node_info *node, onyx__pc_nb_attrs
   return ONYX_STATUS_OK;
 }
 
+onyx_status onyx__pc_nb_g_idx_check(const onyx_node_info *node, const onyx__pc_nb_attrs *a,
+                                    char *msg, size_t cap) {
+  if (node->input_count <= ONYX__PC_NB_GIDX ||
+      (node->input_present != NULL && !node->input_present[ONYX__PC_NB_GIDX]))
+    return ONYX_STATUS_OK;
+  const onyx_tensor *g = NULL;
+  if (ONYX_HAS_FIELD(node, onyx_node_info, input_constants) && node->input_constants != NULL)
+    g = node->input_constants[ONYX__PC_NB_GIDX];
+  bool trivial = g != NULL && g->device == ONYX_DEVICE_HOST && g->dtype == ONYX_DTYPE_INT32 &&
+                 nb_numel(g) == a->k && g->data != NULL;
+  for (int64_t k = 0; trivial && k < a->k; ++k)
+    trivial = ((const int32_t *)g->data)[k] == k / a->block_size;
+  if (trivial) return ONYX_STATUS_OK;
+  return onyx__pc_fail(msg, cap, ONYX_STATUS_UNSUPPORTED,
+                       "input 4 (g_idx, deprecated) is not supported: only a constant g_idx[k] = "
+                       "k / block_size (which reorders nothing) is accepted; re-export the model "
+                       "without act-order");
+}
+
 /* A matrix given as [rows, cols] or flattened to [rows·cols]. */
 static bool nb_matrix(const onyx_tensor *t, int64_t rows, int64_t cols) {
   if (t->rank == 2) return t->dims[0] == rows && t->dims[1] == cols;

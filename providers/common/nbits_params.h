@@ -2,8 +2,9 @@
  * Attributes and input geometry of the block-quantized weight ops of ONNX Runtime's
  * com.microsoft domain, MatMulNBits and GatherBlockQuantized, checked once for every
  * provider that runs them: the CPU and CUDA providers compile this source in (hidden),
- * and so may a third-party provider. Shapes and dtypes only: no data is read, so
- * create() (on constant weights), infer(), workspace() and compute() can all call these.
+ * and so may a third-party provider. Shapes and dtypes only: no data is read (but for
+ * the constant g_idx), so create() (on constant weights), infer(), workspace() and
+ * compute() can all call these.
  *
  * Inputs are passed in the operator's own order, absent ones as NULL. On failure a
  * message goes into msg (err-style: NULL or cap 0 for none).
@@ -95,6 +96,15 @@ typedef struct onyx__pc_nb_geom {
  * A g_idx input is checked for shape ([K], int32) and reported in g->g_idx. */
 onyx_status onyx__pc_nb_geometry(const onyx__pc_nb_attrs *a, const onyx_tensor *const *in,
                                  size_t count, onyx__pc_nb_geom *g, char *msg, size_t cap);
+
+/* Input 4 (g_idx, deprecated) maps each k to its group. Only the map every model without
+ * act-order has, g_idx[k] = k / block_size, reorders nothing, and that one is accepted
+ * (ONNX Runtime treats it the same way), given as a constant of the session
+ * (node->input_constants: host int32 [K], whose values are read); any other needs a
+ * gather of K that no route does. OK when the node names no g_idx, else UNSUPPORTED
+ * with a message. For create() and supports(): a is onyx__pc_nb_attrs_read's. */
+onyx_status onyx__pc_nb_g_idx_check(const onyx_node_info *node, const onyx__pc_nb_attrs *a,
+                                    char *msg, size_t cap);
 
 /* ------------------------------------------------------------------ GatherBlockQuantized */
 

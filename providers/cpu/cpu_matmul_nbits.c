@@ -62,23 +62,6 @@ static bool nb_present(const onyx_node_info *node, size_t i) {
   return i < node->input_count && (node->input_present == NULL || node->input_present[i]);
 }
 
-/* g_idx maps each k to its group. Only the map every model without act-order has,
- * g_idx[k] = k / block_size, changes nothing, and that one is accepted (ONNX Runtime
- * treats it the same way); any other needs a gather of K that the routes do not do. */
-static onyx_status nb_check_g_idx(const nb_state *s, const onyx_node_info *node, char *err,
-                                  size_t cap) {
-  if (!nb_present(node, ONYX__PC_NB_GIDX)) return ONYX_STATUS_OK;
-  const onyx_tensor *g = nb_constant(node, ONYX__PC_NB_GIDX);
-  bool trivial = g != NULL && g->dtype == ONYX_DTYPE_INT32 && onyx_tensor_numel(g) == s->attrs.k;
-  for (int64_t k = 0; trivial && k < s->attrs.k; ++k)
-    trivial = ((const int32_t *)g->data)[k] == k / s->attrs.block_size;
-  if (trivial) return ONYX_STATUS_OK;
-  return onyx__cpu_fail(err, cap, ONYX_STATUS_UNSUPPORTED,
-                        "input 4 (g_idx, deprecated) is not supported: only a constant g_idx[k] "
-                        "= k / block_size (which reorders nothing) is accepted; re-export the "
-                        "model without act-order");
-}
-
 /* Packs B, scales and zero points when all three (zero points: when present) are
  * constants, and gives the originals back to the core. A refusal of memory only means
  * packing per run. A constant that fails the checks fails create: the model is wrong. */
@@ -130,7 +113,7 @@ static onyx_status nb_create(void *provider_state, const onyx_node_info *node, v
   s->reference = cap != NULL && strcmp(cap, "reference") == 0;
   s->isa = onyx__nb_isa_get();
   onyx_status st = onyx__pc_nb_attrs_read(node, &s->attrs, err, err_cap);
-  if (st == ONYX_STATUS_OK) st = nb_check_g_idx(s, node, err, err_cap);
+  if (st == ONYX_STATUS_OK) st = onyx__pc_nb_g_idx_check(node, &s->attrs, err, err_cap);
   if (st == ONYX_STATUS_OK) st = nb_prepack(s, node, err, err_cap);
   if (st != ONYX_STATUS_OK) {
     nb_destroy(s);

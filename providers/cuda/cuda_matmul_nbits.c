@@ -34,23 +34,6 @@ typedef struct nb_state {
 
 /* ------------------------------------------------------------------ placement, create */
 
-/* g_idx[k] = k / block_size reorders nothing (ONNX Runtime treats it so); any other map
- * needs a gather of K that these routes do not do. */
-static bool nb_g_idx_trivial(const onyx_node_info *node, const onyx__pc_nb_attrs *a) {
-  if (node->input_count <= ONYX__PC_NB_GIDX ||
-      (node->input_present != NULL && !node->input_present[ONYX__PC_NB_GIDX]))
-    return true;
-  const onyx_tensor *g = NULL;
-  if (ONYX_HAS_FIELD(node, onyx_node_info, input_constants) && node->input_constants != NULL)
-    g = node->input_constants[ONYX__PC_NB_GIDX];
-  if (g == NULL || g->device != ONYX_DEVICE_HOST || g->dtype != ONYX_DTYPE_INT32 ||
-      onyx_tensor_numel(g) != a->k || g->data == NULL)
-    return false;
-  for (int64_t k = 0; k < a->k; ++k)
-    if (((const int32_t *)g->data)[k] != k / a->block_size) return false;
-  return true;
-}
-
 static onyx_status nb_check_node(const onyx_node_info *node, onyx__pc_nb_attrs *a, char *why,
                                  size_t cap) {
   onyx_status st = onyx__pc_nb_attrs_read(node, a, why, cap);
@@ -59,12 +42,8 @@ static onyx_status nb_check_node(const onyx_node_info *node, onyx__pc_nb_attrs *
     return onyx__cuda_fail(why, cap, ONYX_STATUS_UNSUPPORTED,
                            "bits = %lld: the CUDA provider has 4- and 8-bit kernels",
                            (long long)a->bits);
-  if (!nb_g_idx_trivial(node, a))
-    return onyx__cuda_fail(why, cap, ONYX_STATUS_UNSUPPORTED,
-                           "input 4 (g_idx, deprecated) is not supported: only a constant "
-                           "g_idx[k] = k / block_size (which reorders nothing) is accepted; "
-                           "re-export the model without act-order");
-  return ONYX_STATUS_OK;
+  /* g_idx: only the map that reorders nothing (providers/common/nbits_params.c). */
+  return onyx__pc_nb_g_idx_check(node, a, why, cap);
 }
 
 static bool nb_supports(const onyx_node_info *node, char *reason, size_t reason_cap) {
