@@ -225,6 +225,8 @@ static void test_infer_elementwise(void **st) {
   CHECK(msgelu, F(2, (int64_t)4, (int64_t)5));
   kh_node fast = {.op = "FastGelu", .domain = "com.microsoft", .opset = 1};
   CHECK(fast, F(3, (int64_t)2, (int64_t)3, (int64_t)5), F(1, (int64_t)5));
+  kh_node silu_mul = {.op = "SiluMul", .domain = "ai.onyx", .opset = 1};
+  CHECK(silu_mul, F(3, (int64_t)2, (int64_t)3, (int64_t)10));
 
   static const char *const cmp[] = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"};
   for (size_t i = 0; i < 5; ++i) {
