@@ -46,6 +46,7 @@ typedef struct onyx__opt_pass {
 onyx_status onyx__opt_dead_nodes(onyx__opt_ctx *ctx);       /* dead_nodes.c */
 onyx_status onyx__opt_identity(onyx__opt_ctx *ctx);         /* identity.c */
 onyx_status onyx__opt_constant_folding(onyx__opt_ctx *ctx); /* constant_folding.c */
+onyx_status onyx__opt_gate_up_silu(onyx__opt_ctx *ctx);     /* gate_up_silu.c */
 
 /* Releases every constant initializer no node reads and no graph output names,
  * counting its bytes in ctx->stats->bytes_released. */

@@ -4,8 +4,10 @@
  * placement, planning and device uploads see the optimized graph.
  *
  * Order: dead nodes go first so that nothing is folded for nobody; Identity next, so
- * that folding sees through it; folding last. Neither of the later passes makes a
+ * that folding sees through it; folding next. Neither of the later passes makes a
  * node dead (a folded node's outputs become initializers its readers keep reading).
+ * gate_up_silu last: it merges weights that folding may have made (a transposed
+ * weight), and only rewires live nodes.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,11 @@ static const onyx__opt_pass passes[] = {
      "computes nodes whose inputs are all constants once, on a host kernel, into initializers "
      "booked as weights; frees the sources nothing else reads",
      onyx__opt_constant_folding},
+    {"gate_up_silu",
+     "merges an MLP's gate and up products (MatMul or MatMulNBits of one input, constant "
+     "weights) into one and fuses Sigmoid, Mul, Mul into ai.onyx::SiluMul, where the providers "
+     "have SiluMul; frees the original weights",
+     onyx__opt_gate_up_silu},
 };
 
 #define PASS_COUNT (sizeof passes / sizeof passes[0])
