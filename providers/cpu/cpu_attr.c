@@ -5,46 +5,23 @@
  */
 #include "cpu_impl.h"
 
-static const char *cpu_attr_type_name(uint32_t type) {
-  switch (type) {
-  case ONYX_ATTR_FLOAT:
-    return "FLOAT";
-  case ONYX_ATTR_INT:
-    return "INT";
-  case ONYX_ATTR_STRING:
-    return "STRING";
-  case ONYX_ATTR_TENSOR:
-    return "TENSOR";
-  case ONYX_ATTR_FLOATS:
-    return "FLOATS";
-  case ONYX_ATTR_INTS:
-    return "INTS";
-  case ONYX_ATTR_STRINGS:
-    return "STRINGS";
-  default:
-    return "UNDEFINED";
-  }
-}
-
 static onyx_status cpu_attr_wrong_type(const onyx_node_info *node, const onyx_attr *a,
                                        uint32_t want, char *err, size_t err_cap) {
   return onyx__cpu_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
                         "%s: attribute '%s' must be %s, got %s", node->op_type, a->name,
-                        cpu_attr_type_name(want), cpu_attr_type_name(a->type));
+                        onyx__pc_attr_type_name(want), onyx__pc_attr_type_name(a->type));
 }
 
-/* Lookups go through providers/common/pc_attr.c; the wording of a wrong type is ours. */
+/* INT and FLOAT reads are providers/common/pc_attr.c's, wording included. */
 
 onyx_status onyx__cpu_attr_int(const onyx_node_info *node, const char *name, int64_t dflt,
                                int64_t *out, char *err, size_t err_cap) {
-  if (onyx__pc_attr_int(node, name, dflt, out)) return ONYX_STATUS_OK;
-  return cpu_attr_wrong_type(node, onyx__pc_attr_find(node, name), ONYX_ATTR_INT, err, err_cap);
+  return onyx__pc_attr_read_int(node, name, dflt, out, err, err_cap);
 }
 
 onyx_status onyx__cpu_attr_float(const onyx_node_info *node, const char *name, float dflt,
                                  float *out, char *err, size_t err_cap) {
-  if (onyx__pc_attr_float(node, name, dflt, out)) return ONYX_STATUS_OK;
-  return cpu_attr_wrong_type(node, onyx__pc_attr_find(node, name), ONYX_ATTR_FLOAT, err, err_cap);
+  return onyx__pc_attr_read_float(node, name, dflt, out, err, err_cap);
 }
 
 onyx_status onyx__cpu_attr_ints(const onyx_node_info *node, const char *name, const int64_t **out,
