@@ -7,6 +7,12 @@
  * buffer and its count. A buffer is released when the last value using it has had
  * its last reader, and every buffer is released on any exit, so a failed or
  * cancelled run leaves nothing behind.
+ *
+ * Memory comes from the run's memory interface (run_memory_impl.h): a plain run or
+ * the recording of a device graph, which the node loop never tells apart. The
+ * run's bookkeeping (slots, per-node arrays, buffer records) is sized once per
+ * session and reused, so a run allocates no heap memory of its own: what it
+ * allocates is its values' and workspace's memory, governed.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "act_pool_impl.h"
 #include "checked_math.h"
 #include "error_impl.h"
 #include "graphs_impl.h"
@@ -22,15 +27,13 @@
 #include "optimize/optimize.h"
 #include "plan_impl.h"
 #include "profile_impl.h"
+#include "run_memory_impl.h"
 #include "session_impl.h"
 
 typedef struct buffer {
-  void *ptr;
-  onyx__provider *provider; /* where it lives (NULL: host) */
+  onyx__run_block block;
   int refs;
-  bool in_arena;        /* carved from a graph's arena: the graph owns the memory */
-  onyx__act_pool *pool; /* a host block of the run's pool (goes back there), else NULL */
-  uint64_t bytes;       /* what was asked for (the pool's key) */
+  bool heap; /* allocated beyond the session's records (freed, not put back) */
 } buffer;
 
 typedef struct slot {
@@ -41,47 +44,129 @@ typedef struct slot {
   bool writable;            /* borrowed memory the caller lets kernels write */
 } slot;
 
+/* A session's run bookkeeping, kept between runs. Between runs every slot and moved
+ * entry is clear and every STEP block and admission entry NULL. */
+typedef struct onyx__exec_scratch {
+  bool busy;                  /* a run holds it (a nested run gets its own) */
+  slot *slots;                /* [value_count] */
+  void **step_blocks;         /* [provider_count]: each provider's STEP block */
+  void **fresh;               /* [node_count]: admission's new SESSION blocks */
+  const onyx_tensor **inputs; /* [max inputs of a node] */
+  onyx_tensor *geometry;      /* [max inputs of a node] */
+  slot *moved;                /* [max inputs of a node]: copies made for one node */
+  onyx__run_output *outputs;  /* [output_count] */
+  buffer *buffers;            /* [buffer_cap] */
+  buffer **free_buffers;      /* [buffer_cap]: a stack of unused records */
+  size_t free_count, buffer_cap;
+} onyx__exec_scratch;
+
 typedef struct run_state {
   onyx_session *s;
+  onyx__exec_scratch *sc;
   slot *slots;
   size_t node; /* node being computed */
   const onyx_tensor *const *node_inputs;
   char kernel_err[512];
   char err[ONYX_ERR_CAP];
   onyx_status alloc_status; /* first failure inside alloc_output */
-  onyx_plan *plan;          /* the admitted workspace plan, NULL when unplannable */
-  void **step_blocks;       /* per provider: its STEP block, reused by every node */
-  onyx__run_hooks *hooks;   /* measuring or recording a device graph, NULL: neither */
-  onyx__act_pool pool;      /* host activations freed by this run, for its next nodes */
+  onyx_plan *plan;          /* the admitted workspace plan (the session's cache), NULL: none */
+  onyx__run_memory *mem;    /* where the run's memory comes from */
 } run_state;
 
-static void buffer_release(onyx_session *s, buffer *b) {
+/* ------------------------------------------------------------ bookkeeping */
+
+static void scratch_free(onyx__exec_scratch *sc) {
+  if (sc == NULL) return;
+  free(sc->slots);
+  free(sc->step_blocks);
+  free(sc->fresh);
+  free(sc->inputs);
+  free(sc->geometry);
+  free(sc->moved);
+  free(sc->outputs);
+  free(sc->buffers);
+  free(sc->free_buffers);
+  free(sc);
+}
+
+static onyx__exec_scratch *scratch_new(const onyx_session *s) {
+  const onyx__graph *g = s->graph;
+  size_t max_in = 1;
+  for (size_t i = 0; i < g->node_count; ++i)
+    if (g->nodes[i].input_count > max_in) max_in = g->nodes[i].input_count;
+  onyx__exec_scratch *sc = calloc(1, sizeof *sc);
+  if (sc == NULL) return NULL;
+  /* Buffers alive at once: one per value at most, the copies of one node, and the
+   * host leg of a copy between two providers' devices. */
+  sc->buffer_cap = g->value_count + 2 * max_in + 4;
+  sc->slots = calloc(g->value_count + 1, sizeof *sc->slots);
+  sc->step_blocks = calloc(s->runtime->provider_count + 1, sizeof *sc->step_blocks);
+  sc->fresh = calloc(g->node_count + 1, sizeof *sc->fresh);
+  sc->inputs = calloc(max_in, sizeof *sc->inputs);
+  sc->geometry = calloc(max_in, sizeof *sc->geometry);
+  sc->moved = calloc(max_in, sizeof *sc->moved);
+  sc->outputs = calloc(g->output_count + 1, sizeof *sc->outputs);
+  sc->buffers = calloc(sc->buffer_cap, sizeof *sc->buffers);
+  sc->free_buffers = calloc(sc->buffer_cap, sizeof *sc->free_buffers);
+  if (!sc->slots || !sc->step_blocks || !sc->fresh || !sc->inputs || !sc->geometry || !sc->moved ||
+      !sc->outputs || !sc->buffers || !sc->free_buffers) {
+    scratch_free(sc);
+    return NULL;
+  }
+  for (size_t i = 0; i < sc->buffer_cap; ++i)
+    sc->free_buffers[i] = &sc->buffers[sc->buffer_cap - 1 - i];
+  sc->free_count = sc->buffer_cap;
+  return sc;
+}
+
+/* The session's bookkeeping for this run, made on its first run; a run nested in
+ * another (a callback running the session again) gets one of its own. */
+static onyx__exec_scratch *scratch_take(onyx_session *s) {
+  if (s->exec_scratch == NULL) s->exec_scratch = scratch_new(s);
+  onyx__exec_scratch *sc = s->exec_scratch;
+  if (sc == NULL || sc->busy) sc = scratch_new(s);
+  if (sc) sc->busy = true;
+  return sc;
+}
+
+static void scratch_give(onyx_session *s, onyx__exec_scratch *sc) {
+  sc->busy = false;
+  if (sc != s->exec_scratch) scratch_free(sc);
+}
+
+void onyx__exec_scratch_free(onyx_session *s) {
+  scratch_free(s->exec_scratch);
+  s->exec_scratch = NULL;
+}
+
+static buffer *buffer_take(run_state *r) {
+  onyx__exec_scratch *sc = r->sc;
+  if (sc->free_count == 0) {
+    buffer *b = calloc(1, sizeof *b);
+    if (b) b->heap = true;
+    return b;
+  }
+  buffer *b = sc->free_buffers[--sc->free_count];
+  memset(b, 0, sizeof *b);
+  return b;
+}
+
+/* Puts a buffer's record back (its memory already given back, or never had). */
+static void buffer_put(run_state *r, buffer *b) {
+  if (b->heap)
+    free(b);
+  else
+    r->sc->free_buffers[r->sc->free_count++] = b;
+}
+
+static void buffer_release(run_state *r, buffer *b) {
   if (b == NULL || --b->refs > 0) return;
-  if (b->pool)
-    onyx__act_pool_put(b->pool, b->ptr, b->bytes);
-  else if (!b->in_arena)
-    onyx__memory_free(s->runtime->memory, b->ptr);
-  free(b);
+  r->mem->ops->release(r->mem, &b->block);
+  buffer_put(r, b);
 }
 
-/* True while this run is recorded into a graph. */
-static bool recording(const run_state *r) { return r->hooks && r->hooks->record; }
-
-/* Marks the recording as refused (the run fails and is run again plainly). */
-static onyx_status refuse_recording(run_state *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static onyx_status refuse_recording(run_state *r, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(r->hooks->why, sizeof r->hooks->why, fmt, ap);
-  va_end(ap);
-  r->hooks->refused = true;
-  snprintf(r->err, sizeof r->err, "%s", r->hooks->why);
-  return ONYX_STATUS_UNSUPPORTED;
-}
-
-static void slot_clear(onyx_session *s, slot *sl) {
-  buffer_release(s, sl->buf);
+static void slot_clear(run_state *r, slot *sl) {
+  buffer_release(r, sl->buf);
   memset(sl, 0, sizeof *sl);
 }
 
@@ -94,44 +179,17 @@ static onyx_status checked_bytes(uint32_t dtype, uint32_t rank, const int64_t *d
                                                      : ONYX_STATUS_OK;
 }
 
-/* Allocates a fresh buffer of `bytes` on `provider`'s device for `requester`. */
+/* A buffer of `bytes` on `provider`'s device for `requester`, from the run's memory. */
 static onyx_status new_buffer(run_state *r, onyx__provider *provider, uint32_t requester,
                               uint64_t bytes, const char *label, buffer **out) {
-  buffer *b = calloc(1, sizeof *b);
+  buffer *b = buffer_take(r);
   if (b == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
-  onyx__run_hooks *h = r->hooks;
-  if (h && provider == h->provider) {
-    uint64_t need = onyx__graph_round(bytes ? bytes : 1);
-    if (h->record) {
-      /* The graph's activations arena, sized by the run that measured this geometry. */
-      if (need > h->act_cap - h->act_used) {
-        free(b);
-        return refuse_recording(r, "%s needs %llu bytes beyond the %llu measured for this geometry",
-                                label, (unsigned long long)need,
-                                (unsigned long long)(h->act_cap - h->act_used));
-      }
-      b->ptr = h->act_base + h->act_used;
-      h->act_used += need;
-      b->in_arena = true;
-      b->provider = provider;
-      b->refs = 1;
-      *out = b;
-      return ONYX_STATUS_OK;
-    }
-    h->act_bytes += need;
-  }
-  bool pooled = onyx__dev_is_host(provider) && requester == ONYX_REQUESTER_ACTIVATIONS;
-  onyx_status st =
-      pooled ? onyx__act_pool_alloc(&r->pool, bytes, label, &b->ptr, r->err, sizeof r->err)
-             : onyx__memory_alloc(r->s->runtime->memory, provider, requester, bytes, 64, label,
-                                  &b->ptr, r->err, sizeof r->err);
+  onyx_status st = r->mem->ops->alloc(r->mem, provider, requester, bytes, label, &b->block, r->err,
+                                      sizeof r->err);
   if (st != ONYX_STATUS_OK) {
-    free(b);
+    buffer_put(r, b);
     return st;
   }
-  b->provider = !onyx__dev_is_host(provider) ? provider : NULL;
-  b->pool = pooled ? &r->pool : NULL;
-  b->bytes = bytes;
   b->refs = 1;
   *out = b;
   return ONYX_STATUS_OK;
@@ -173,12 +231,12 @@ static onyx_status ctx_alloc_output(onyx_compute_ctx *ctx, size_t index, uint32_
   }
   sl->buf = b;
   sl->set = true;
-  sl->provider = b->provider;
+  sl->provider = b->block.provider;
   sl->view = (onyx_tensor){.dtype = dtype,
                            .device = pn->provider->device,
                            .device_id = pn->provider->device_id,
                            .rank = rank,
-                           .data = b->ptr};
+                           .data = b->block.ptr};
   for (uint32_t i = 0; i < rank; ++i) sl->view.dims[i] = dims[i];
   *out_view = &sl->view;
   return ONYX_STATUS_OK;
@@ -244,31 +302,28 @@ static onyx_status transfer(run_state *r, const slot *src, onyx__provider *targe
                             uint32_t requester, const char *label, slot *tmp) {
   bool to_device = !onyx__dev_is_host(target);
   onyx__provider *from = src->provider;
-  if (recording(r))
-    return refuse_recording(r,
-                            "node '%s' (%s): a %s would move a value between host and device "
-                            "mid-run",
-                            r->s->graph->nodes[r->node].name, r->s->graph->nodes[r->node].op_type,
-                            label);
+  onyx_status st =
+      r->mem->ops->transfer(r->mem, &r->s->graph->nodes[r->node], label, r->err, sizeof r->err);
+  if (st != ONYX_STATUS_OK) return st;
   if (to_device && from && from != target && !onyx__dev_siblings(from, target)) {
     slot host = {0};
-    onyx_status st = transfer(r, src, NULL, requester, label, &host);
+    st = transfer(r, src, NULL, requester, label, &host);
     if (st == ONYX_STATUS_OK) st = transfer(r, &host, target, requester, label, tmp);
-    slot_clear(r->s, &host);
+    slot_clear(r, &host);
     return st;
   }
   onyx__provider *copier = to_device ? target : from;
   uint64_t bytes = 0;
-  onyx_status st = checked_bytes(src->view.dtype, src->view.rank, src->view.dims, &bytes);
+  st = checked_bytes(src->view.dtype, src->view.rank, src->view.dims, &bytes);
   if (st != ONYX_STATUS_OK) return st;
   buffer *b = NULL;
   st = new_buffer(r, to_device ? target : NULL, requester, bytes, label, &b);
   if (st != ONYX_STATUS_OK) return st;
   tmp->buf = b;
   tmp->set = true;
-  tmp->provider = b->provider;
+  tmp->provider = b->block.provider;
   tmp->view = src->view;
-  tmp->view.data = b->ptr;
+  tmp->view.data = b->block.ptr;
   tmp->view.device = to_device ? target->device : ONYX_DEVICE_HOST;
   tmp->view.device_id = to_device ? target->device_id : 0;
   char why[ONYX__KERNEL_REASON_CAP] = "";
@@ -329,36 +384,15 @@ static onyx_status grow_session_block(run_state *r, size_t node,
 static onyx_status admit_plan(run_state *r) {
   onyx_session *s = r->s;
   const onyx_plan *p = r->plan;
+  onyx__run_memory *m = r->mem;
   size_t np = s->runtime->provider_count;
+  void **step = r->sc->step_blocks;
   onyx_status st = ONYX_STATUS_OK;
-  onyx__run_hooks *h = r->hooks;
-  for (size_t k = 0; k < np && st == ONYX_STATUS_OK; ++k) {
-    if (p->step_peak[k] == 0) continue;
-    if (h && &s->runtime->providers[k] == h->provider) {
-      h->ws_bytes = p->step_peak[k];
-      h->ws_align = p->step_align[k];
-      if (h->record) { /* the graph's workspace arena stands in for the STEP block */
-        if (p->step_peak[k] > h->ws_cap || h->ws_base == NULL ||
-            ((uintptr_t)h->ws_base & (p->step_align[k] - 1)) != 0)
-          st = refuse_recording(r,
-                                "the step workspace (%llu bytes, alignment %u) does not fit "
-                                "the %llu measured for this geometry",
-                                (unsigned long long)p->step_peak[k], p->step_align[k],
-                                (unsigned long long)h->ws_cap);
-        else
-          r->step_blocks[k] = h->ws_base;
-        continue;
-      }
-    }
-    const onyx__node_plan *peak = &p->nodes[p->step_peak_node[k]];
-    st = onyx__ws_block_alloc(s, p->step_peak_node[k], &peak->req, &peak->layout,
-                              ONYX_LIFETIME_STEP, p->step_peak[k], p->step_align[k], "step peak",
-                              &r->step_blocks[k], r->err, sizeof r->err);
-  }
+  for (size_t k = 0; k < np && st == ONYX_STATUS_OK; ++k)
+    if (p->step_peak[k] != 0) st = m->ops->admit_step(m, p, k, &step[k], r->err, sizeof r->err);
   /* SESSION growth: new blocks first, swapped in only when all were granted. */
   size_t nn = s->graph->node_count;
-  void **fresh = calloc(nn + 1, sizeof *fresh);
-  if (fresh == NULL) st = ONYX_STATUS_OUT_OF_MEMORY;
+  void **fresh = r->sc->fresh;
   for (size_t i = 0; i < nn && st == ONYX_STATUS_OK; ++i) {
     const onyx__node_plan *np_ = &p->nodes[i];
     if (!np_->session_grows) continue;
@@ -366,23 +400,22 @@ static onyx_status admit_plan(run_state *r) {
                               np_->session_block, np_->layout.align[ONYX_LIFETIME_SESSION],
                               "session", &fresh[i], r->err, sizeof r->err);
   }
-  for (size_t i = 0; fresh && i < nn; ++i) {
+  for (size_t i = 0; i < nn; ++i) {
     if (fresh[i] == NULL) continue;
-    if (st == ONYX_STATUS_OK && h && s->nodes[i].provider == h->provider) h->session_grew = true;
     if (st == ONYX_STATUS_OK) {
+      m->ops->session_grew(m, s->nodes[i].provider);
       onyx__memory_free(s->runtime->memory, s->nodes[i].session_ws);
       s->nodes[i].session_ws = fresh[i];
       s->nodes[i].session_ws_bytes = p->nodes[i].session_block;
     } else {
       onyx__memory_free(s->runtime->memory, fresh[i]);
     }
+    fresh[i] = NULL;
   }
-  free(fresh);
   if (st != ONYX_STATUS_OK) {
     for (size_t k = 0; k < np; ++k) {
-      if (!(h && h->record && r->step_blocks[k] == h->ws_base))
-        onyx__memory_free(s->runtime->memory, r->step_blocks[k]);
-      r->step_blocks[k] = NULL;
+      m->ops->release_step(m, step[k]);
+      step[k] = NULL;
     }
   }
   return st;
@@ -429,7 +462,7 @@ static onyx_status node_workspace(run_state *r, size_t node, onyx__placed_node *
                (unsigned long long)planned->layout.bytes[ONYX_LIFETIME_SESSION]);
       return ONYX_STATUS_INTERNAL;
     }
-    step_base = r->step_blocks[prov];
+    step_base = r->sc->step_blocks[prov];
   } else {
     st = grow_session_block(r, node, &req, &lay);
     if (st == ONYX_STATUS_OK && step > 0)
@@ -465,10 +498,14 @@ static onyx_status run_node(run_state *r, size_t i) {
   r->kernel_err[0] = '\0';
   r->alloc_status = ONYX_STATUS_OK;
 
-  const onyx_tensor **inputs = calloc(n->input_count + 1, sizeof *inputs);
-  onyx_tensor *geometry = calloc(n->input_count + 1, sizeof *geometry);
-  slot *moved = calloc(n->input_count + 1, sizeof *moved);
-  onyx_status st = (inputs && geometry && moved) ? ONYX_STATUS_OK : ONYX_STATUS_OUT_OF_MEMORY;
+  /* The session's arrays: moved is clear between nodes, the others are reset here
+   * (an absent input is NULL and has rank 0, dtype UNDEFINED). */
+  const onyx_tensor **inputs = r->sc->inputs;
+  onyx_tensor *geometry = r->sc->geometry;
+  slot *moved = r->sc->moved;
+  memset(inputs, 0, n->input_count * sizeof *inputs);
+  memset(geometry, 0, n->input_count * sizeof *geometry);
+  onyx_status st = ONYX_STATUS_OK;
   const uint64_t host_inputs = pn->kernel->host_inputs;
   const uint64_t geometry_inputs = pn->kernel->geometry_inputs;
   for (size_t k = 0; st == ONYX_STATUS_OK && k < n->input_count; ++k) {
@@ -551,24 +588,21 @@ static onyx_status run_node(run_state *r, size_t i) {
     }
   }
   onyx__memory_free(s->runtime->memory, own_step);
-  for (size_t k = 0; moved && k < n->input_count; ++k) slot_clear(s, &moved[k]);
-  free(moved);
-  free(geometry);
-  free(inputs);
+  for (size_t k = 0; k < n->input_count; ++k) slot_clear(r, &moved[k]);
   if (st != ONYX_STATUS_OK) {
     /* A failed node's outputs are not kept: they may be half written. */
     for (size_t o = 0; o < n->output_count; ++o)
-      if (n->outputs[o] >= 0) slot_clear(s, &r->slots[n->outputs[o]]);
+      if (n->outputs[o] >= 0) slot_clear(r, &r->slots[n->outputs[o]]);
     return st;
   }
   /* Values read for the last time here are dropped now, keeping the peak low. */
   for (size_t k = 0; k < n->input_count; ++k) {
     int32_t v = n->inputs[k];
-    if (v >= 0 && s->last_use[v] == (int32_t)i) slot_clear(s, &r->slots[v]);
+    if (v >= 0 && s->last_use[v] == (int32_t)i) slot_clear(r, &r->slots[v]);
   }
   for (size_t o = 0; o < n->output_count; ++o) {
     int32_t v = n->outputs[o];
-    if (v >= 0 && s->last_use[v] < 0) slot_clear(s, &r->slots[v]); /* nobody reads it */
+    if (v >= 0 && s->last_use[v] < 0) slot_clear(r, &r->slots[v]); /* nobody reads it */
   }
   return ONYX_STATUS_OK;
 }
@@ -636,6 +670,7 @@ static onyx_status bind_inputs(run_state *r, const onyx_tensor *inputs, size_t c
     /* Device inputs (a KV cache on the GPU) are copied, where needed, by their owner. */
     if (inputs[i].device != ONYX_DEVICE_HOST)
       sl->provider = onyx__device_provider(r->s->runtime, inputs[i].device, inputs[i].device_id);
+    r->mem->ops->bind_input(r->mem, i, &sl->view, &sl->provider, &sl->writable);
   }
   for (size_t v = 0; v < g->value_count; ++v) {
     if (!g->values[v].is_initializer) continue;
@@ -650,15 +685,8 @@ static onyx_status bind_inputs(run_state *r, const onyx_tensor *inputs, size_t c
  * graph's, or on a device. */
 static void *hand_over(run_state *r, const slot *sl) {
   buffer *b = sl->buf;
-  if (b == NULL || b->refs != 1 || b->in_arena || b->provider != NULL || b->ptr == NULL ||
-      sl->view.data != b->ptr)
-    return NULL;
-  void *data = onyx__memory_detach(r->s->runtime->memory, b->ptr);
-  if (data == NULL) return NULL;
-  if (b->pool) onyx__act_pool_forget(b->pool, b->bytes);
-  b->pool = NULL;
-  b->ptr = NULL; /* the slot's view still shows it; releasing the buffer frees nothing */
-  return data;
+  if (b == NULL || b->refs != 1 || sl->view.data != b->block.ptr) return NULL;
+  return r->mem->ops->hand_over(r->mem, &b->block);
 }
 
 /* Graph outputs as host memory the caller owns: the run's own buffer where nothing
@@ -703,7 +731,7 @@ static onyx_status collect_outputs(run_state *r, onyx_tensor *outs, bool *out_bo
       outs[done].device_id = 0;
       outs[done].data = data;
     }
-    slot_clear(s, &host);
+    slot_clear(r, &host);
   }
   if (st != ONYX_STATUS_OK) {
     for (size_t i = 0; i + 1 < done; ++i)
@@ -712,140 +740,118 @@ static onyx_status collect_outputs(run_state *r, onyx_tensor *outs, bool *out_bo
   return st;
 }
 
-/* Where the graph's outputs lie after a replay: buffers of the arena, or writable
- * device inputs handed back. Anything else (a value the host computed) is not
- * produced by a replay. */
-static onyx_status record_outputs(run_state *r) {
+/* Where the graph's outputs lie, for the run memory's finish. */
+static const onyx__run_output *run_outputs(run_state *r) {
   const onyx__graph *g = r->s->graph;
-  onyx__run_hooks *h = r->hooks;
-  for (size_t o = 0; o < g->output_count; ++o) {
-    const slot *sl = &r->slots[g->outputs[o]];
-    h->out_from_input[o] = sl->writable && sl->buf == NULL && sl->view.device != ONYX_DEVICE_HOST;
-    if (!h->out_from_input[o] && !(sl->buf && sl->buf->in_arena))
-      return refuse_recording(r, "output '%s' is not computed on the device",
-                              g->values[g->outputs[o]].name);
-    h->out_views[o] = sl->view;
+  onyx__run_output *o = r->sc->outputs;
+  for (size_t k = 0; k < g->output_count; ++k) {
+    const slot *sl = &r->slots[g->outputs[k]];
+    o[k] = (onyx__run_output){.view = &sl->view,
+                              .callers = sl->writable && sl->buf == NULL,
+                              .block = sl->buf ? &sl->buf->block : NULL};
   }
-  return ONYX_STATUS_OK;
+  return o;
 }
 
-/* Binds staged device copies in place of host inputs (recording). */
-static void bind_staged(run_state *r, size_t input_count) {
-  const onyx__graph *g = r->s->graph;
-  for (size_t i = 0; i < input_count; ++i) {
-    if (r->hooks->staged[i].data == NULL) continue;
-    slot *sl = &r->slots[g->inputs[i]];
-    sl->view = r->hooks->staged[i];
-    sl->provider = r->hooks->provider;
-    sl->writable = false;
+/* Plans the run (the session's cached plan for this geometry where it has one) and
+ * admits it before the first kernel. A graph whose kernels cannot say their output
+ * shapes runs unplanned, granting workspace node by node. */
+static onyx_status plan_and_admit(run_state *r, const onyx_tensor *inputs, size_t count, char *msg,
+                                  size_t msg_cap) {
+  onyx_status st = onyx__plan_acquire(r->s, inputs, count, &r->plan, r->err, sizeof r->err);
+  if (st == ONYX_STATUS_UNSUPPORTED) {
+    char why[ONYX_ERR_CAP];
+    snprintf(why, sizeof why, "%s", r->err);
+    st = r->mem->ops->unplanned(r->mem, why, r->err, sizeof r->err);
+    if (st != ONYX_STATUS_OK) snprintf(msg, msg_cap, "%s", r->err);
+  } else if (st == ONYX_STATUS_OK) {
+    st = admit_plan(r);
+    if (st != ONYX_STATUS_OK)
+      snprintf(msg, msg_cap, "admission refused before any kernel ran: %s", r->err);
+  } else {
+    snprintf(msg, msg_cap, "%s", r->err);
   }
+  return st;
+}
+
+/* Runs every node in order; on failure `msg` names the node. */
+static onyx_status run_nodes(run_state *r, const onyx_run_options *options, onyx__profile *prof,
+                             char *msg, size_t msg_cap) {
+  onyx_session *s = r->s;
+  const onyx__graph *g = s->graph;
+  onyx_status st = ONYX_STATUS_OK;
+  for (size_t i = 0; st == ONYX_STATUS_OK && i < g->node_count; ++i) {
+    if (onyx__run_cancelled(options, i)) {
+      snprintf(msg, msg_cap, "run cancelled before node #%zu", i);
+      return ONYX_STATUS_CANCELLED;
+    }
+    double t_node = prof ? onyx__now_ms() : 0;
+    st = run_node(r, i);
+    if (prof && st == ONYX_STATUS_OK) {
+      /* Wait for a device node so that its time is its own. */
+      st = onyx__stream_sync(s->nodes[i].provider);
+      onyx__profile_node(prof, i, onyx__now_ms() - t_node);
+      if (st != ONYX_STATUS_OK)
+        snprintf(r->err, sizeof r->err, "the device failed: %s", onyx_status_str(st));
+    }
+    if (st != ONYX_STATUS_OK) {
+      const onyx__node *n = &g->nodes[i];
+      const onyx__provider *p = s->nodes[i].provider;
+      snprintf(msg, msg_cap, "node '%s' (#%zu, %s%s%s on %s%s%s): %s", n->name, i,
+               n->domain[0] ? n->domain : "", n->domain[0] ? "::" : "", n->op_type, p->name,
+               onyx__dev_is_host(p) ? "" : ", device ", onyx__dev_is_host(p) ? "" : p->tier,
+               r->err);
+    }
+  }
+  return st;
 }
 
 onyx_status onyx__execute(onyx_session *s, const onyx_run_options *options,
                           const onyx_tensor *inputs, size_t input_count, onyx_tensor *out_outputs,
-                          onyx__run_hooks *hooks, onyx_error **out_error) {
+                          onyx__run_memory *memory, onyx_error **out_error) {
   const onyx__graph *g = s->graph;
+  onyx__run_memory plain;
+  if (memory == NULL) {
+    onyx__run_memory_plain(&plain, s, NULL);
+    memory = &plain;
+  }
   run_state r;
   memset(&r, 0, sizeof r);
   r.s = s;
-  r.hooks = hooks;
-  onyx__act_pool_init(&r.pool, s->runtime->memory);
-  r.slots = calloc(g->value_count ? g->value_count : 1, sizeof *r.slots);
-  r.step_blocks = calloc(s->runtime->provider_count, sizeof *r.step_blocks);
-  if (r.slots == NULL || r.step_blocks == NULL) {
-    free(r.slots);
-    free(r.step_blocks);
-    return onyx__error_set(out_error, ONYX_STATUS_OUT_OF_MEMORY, NULL);
-  }
-  const bool record = hooks && hooks->record;
-  const onyx_graph_table *gt = record ? onyx__dev_graphs(hooks->provider) : NULL;
-  bool capture_open = false;
+  r.mem = memory;
+  r.sc = scratch_take(s);
+  if (r.sc == NULL) return onyx__error_set(out_error, ONYX_STATUS_OUT_OF_MEMORY, NULL);
+  r.slots = r.sc->slots;
+  onyx__run_memory *m = memory;
   /* Nothing of this run may land in another thread's capture (stream_lock.c). */
   onyx__stream_enter_all(s->runtime);
 
   onyx_status st = bind_inputs(&r, inputs, input_count, onyx__run_writable(options));
   char msg[ONYX_ERR_CAP + 256] = "";
   if (st != ONYX_STATUS_OK) snprintf(msg, sizeof msg, "%s", r.err);
-  if (st == ONYX_STATUS_OK && record) bind_staged(&r, input_count);
-  /* A recording queues work that does not run: there is nothing to time. */
-  onyx__profile *prof = record ? NULL : s->profile;
+  onyx__profile *prof = m->timed ? s->profile : NULL;
   double t_plan = prof ? onyx__now_ms() : 0;
-  if (st == ONYX_STATUS_OK) {
-    /* Plan and admit before the first kernel. A graph whose kernels cannot say
-     * their output shapes runs unplanned, granting workspace node by node. */
-    st = onyx__plan_build(s, inputs, input_count, &r.plan, r.err, sizeof r.err);
-    if (st == ONYX_STATUS_UNSUPPORTED && record) {
-      st = refuse_recording(&r, "the run cannot be planned: %s", r.err);
-      snprintf(msg, sizeof msg, "%s", r.err);
-    } else if (st == ONYX_STATUS_UNSUPPORTED) {
-      onyx__log(ONYX_LOG_DEBUG, "running unplanned: %s", r.err);
-      st = ONYX_STATUS_OK;
-    } else if (st == ONYX_STATUS_OK) {
-      st = admit_plan(&r);
-      if (st != ONYX_STATUS_OK)
-        snprintf(msg, sizeof msg, "admission refused before any kernel ran: %s", r.err);
-    } else {
-      snprintf(msg, sizeof msg, "%s", r.err);
-    }
-  }
+  if (st == ONYX_STATUS_OK) st = plan_and_admit(&r, inputs, input_count, msg, sizeof msg);
   if (prof && st == ONYX_STATUS_OK) onyx__profile_plan(prof, onyx__now_ms() - t_plan);
-  if (st == ONYX_STATUS_OK && record) {
-    /* From here until the end, work queued on the device is recorded, not run. */
-    st = gt->begin(hooks->provider->state);
-    capture_open = st == ONYX_STATUS_OK;
-    if (st != ONYX_STATUS_OK) {
-      st = refuse_recording(&r, "provider '%s' could not start a capture (%s)",
-                            hooks->provider->name, onyx_status_str(st));
-      snprintf(msg, sizeof msg, "%s", r.err);
-    }
+  if (st == ONYX_STATUS_OK) {
+    st = m->ops->begin(m, r.err, sizeof r.err);
+    if (st != ONYX_STATUS_OK) snprintf(msg, sizeof msg, "%s", r.err);
   }
-  for (size_t i = 0; st == ONYX_STATUS_OK && i < g->node_count; ++i) {
-    if (onyx__run_cancelled(options, i)) {
-      snprintf(msg, sizeof msg, "run cancelled before node #%zu", i);
-      st = ONYX_STATUS_CANCELLED;
-      break;
-    }
-    double t_node = prof ? onyx__now_ms() : 0;
-    st = run_node(&r, i);
-    if (prof && st == ONYX_STATUS_OK) {
-      /* Wait for a device node so that its time is its own. */
-      st = onyx__stream_sync(s->nodes[i].provider);
-      onyx__profile_node(prof, i, onyx__now_ms() - t_node);
-      if (st != ONYX_STATUS_OK)
-        snprintf(r.err, sizeof r.err, "the device failed: %s", onyx_status_str(st));
-    }
-    if (st != ONYX_STATUS_OK) {
-      const onyx__node *n = &g->nodes[i];
-      const onyx__provider *p = s->nodes[i].provider;
-      snprintf(msg, sizeof msg, "node '%s' (#%zu, %s%s%s on %s%s%s): %s", n->name, i,
-               n->domain[0] ? n->domain : "", n->domain[0] ? "::" : "", n->op_type, p->name,
-               onyx__dev_is_host(p) ? "" : ", device ", onyx__dev_is_host(p) ? "" : p->tier, r.err);
-    }
-  }
-  if (st == ONYX_STATUS_OK && record) st = record_outputs(&r);
-  if (capture_open) {
-    onyx_status end = gt->end(hooks->provider->state, st == ONYX_STATUS_OK, &hooks->graph);
-    if (st == ONYX_STATUS_OK && end != ONYX_STATUS_OK)
-      st = refuse_recording(&r,
-                            "provider '%s' could not complete the capture (%s): a kernel "
-                            "did something a graph cannot record",
-                            hooks->provider->name, onyx_status_str(end));
-    if (st != ONYX_STATUS_OK) hooks->graph = NULL;
-  }
-  if (st != ONYX_STATUS_OK && hooks && hooks->refused) snprintf(msg, sizeof msg, "%s", hooks->why);
-  if (st == ONYX_STATUS_OK && !record) {
+  if (st == ONYX_STATUS_OK) st = run_nodes(&r, options, prof, msg, sizeof msg);
+  st = m->ops->finish(m, st, run_outputs(&r), g->output_count, msg, sizeof msg);
+  if (st == ONYX_STATUS_OK && out_outputs != NULL) {
     st = collect_outputs(&r, out_outputs, onyx__run_borrowed(options));
     if (st != ONYX_STATUS_OK) snprintf(msg, sizeof msg, "collecting outputs: %s", r.err);
   }
-  for (size_t v = 0; v < g->value_count; ++v) slot_clear(s, &r.slots[v]);
-  onyx__act_pool_drain(&r.pool);
-  free(r.slots);
+  for (size_t v = 0; v < g->value_count; ++v) slot_clear(&r, &r.slots[v]);
+  onyx__run_memory_done(m);
   /* STEP workspace ends with the run, whatever its outcome (a graph keeps its own). */
-  for (size_t k = 0; k < s->runtime->provider_count; ++k)
-    if (!(record && r.step_blocks[k] == hooks->ws_base))
-      onyx__memory_free(s->runtime->memory, r.step_blocks[k]);
-  free(r.step_blocks);
-  onyx_plan_destroy(r.plan);
+  for (size_t k = 0; k < s->runtime->provider_count; ++k) {
+    m->ops->release_step(m, r.sc->step_blocks[k]);
+    r.sc->step_blocks[k] = NULL;
+  }
+  onyx__plan_release(s, r.plan);
+  scratch_give(s, r.sc);
   onyx__stream_leave_all(s->runtime);
   if (st != ONYX_STATUS_OK) return onyx__error_set(out_error, st, msg);
   return ONYX_STATUS_OK;

@@ -32,6 +32,7 @@
 #include "graphs_impl.h"
 #include "memory_impl.h"
 #include "profile_impl.h"
+#include "run_memory_impl.h"
 
 /* Geometries a session keeps graphs for; the least recently used goes first. */
 #define GRAPH_CACHE_MAX 4
@@ -407,7 +408,9 @@ static onyx_status record(onyx_session *s, onyx__graph_cache *c, graph_entry *e,
                        .out_views = e->out_views,
                        .out_from_input = e->out_from_input};
   onyx_error *run_err = NULL;
-  st = onyx__execute(s, o, in, n, NULL, &h, &run_err);
+  onyx__run_memory mem;
+  onyx__run_memory_record(&mem, s, &h);
+  st = onyx__execute(s, o, in, n, NULL, &mem, &run_err);
   onyx__record_leave(p);
   if (st == ONYX_STATUS_OK) {
     e->graph = h.graph;
@@ -474,7 +477,9 @@ static onyx_status graphs_run_locked(onyx_session *s, onyx__graph_cache *c,
   if (e) return onyx__execute(s, o, in, n, outs, NULL, out_error); /* refused */
   /* First sight of this key: a plain run that measures what a recording needs. */
   onyx__run_hooks h = {.provider = c->provider};
-  onyx_status st = onyx__execute(s, o, in, n, outs, &h, out_error);
+  onyx__run_memory mem;
+  onyx__run_memory_plain(&mem, s, &h);
+  onyx_status st = onyx__execute(s, o, in, n, outs, &mem, out_error);
   if (st == ONYX_STATUS_OK && entry_add(s, c, in, writable, n, &h) != ONYX_STATUS_OK)
     onyx__log(ONYX_LOG_WARN, "device graph: out of memory remembering a geometry");
   return st;

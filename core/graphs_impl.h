@@ -3,10 +3,11 @@
  * provider's stream and replayed on later runs with the same geometry and device
  * inputs. docs/graphs.md says when a run can be recorded and what a replay skips.
  *
- * The graph code (graphs.c) decides per run; the executor (executor.c) runs with
- * hooks that measure a run's device allocations, or record it with every device
- * allocation carved from arenas the graph owns (a replay finds its buffers where
- * the recording left them).
+ * The graph code (graphs.c) decides per run; the executor (executor.c) runs with a
+ * run memory (run_memory_impl.h) whose hooks measure a run's device allocations
+ * (run_memory_plain.c), or that records it with every device allocation carved from
+ * arenas the graph owns (run_memory_record.c: a replay finds its buffers where the
+ * recording left them).
  */
 #ifndef ONYX_CORE_GRAPHS_IMPL_H
 #define ONYX_CORE_GRAPHS_IMPL_H
@@ -65,12 +66,18 @@ typedef struct onyx__run_hooks {
   char why[256];
 } onyx__run_hooks;
 
-/* One run of the graph, node by node. `hooks` NULL: a plain run. With hooks that
- * record, outputs are not collected (out_outputs may be NULL): the caller replays
- * the graph and reads them from hooks->out_views. */
+struct onyx__run_memory;
+
+/* One run of the graph, node by node, its memory from `memory` (run_memory_impl.h;
+ * NULL: a plain run). Outputs are collected only where out_outputs is non-NULL: a
+ * recording passes NULL, and the caller replays the graph and reads them from
+ * hooks->out_views. */
 onyx_status onyx__execute(onyx_session *session, const onyx_run_options *options,
                           const onyx_tensor *inputs, size_t input_count, onyx_tensor *out_outputs,
-                          onyx__run_hooks *hooks, onyx_error **out_error);
+                          struct onyx__run_memory *memory, onyx_error **out_error);
+
+/* Frees the session's run bookkeeping (session destroy). */
+void onyx__exec_scratch_free(onyx_session *session);
 
 /* A run that asked for capture_graph (graphs.c). */
 onyx_status onyx__graphs_run(onyx_session *session, const onyx_run_options *options,

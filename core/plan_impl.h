@@ -48,6 +48,23 @@ struct onyx_plan {
 onyx_status onyx__plan_build(onyx_session *session, const onyx_tensor *inputs, size_t input_count,
                              onyx_plan **out_plan, char *err, size_t err_cap);
 
+/* Brings the plan's SESSION numbers (per node: grows, block; per provider: total,
+ * growth) up to the session's SESSION blocks as they are now. */
+void onyx__plan_fit_session(onyx_plan *plan);
+
+/* The plan for these inputs, borrowed until onyx__plan_release: the session's cached
+ * plan for their geometry where it has one (plan_cache.c), else a new one (errors
+ * as onyx__plan_build's). Its SESSION numbers are brought up to the session's
+ * blocks as they are now. */
+onyx_status onyx__plan_acquire(onyx_session *session, const onyx_tensor *inputs, size_t input_count,
+                               onyx_plan **out_plan, char *err, size_t err_cap);
+
+/* Gives back a plan from onyx__plan_acquire (NULL: nothing). */
+void onyx__plan_release(onyx_session *session, onyx_plan *plan);
+
+/* Frees the session's cached plans (session destroy). */
+void onyx__plan_cache_free(onyx_session *session);
+
 /* Checks a requirement (count, lifetimes, power-of-two alignments up to
  * ONYX__WS_MAX_ALIGN, no overflow) and lays it out. On failure `err` names the
  * region and PROVIDER_ERROR is returned. */

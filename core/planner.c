@@ -29,6 +29,41 @@ typedef struct geo {
   void *owned;
 } geo;
 
+/* Per-node arrays of one build, sized once for the widest node. */
+typedef struct plan_scratch {
+  onyx_tensor *in_geo;               /* [max inputs] */
+  const onyx_tensor **in_ptrs;       /* [max inputs] */
+  geo *outs;                         /* [max outputs] */
+  onyx_tensor *out_t;                /* [max outputs] */
+  int64_t (*buf)[PLAN_INFER_VALUES]; /* [max outputs] */
+  size_t max_in, max_out;
+} plan_scratch;
+
+static void scratch_free(plan_scratch *sc) {
+  free(sc->in_geo);
+  free(sc->in_ptrs);
+  free(sc->outs);
+  free(sc->out_t);
+  free(sc->buf);
+}
+
+static bool scratch_make(plan_scratch *sc, const onyx__graph *g) {
+  memset(sc, 0, sizeof *sc);
+  sc->max_in = sc->max_out = 1;
+  for (size_t i = 0; i < g->node_count; ++i) {
+    if (g->nodes[i].input_count > sc->max_in) sc->max_in = g->nodes[i].input_count;
+    if (g->nodes[i].output_count > sc->max_out) sc->max_out = g->nodes[i].output_count;
+  }
+  sc->in_geo = calloc(sc->max_in, sizeof *sc->in_geo);
+  sc->in_ptrs = calloc(sc->max_in, sizeof *sc->in_ptrs);
+  sc->outs = calloc(sc->max_out, sizeof *sc->outs);
+  sc->out_t = calloc(sc->max_out, sizeof *sc->out_t);
+  sc->buf = calloc(sc->max_out, sizeof *sc->buf);
+  if (sc->in_geo && sc->in_ptrs && sc->outs && sc->out_t && sc->buf) return true;
+  scratch_free(sc);
+  return false;
+}
+
 typedef struct eval_ctx {
   geo *outs; /* the node's output geos */
   size_t out_count;
@@ -215,19 +250,19 @@ static onyx_status evaluate(const onyx__placed_node *pn, const onyx_tensor *cons
   return st;
 }
 
-/* Output geometry of node i: evaluated or inferred. */
 /* Output geometry (and any values the kernel knows) from the kernel's infer. */
 static onyx_status infer_outputs(const onyx__placed_node *pn, const onyx__node *n,
-                                 const onyx_tensor *in_geo, geo *outs, char *why, size_t why_cap) {
+                                 const onyx_tensor *in_geo, geo *outs, plan_scratch *sc, char *why,
+                                 size_t why_cap) {
   /* Each output offers a values buffer; a kernel that knows the values (Shape of
    * a tensor whose values are not known) writes them and leaves data there. */
-  onyx_tensor *out_t = calloc(n->output_count + 1, sizeof *out_t);
-  int64_t(*buf)[PLAN_INFER_VALUES] = calloc(n->output_count + 1, sizeof *buf);
-  for (size_t o = 0; out_t && buf && o < n->output_count; ++o) out_t[o].data = buf[o];
-  onyx_status st = out_t && buf ? onyx__k_infer(pn->kernel, pn->state, in_geo, n->input_count,
-                                                out_t, n->output_count, why, why_cap)
-                                : ONYX_STATUS_OUT_OF_MEMORY;
-  for (size_t o = 0; out_t && st == ONYX_STATUS_OK && o < n->output_count; ++o) {
+  onyx_tensor *out_t = sc->out_t;
+  int64_t(*buf)[PLAN_INFER_VALUES] = sc->buf;
+  memset(out_t, 0, n->output_count * sizeof *out_t);
+  for (size_t o = 0; o < n->output_count; ++o) out_t[o].data = buf[o];
+  onyx_status st = onyx__k_infer(pn->kernel, pn->state, in_geo, n->input_count, out_t,
+                                 n->output_count, why, why_cap);
+  for (size_t o = 0; st == ONYX_STATUS_OK && o < n->output_count; ++o) {
     outs[o].t = out_t[o];
     outs[o].t.data = NULL;
     outs[o].set = true;
@@ -242,8 +277,6 @@ static onyx_status infer_outputs(const onyx__placed_node *pn, const onyx__node *
     memcpy(outs[o].owned, buf[o], bytes);
     outs[o].t.data = outs[o].owned;
   }
-  free(buf);
-  free(out_t);
   return st;
 }
 
@@ -289,14 +322,16 @@ static void unknown_host_inputs(const onyx_session *s, size_t i, const geo *g, c
  * known values are run on those values — unless infer says an output is large
  * (ConstantOfShape of a big mask), where running would cost real memory. */
 static onyx_status node_outputs(onyx_session *s, size_t i, geo *g, const onyx_tensor *in_geo,
-                                char *err, size_t err_cap) {
+                                plan_scratch *sc, char *err, size_t err_cap) {
   const onyx__node *n = &s->graph->nodes[i];
   const onyx__placed_node *pn = &s->nodes[i];
   bool all_known = true;
-  const onyx_tensor **in_ptrs = calloc(n->input_count + 1, sizeof *in_ptrs);
-  geo *outs = calloc(n->output_count + 1, sizeof *outs);
-  onyx_status st = in_ptrs && outs ? ONYX_STATUS_OK : ONYX_STATUS_OUT_OF_MEMORY;
-  for (size_t k = 0; st == ONYX_STATUS_OK && k < n->input_count; ++k) {
+  const onyx_tensor **in_ptrs = sc->in_ptrs;
+  geo *outs = sc->outs;
+  memset(in_ptrs, 0, n->input_count * sizeof *in_ptrs);
+  memset(outs, 0, n->output_count * sizeof *outs);
+  onyx_status st = ONYX_STATUS_OK;
+  for (size_t k = 0; k < n->input_count; ++k) {
     if (n->inputs[k] < 0) continue;
     all_known &= g[n->inputs[k]].known;
     in_ptrs[k] = &g[n->inputs[k]].t;
@@ -305,7 +340,7 @@ static onyx_status node_outputs(onyx_session *s, size_t i, geo *g, const onyx_te
   bool inferred = false;
   char why[ONYX__KERNEL_REASON_CAP] = "";
   if (st == ONYX_STATUS_OK && onyx__k_has_infer(pn->kernel)) {
-    onyx_status ist = infer_outputs(pn, n, in_geo, outs, why, sizeof why);
+    onyx_status ist = infer_outputs(pn, n, in_geo, outs, sc, why, sizeof why);
     inferred = ist == ONYX_STATUS_OK;
     if (!inferred) reset_outputs(outs, n->output_count);
     if (ist == ONYX_STATUS_OUT_OF_MEMORY)
@@ -350,10 +385,32 @@ static onyx_status node_outputs(onyx_session *s, size_t i, geo *g, const onyx_te
     outs[o].owned = NULL;
   }
   if (st != ONYX_STATUS_OK)
-    for (size_t o = 0; outs && o < n->output_count; ++o) free(outs[o].owned);
-  free(outs);
-  free(in_ptrs);
+    for (size_t o = 0; o < n->output_count; ++o) free(outs[o].owned);
   return st;
+}
+
+void onyx__plan_fit_session(onyx_plan *p) {
+  const onyx_session *s = p->session;
+  size_t np = s->runtime->provider_count;
+  memset(p->session_total, 0, np * sizeof *p->session_total);
+  memset(p->session_growth, 0, np * sizeof *p->session_growth);
+  for (size_t i = 0; i < s->graph->node_count; ++i) {
+    const onyx__placed_node *pn = &s->nodes[i];
+    onyx__node_plan *np_ = &p->nodes[i];
+    const onyx__ws_layout *lay = &np_->layout;
+    size_t prov = (size_t)(pn->provider - s->runtime->providers);
+    /* A SESSION block is replaced when the geometry needs more bytes, or a stricter
+     * alignment than its address happens to have; it never shrinks. */
+    uint64_t need = lay->bytes[ONYX_LIFETIME_SESSION];
+    bool misaligned = need && pn->session_ws &&
+                      ((uintptr_t)pn->session_ws & (lay->align[ONYX_LIFETIME_SESSION] - 1)) != 0;
+    np_->session_grows = need > pn->session_ws_bytes || misaligned;
+    np_->session_block = need > pn->session_ws_bytes ? need : pn->session_ws_bytes;
+    p->session_total[prov] += np_->session_block;
+    /* The new block is granted while the old one is still held (admission is all or
+     * nothing), so admission needs all of it, not the difference. */
+    if (np_->session_grows) p->session_growth[prov] += np_->session_block;
+  }
 }
 
 void onyx_plan_destroy(onyx_plan *p) {
@@ -375,7 +432,8 @@ onyx_status onyx__plan_build(onyx_session *s, const onyx_tensor *inputs, size_t 
   size_t np = s->runtime->provider_count;
   onyx_plan *p = calloc(1, sizeof *p);
   geo *vals = calloc(g->value_count + 1, sizeof *vals);
-  onyx_tensor *in_geo = NULL;
+  plan_scratch sc;
+  bool have_scratch = scratch_make(&sc, g);
   if (p) {
     p->session = s;
     p->nodes = calloc(g->node_count + 1, sizeof *p->nodes);
@@ -385,10 +443,11 @@ onyx_status onyx__plan_build(onyx_session *s, const onyx_tensor *inputs, size_t 
     p->session_total = calloc(np + 1, sizeof *p->session_total);
     p->session_growth = calloc(np + 1, sizeof *p->session_growth);
   }
-  if (!p || !vals || !p->nodes || !p->step_peak || !p->step_peak_node || !p->step_align ||
-      !p->session_total || !p->session_growth) {
+  if (!p || !vals || !have_scratch || !p->nodes || !p->step_peak || !p->step_peak_node ||
+      !p->step_align || !p->session_total || !p->session_growth) {
     onyx_plan_destroy(p);
     free(vals);
+    if (have_scratch) scratch_free(&sc);
     return ONYX_STATUS_OUT_OF_MEMORY;
   }
   for (size_t i = 0; i < g->input_count; ++i) {
@@ -413,16 +472,12 @@ onyx_status onyx__plan_build(onyx_session *s, const onyx_tensor *inputs, size_t 
   for (size_t i = 0; st == ONYX_STATUS_OK && i < g->node_count; ++i) {
     const onyx__node *n = &g->nodes[i];
     onyx__placed_node *pn = &s->nodes[i];
-    free(in_geo);
-    in_geo = calloc(n->input_count + 1, sizeof *in_geo);
-    if (in_geo == NULL) {
-      st = ONYX_STATUS_OUT_OF_MEMORY;
-      break;
-    }
+    onyx_tensor *in_geo = sc.in_geo;
+    memset(in_geo, 0, n->input_count * sizeof *in_geo); /* absent: rank 0, UNDEFINED */
     for (size_t k = 0; k < n->input_count; ++k)
       if (n->inputs[k] >= 0) in_geo[k] = vals[n->inputs[k]].t;
     char why[512] = "";
-    st = node_outputs(s, i, vals, in_geo, why, sizeof why);
+    st = node_outputs(s, i, vals, in_geo, &sc, why, sizeof why);
     onyx__node_plan *np_ = &p->nodes[i];
     np_->req =
         (onyx_workspace_requirement){.struct_size = sizeof np_->req, .version = ONYX_ABI_VERSION};
@@ -450,25 +505,15 @@ onyx_status onyx__plan_build(onyx_session *s, const onyx_tensor *inputs, size_t 
     }
     if (lay->bytes[ONYX_LIFETIME_STEP] && lay->align[ONYX_LIFETIME_STEP] > p->step_align[prov])
       p->step_align[prov] = lay->align[ONYX_LIFETIME_STEP];
-    /* A SESSION block is replaced when the geometry needs more bytes, or a stricter
-     * alignment than its address happens to have; it never shrinks. */
-    uint64_t need = lay->bytes[ONYX_LIFETIME_SESSION];
-    bool misaligned = need && pn->session_ws &&
-                      ((uintptr_t)pn->session_ws & (lay->align[ONYX_LIFETIME_SESSION] - 1)) != 0;
-    np_->session_grows = need > pn->session_ws_bytes || misaligned;
-    np_->session_block = need > pn->session_ws_bytes ? need : pn->session_ws_bytes;
-    p->session_total[prov] += np_->session_block;
-    /* The new block is granted while the old one is still held (admission is all or
-     * nothing), so admission needs all of it, not the difference. */
-    if (np_->session_grows) p->session_growth[prov] += np_->session_block;
   }
-  free(in_geo);
+  scratch_free(&sc);
   for (size_t v = 0; v < g->value_count; ++v) free(vals[v].owned);
   free(vals);
   if (st != ONYX_STATUS_OK) {
     onyx_plan_destroy(p);
     return st;
   }
+  onyx__plan_fit_session(p);
   *out_plan = p;
   return ONYX_STATUS_OK;
 }

@@ -9,12 +9,15 @@
 #include "memory_impl.h"
 #include "model_functions.h"
 #include "optimize/optimize.h"
+#include "plan_impl.h"
 #include "profile_impl.h"
 #include "session_impl.h"
 
 void onyx_session_destroy(onyx_session *s) {
   if (s == NULL) return;
   onyx__graphs_free(s);
+  onyx__exec_scratch_free(s);
+  onyx__plan_cache_free(s);
   onyx__profile_free(s->profile);
   if (s->nodes) {
     for (size_t i = 0; i < s->graph->node_count; ++i)

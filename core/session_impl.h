@@ -33,6 +33,8 @@ struct onyx_session {
   uint64_t weights_grant;           /* governor grant booking the host initializers (0: none) */
   struct onyx__graph_cache *graphs; /* recorded device graphs (graphs.c), NULL: none yet */
   struct onyx__profile *profile;    /* per-node timing (profile.c), NULL: not profiled */
+  struct onyx__exec_scratch *exec_scratch; /* run bookkeeping (executor.c), NULL: no run yet */
+  struct onyx__plan_cache *plan_cache;     /* plans by input geometry (plan_cache.c) */
 
   /* The weights ledger (optimize/weights.c) and what the passes did. */
   uint64_t weights_bytes; /* bytes weights_grant books */
