@@ -979,6 +979,71 @@ static void gbq_cases(void) {
   }
 }
 
+/* ai.onyx::SiluMul, as the gate_up_silu optimization makes it from a decoder MLP:
+ * gate and up products of one input with constant weights, Sigmoid, Mul, Mul. Both
+ * sessions fuse (the CPU reference has SiluMul too); under test the merged product and
+ * SiluMul must both run on the provider. N a multiple of 8 takes the 16-byte vector
+ * path, an odd N the one-element path; MatMulNBits (float16, bfloat16) merges its
+ * codes, scales and zero points. */
+static void silu_mul_case(uint32_t d, bool nbits, int64_t rows, int64_t k, int64_t n, bool swap) {
+  ocase c;
+  case_begin(&c, 17, "SiluMul", "SiluMul %s %s M %lld K %lld N %lld%s", dname(d),
+             nbits ? "MatMulNBits" : "MatMul", (long long)rows, (long long)k, (long long)n,
+             swap ? " (operands swapped)" : "");
+  int64_t x_dims[] = {1, rows, k};
+  case_input(&c, "x", d, 3, x_dims, -1.0f, 1.0f);
+  const char *names[2] = {"gate", "up"};
+  for (int p = 0; p < 2; ++p) {
+    char w[32], sc[32], zp[32], out[32];
+    snprintf(w, sizeof w, "%s_w", names[p]);
+    snprintf(sc, sizeof sc, "%s_scales", names[p]);
+    snprintf(zp, sizeof zp, "%s_zp", names[p]);
+    snprintf(out, sizeof out, "%s_y", names[p]);
+    if (!nbits) {
+      int64_t w_dims[] = {k, n};
+      case_weight(&c, w, d, 2, w_dims, -0.3f, 0.3f);
+      const char *in[] = {"x", w}, *o[] = {out};
+      mb_add_node(c.m, "MatMul", "", in, 2, o, 1);
+      continue;
+    }
+    const int64_t block = 32, kb = (k + block - 1) / block, blob = block / 2;
+    int64_t b_dims[] = {n, kb, blob}, s_dims[] = {n, kb}, z_dims[] = {n, (kb + 1) / 2};
+    case_random_bytes(&c, w, ONYX_DTYPE_UINT8, 3, b_dims, (size_t)(n * kb * blob));
+    case_weight(&c, sc, d, 2, s_dims, 0.005f, 0.03f);
+    case_random_bytes(&c, zp, ONYX_DTYPE_UINT8, 2, z_dims, (size_t)(n * ((kb + 1) / 2)));
+    const char *in[] = {"x", w, sc, zp}, *o[] = {out};
+    mb_node *node = mb_add_node(c.m, "MatMulNBits", "com.microsoft", in, 4, o, 1);
+    mb_attr_int(node, "K", k);
+    mb_attr_int(node, "N", n);
+    mb_attr_int(node, "bits", 4);
+    mb_attr_int(node, "block_size", block);
+  }
+  const char *sig_in[] = {"gate_y"}, *sig_out[] = {"s"};
+  mb_add_node(c.m, "Sigmoid", "", sig_in, 1, sig_out, 1);
+  const char *act_in[] = {swap ? "s" : "gate_y", swap ? "gate_y" : "s"}, *act_out[] = {"a"};
+  mb_add_node(c.m, "Mul", "", act_in, 2, act_out, 1);
+  const char *fin_in[] = {swap ? "up_y" : "a", swap ? "a" : "up_y"}, *fin_out[] = {"y"};
+  mb_add_node(c.m, "Mul", "", fin_in, 2, fin_out, 1);
+  mb_output(c.m, "y", d);
+  c.tol_scale = 2.0; /* two products and a product of them */
+  c.all_nodes = true;
+  case_run(&c);
+}
+
+static void silu_mul_cases(void) {
+  uint32_t d;
+  FOR_FLOATS(d) {
+    silu_mul_case(d, false, 1, 64, 128, false);  /* decode: vector path */
+    silu_mul_case(d, false, 5, 48, 37, true);    /* odd N: element path */
+    silu_mul_case(d, false, 17, 96, 264, false); /* prefill rows */
+  }
+  static const uint32_t half_types[] = {ONYX_DTYPE_FLOAT16, ONYX_DTYPE_BFLOAT16};
+  for (size_t t = 0; t < 2; ++t) {
+    silu_mul_case(half_types[t], true, 1, 128, 96, false);
+    silu_mul_case(half_types[t], true, 9, 72, 40, true);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc < 4) {
     fprintf(stderr, "usage: %s REFERENCE.ini UNDER_TEST.ini PROVIDER [SEED]\n", argv[0]);
@@ -1029,6 +1094,7 @@ int main(int argc, char **argv) {
   int_cast_cases();
   nbits_cases();
   gbq_cases();
+  silu_mul_cases();
   printf("consistency: %d passed, %d failed, %d without a reference (seed %llu)\n", g.passed,
          g.failed, g.no_reference, (unsigned long long)g.first_seed);
   /* Everything the runs allocated must be back with the governor. */
