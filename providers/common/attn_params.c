@@ -98,6 +98,23 @@ onyx_status onyx__pc_gqa_geometry(int64_t nq, int64_t nkv, const onyx_tensor *co
   return ONYX_STATUS_OK;
 }
 
+onyx_status onyx__pc_attn_attrs_check(const onyx__pc_attn_attrs *a, char *msg, size_t cap) {
+  if (a->causal != 0 && a->causal != 1)
+    return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_MODEL,
+                         "Attention: is_causal must be 0 or 1, got %lld", (long long)a->causal);
+  if (a->q_heads < 0 || a->kv_heads < 0 ||
+      (a->q_heads > 0 && a->kv_heads > 0 && a->q_heads % a->kv_heads != 0))
+    return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_MODEL,
+                         "Attention: q_num_heads (%lld) must be a multiple of kv_num_heads "
+                         "(%lld)",
+                         (long long)a->q_heads, (long long)a->kv_heads);
+  if (!(a->softcap >= 0.0f) || isinf(a->softcap) || !(a->scale >= 0.0f) || isinf(a->scale))
+    return onyx__pc_fail(msg, cap, ONYX_STATUS_INVALID_MODEL,
+                         "Attention: scale (%g) and softcap (%g) must be finite and not negative",
+                         (double)a->scale, (double)a->softcap);
+  return ONYX_STATUS_OK;
+}
+
 /* Attention's head-size check: the maximum alone (min 0) or a range. */
 static onyx_status attn_head_limit(const onyx__pc_head_limit *limit, int64_t hk, int64_t hv,
                                    char *msg, size_t cap) {

@@ -105,6 +105,18 @@ onyx_status onyx__pc_gqa_input_shapes(int64_t nq, bool rotary, const onyx_tensor
 
 /* ------------------------------------------------------------------ ONNX Attention */
 
+/* The attributes every provider reads (absent: the defaults in brackets). */
+typedef struct onyx__pc_attn_attrs {
+  int64_t causal;            /* is_causal [0] */
+  int64_t q_heads, kv_heads; /* q_num_heads, kv_num_heads [0: absent] */
+  float scale, softcap;      /* [0]: 1/sqrt(head size), none */
+} onyx__pc_attn_attrs;
+
+/* Checks their values: is_causal 0 or 1, the head counts not negative and (both given)
+ * a multiple, scale and softcap finite and not negative. INVALID_MODEL with a message
+ * naming the attribute. */
+onyx_status onyx__pc_attn_attrs_check(const onyx__pc_attn_attrs *a, char *msg, size_t cap);
+
 /* Geometry of inputs Q, K, V and past_key, past_value (indices 0, 1, 2, 4, 5). */
 typedef struct onyx__pc_attn_geom {
   bool four_d; /* (B, N, S, H) inputs; else (B, S, N·H) */

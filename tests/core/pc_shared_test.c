@@ -1,8 +1,8 @@
 /*
  * providers/common's helpers that the CPU and CUDA providers now both rely on: the
- * attribute reads that word a wrong type (pc_attr.c), ONNX Attention's input checks
- * beside the geometry (attn_onnx_inputs.c), and the entries' negotiation and kernel
- * registration (pc_factory.c).
+ * attribute reads that word a wrong type (pc_attr.c), ONNX Attention's attribute and
+ * input checks beside the geometry (attn_params.c, attn_onnx_inputs.c), and the
+ * entries' negotiation and kernel registration (pc_factory.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -188,6 +188,26 @@ static void attention_types_name_the_kernel(void **state) {
                              "past in one type (float32)");
 }
 
+static void attention_attribute_refusals(void **state) {
+  (void)state;
+  char msg[256];
+  onyx__pc_attn_attrs a = {.causal = 1, .q_heads = 8, .kv_heads = 2, .scale = 0.5f};
+  assert_int_equal(onyx__pc_attn_attrs_check(&a, msg, sizeof msg), ONYX_STATUS_OK);
+  a = (onyx__pc_attn_attrs){0}; /* 4-D inputs: no head counts */
+  assert_int_equal(onyx__pc_attn_attrs_check(&a, msg, sizeof msg), ONYX_STATUS_OK);
+  a.causal = 2;
+  assert_int_equal(onyx__pc_attn_attrs_check(&a, msg, sizeof msg), ONYX_STATUS_INVALID_MODEL);
+  assert_string_equal(msg, "Attention: is_causal must be 0 or 1, got 2");
+  a = (onyx__pc_attn_attrs){.q_heads = 6, .kv_heads = 4};
+  assert_int_equal(onyx__pc_attn_attrs_check(&a, msg, sizeof msg), ONYX_STATUS_INVALID_MODEL);
+  assert_string_equal(msg, "Attention: q_num_heads (6) must be a multiple of kv_num_heads (4)");
+  a = (onyx__pc_attn_attrs){.kv_heads = -1};
+  assert_int_equal(onyx__pc_attn_attrs_check(&a, msg, sizeof msg), ONYX_STATUS_INVALID_MODEL);
+  a = (onyx__pc_attn_attrs){.softcap = -2.0f};
+  assert_int_equal(onyx__pc_attn_attrs_check(&a, msg, sizeof msg), ONYX_STATUS_INVALID_MODEL);
+  assert_string_equal(msg, "Attention: scale (0) and softcap (-2) must be finite and not negative");
+}
+
 /* ------------------------------------------------------------------ factory */
 
 static const onyx_provider_factory test_factory = {
@@ -279,6 +299,7 @@ int main(void) {
       cmocka_unit_test(attention_mask_broadcasts),
       cmocka_unit_test(attention_input_refusals),
       cmocka_unit_test(attention_types_name_the_kernel),
+      cmocka_unit_test(attention_attribute_refusals),
       cmocka_unit_test(entries_negotiate),
       cmocka_unit_test(tables_are_added_in_order),
   };

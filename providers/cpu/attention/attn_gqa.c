@@ -68,36 +68,28 @@ typedef struct gqa_state {
 
 static onyx_status gqa_create(void *provider_state, const onyx_node_info *node, void **out_state,
                               char *err, size_t err_cap) {
-  int64_t nq = 0, nkv = 0, window = -1, rotary = 0, inter = 0, smooth = 0, qk = 0, layout = 0;
-  int64_t causal = 1, swc = 0, bits = 0;
-  float scale = 0.0f, softcap = 0.0f;
+  onyx__pc_gqa_attrs a = {.window = -1, .causal = 1};
+  int64_t rotary = 0, inter = 0, smooth = 0, qk = 0, swc = 0, bits = 0;
   bool knone = true, vnone = true;
   onyx_status st;
-  if ((st = onyx__attn_attr_int(node, "num_heads", 0, &nq, err, err_cap)) ||
-      (st = onyx__attn_attr_int(node, "kv_num_heads", 0, &nkv, err, err_cap)) ||
-      (st = onyx__attn_attr_float(node, "scale", 0.0f, &scale, err, err_cap)) ||
-      (st = onyx__attn_attr_float(node, "softcap", 0.0f, &softcap, err, err_cap)) ||
-      (st = onyx__attn_attr_int(node, "local_window_size", -1, &window, err, err_cap)) ||
+  if ((st = onyx__attn_attr_int(node, "num_heads", 0, &a.nq, err, err_cap)) ||
+      (st = onyx__attn_attr_int(node, "kv_num_heads", 0, &a.nkv, err, err_cap)) ||
+      (st = onyx__attn_attr_float(node, "scale", 0.0f, &a.scale, err, err_cap)) ||
+      (st = onyx__attn_attr_float(node, "softcap", 0.0f, &a.softcap, err, err_cap)) ||
+      (st = onyx__attn_attr_int(node, "local_window_size", -1, &a.window, err, err_cap)) ||
       (st = onyx__attn_attr_int(node, "do_rotary", 0, &rotary, err, err_cap)) ||
       (st = onyx__attn_attr_int(node, "rotary_interleaved", 0, &inter, err, err_cap)) ||
       (st = onyx__attn_attr_int(node, "smooth_softmax", 0, &smooth, err, err_cap)) ||
       (st = onyx__attn_attr_int(node, "qk_output", 0, &qk, err, err_cap)) ||
-      (st = onyx__attn_attr_int(node, "kv_layout", 0, &layout, err, err_cap)) ||
-      (st = onyx__attn_attr_int(node, "causal", 1, &causal, err, err_cap)) ||
+      (st = onyx__attn_attr_int(node, "kv_layout", 0, &a.kv_layout, err, err_cap)) ||
+      (st = onyx__attn_attr_int(node, "causal", 1, &a.causal, err, err_cap)) ||
       (st = onyx__attn_attr_int(node, "sliding_window_cache", 0, &swc, err, err_cap)) ||
       (st = onyx__attn_attr_int(node, "kv_cache_bit_width", 0, &bits, err, err_cap)) ||
       (st = onyx__attn_attr_string_is(node, "k_quant_type", "NONE", &knone, err, err_cap)) ||
       (st = onyx__attn_attr_string_is(node, "v_quant_type", "NONE", &vnone, err, err_cap)))
     return st;
   const char *op = "GroupQueryAttention";
-  onyx__pc_gqa_attrs attrs = {.nq = nq,
-                              .nkv = nkv,
-                              .scale = scale,
-                              .softcap = softcap,
-                              .window = window,
-                              .causal = causal,
-                              .kv_layout = layout};
-  if ((st = onyx__pc_gqa_attrs_check(&attrs, err, err_cap)) != ONYX_STATUS_OK) return st;
+  if ((st = onyx__pc_gqa_attrs_check(&a, err, err_cap)) != ONYX_STATUS_OK) return st;
   if (qk < 0 || qk > 2)
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                          "%s: qk_output must be 0, 1 or 2, got %lld", op, (long long)qk);
@@ -128,17 +120,17 @@ static onyx_status gqa_create(void *provider_state, const onyx_node_info *node, 
                          "%s: output 3 (output_qk) is named but qk_output is 0", op);
   gqa_state *s = onyx__attn_state_new(sizeof *s, provider_state, node, err, err_cap);
   if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
-  s->nq = nq;
-  s->nkv = nkv;
-  s->scale = scale;
-  s->softcap = softcap;
-  s->window = window;
-  s->causal = causal != 0;
+  s->nq = a.nq;
+  s->nkv = a.nkv;
+  s->scale = a.scale;
+  s->softcap = a.softcap;
+  s->window = a.window;
+  s->causal = a.causal != 0;
   s->rotary = rotary != 0;
   s->interleaved = inter != 0;
   s->smooth = smooth != 0;
   s->qk_output = qk;
-  s->kv_layout = layout;
+  s->kv_layout = a.kv_layout;
   *out_state = s;
   return ONYX_STATUS_OK;
 }

@@ -66,43 +66,31 @@ static bool at_supports(const onyx_node_info *node, char *reason, size_t cap) {
 static onyx_status at_create(void *provider_state, const onyx_node_info *node, void **out_state,
                              char *err, size_t err_cap) {
   (void)provider_state;
-  int64_t causal = 0, qh = 0, kvh = 0, mode = 0, prec = 0;
-  float scale = 0.0f, softcap = 0.0f;
+  onyx__pc_attn_attrs a = {0};
+  int64_t mode = 0, prec = 0;
   onyx_status st;
-  if ((st = onyx__pc_attr_read_int(node, "is_causal", 0, &causal, err, err_cap)) ||
-      (st = onyx__pc_attr_read_int(node, "q_num_heads", 0, &qh, err, err_cap)) ||
-      (st = onyx__pc_attr_read_int(node, "kv_num_heads", 0, &kvh, err, err_cap)) ||
+  if ((st = onyx__pc_attr_read_int(node, "is_causal", 0, &a.causal, err, err_cap)) ||
+      (st = onyx__pc_attr_read_int(node, "q_num_heads", 0, &a.q_heads, err, err_cap)) ||
+      (st = onyx__pc_attr_read_int(node, "kv_num_heads", 0, &a.kv_heads, err, err_cap)) ||
       (st = onyx__pc_attr_read_int(node, "qk_matmul_output_mode", 0, &mode, err, err_cap)) ||
       (st = onyx__pc_attr_read_int(node, "softmax_precision", 0, &prec, err, err_cap)) ||
-      (st = onyx__pc_attr_read_float(node, "scale", 0.0f, &scale, err, err_cap)) ||
-      (st = onyx__pc_attr_read_float(node, "softcap", 0.0f, &softcap, err, err_cap)))
+      (st = onyx__pc_attr_read_float(node, "scale", 0.0f, &a.scale, err, err_cap)) ||
+      (st = onyx__pc_attr_read_float(node, "softcap", 0.0f, &a.softcap, err, err_cap)))
     return st;
   char why[128];
   if (!at_supports(node, why, sizeof why))
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED, "Attention: %s", why);
-  if (causal != 0 && causal != 1)
-    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                         "Attention: is_causal must be 0 or 1, got %lld", (long long)causal);
-  if (qh < 0 || kvh < 0 || (qh > 0 && kvh > 0 && qh % kvh != 0))
-    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                         "Attention: q_num_heads (%lld) must be a multiple of kv_num_heads "
-                         "(%lld)",
-                         (long long)qh, (long long)kvh);
-  if (!(softcap >= 0.0f) || isinf(softcap) || !(scale >= 0.0f) || isinf(scale))
-    return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
-                         "Attention: scale (%g) and softcap (%g) must be finite and not "
-                         "negative",
-                         (double)scale, (double)softcap);
+  if ((st = onyx__pc_attn_attrs_check(&a, err, err_cap)) != ONYX_STATUS_OK) return st;
   if (node->output_count < 1 || (node->output_present != NULL && !node->output_present[0]))
     return onyx__pc_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
                          "Attention: output 0 (Y) must be named");
   at_state *s = onyx__cuda_attn_state_new(sizeof *s, node, "Attention", err, err_cap);
   if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
-  s->q_heads = qh;
-  s->kv_heads = kvh;
-  s->causal = causal != 0;
-  s->scale = scale;
-  s->softcap = softcap;
+  s->q_heads = a.q_heads;
+  s->kv_heads = a.kv_heads;
+  s->causal = a.causal != 0;
+  s->scale = a.scale;
+  s->softcap = a.softcap;
   *out_state = s;
   return ONYX_STATUS_OK;
 }
