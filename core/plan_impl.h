@@ -62,6 +62,20 @@ onyx_status onyx__plan_acquire(onyx_session *session, const onyx_tensor *inputs,
 /* Gives back a plan from onyx__plan_acquire (NULL: nothing). */
 void onyx__plan_release(onyx_session *session, onyx_plan *plan);
 
+typedef struct onyx__plan_cache onyx__plan_cache;
+
+/* What a session's plan cache did (for tests and tools). */
+typedef struct onyx__plan_cache_stats {
+  uint64_t builds;    /* plans built by onyx__plan_acquire (misses) */
+  uint64_t hits;      /* runs that took a cached plan */
+  uint64_t evictions; /* cached plans dropped for a newer geometry */
+} onyx__plan_cache_stats;
+
+void onyx__plan_cache_stats_get(const onyx_session *session, onyx__plan_cache_stats *out_stats);
+
+/* Does planning carry this input's values (a small integer tensor on the host)? */
+bool onyx__plan_value_known(const onyx_tensor *t);
+
 /* Frees the session's cached plans (session destroy). */
 void onyx__plan_cache_free(onyx_session *session);
 

@@ -80,6 +80,10 @@ static bool small_int(const onyx_tensor *t) {
          !onyx__ckd_numel(&n, t->dims, t->rank) && n <= PLAN_MAX_KNOWN_ELEMENTS;
 }
 
+bool onyx__plan_value_known(const onyx_tensor *t) {
+  return t->data != NULL && t->device == ONYX_DEVICE_HOST && small_int(t);
+}
+
 static onyx_status eval_alloc_output(onyx_compute_ctx *ctx, size_t index, uint32_t dtype,
                                      uint32_t rank, const int64_t *dims, onyx_tensor **out) {
   eval_ctx *e = ctx->core_data;
@@ -454,8 +458,7 @@ onyx_status onyx__plan_build(onyx_session *s, const onyx_tensor *inputs, size_t 
     geo *v = &vals[g->inputs[i]];
     v->t = inputs[i];
     v->set = true;
-    v->known =
-        inputs[i].data != NULL && inputs[i].device == ONYX_DEVICE_HOST && small_int(&inputs[i]);
+    v->known = onyx__plan_value_known(&inputs[i]); /* the plan cache keys on the same */
     if (!v->known) v->t.data = NULL;
   }
   for (size_t k = 0; k < np; ++k) {
