@@ -122,6 +122,14 @@ static __device__ __forceinline__ void dependent_wait() {
 #endif
 }
 
+/* Lets the next kernel (a programmatic dependent) be scheduled now, before this one
+ * ends: for kernels whose dependents only read constants before their own wait. */
+static __device__ __forceinline__ void launch_dependents_now() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 template <class... P, class... A>
 static inline cudaError_t launch_dependent(void (*kernel)(P...), dim3 grid, unsigned threads,
                                            cudaStream_t stream, A... args) {

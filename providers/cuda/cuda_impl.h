@@ -403,7 +403,12 @@ typedef struct onyx__cuda_gemv_args {
   void *y;
   float *partial;
   unsigned *counters;
+  int tune; /* 0: the default; else ONYX__CUDA_GEMV_TUNE_SET | bits (the device bench) */
 } onyx__cuda_gemv_args;
+#define ONYX__CUDA_GEMV_TUNE_SET 0x100
+#define ONYX__CUDA_GEMV_TUNE_UNROLL8 0x1 /* 8 rows of W in flight a thread, not 4 */
+#define ONYX__CUDA_GEMV_TUNE_EARLY 0x2   /* the next kernel let in at the start */
+/* bits 4-7: rows of W a warp asks into L2 ahead of its loads, in 32s (0: none) */
 int64_t onyx__cuda_gemv_split(int64_t k, int64_t n);
 cudaError_t onyx__cuda_launch_gemv(const onyx__cuda_gemv_args *a, cudaStream_t stream);
 
