@@ -309,7 +309,9 @@ static onyx_status nb_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
                                 .bias = bias ? bias->data : NULL,
                                 .y = y->data,
                                 .sm_count = s->head.provider->sm_count,
-                                .split_k = 0};
+                                .split_k = 0,
+                                .tune = 0,
+                                .plain = !onyx__cuda_pdl};
   if (!p.gemv) return nb_prefill(s, ctx, &p, &args, ws);
   return onyx__cuda_check(ctx, onyx__cuda_launch_nbits_gemv(&args, (cudaStream_t)ctx->stream),
                           "MatMulNBits GEMV");

@@ -18,9 +18,12 @@
  *
  * Small matrices have few tiles, so a tile's K can be split over up to 16 warps of a
  * block (split_k), their partial sums added through shared memory. A decode step is
- * ~170 such products of 0.06-2.5 MB, each shorter than a kernel's start-up, so the
- * kernel is launched as a programmatic dependent (PDL) of the one before it and
- * requests its first codes before waiting for that kernel's results.
+ * ~100-170 such products of 0.06-5 MB, each about as short as a kernel's start-up, so
+ * the kernel is launched as a programmatic dependent (PDL) of the one before it, lets
+ * its own dependent in at once, and asks for its weights (into L2, and its first codes
+ * into registers) before it waits for the previous kernel's results: the weights
+ * are constants (a cp.async ring of shared memory in place of the register loads was
+ * tried: slower at every 0.5B shape on the H200).
  *
  * Dequantize (prefill): one thread per 8 codes of a row, (q − zp) · scale in float32
  * rounded once to the output type, as the CPU provider's definition computes it.
@@ -28,6 +31,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_nbits.h"
@@ -38,6 +42,13 @@ namespace {
 constexpr int kWarps = 8;     /* per block, or split_k warps when more */
 constexpr int kMaxSplit = 16; /* warps sharing one tile's K */
 constexpr int kRedBytes = kMaxSplit * 32 * 4 * (int)sizeof(float);
+constexpr int kPrefetch = ONYX__CUDA_NBITS_TUNE_PREFETCH, kEarly = ONYX__CUDA_NBITS_TUNE_EARLY;
+/* Kernel forms: codes loaded into registers two chunk groups at a time (kPlain) or
+ * double buffered (kPipe, split K). */
+constexpr int kPlain = 0, kPipe = 1;
+/* Weights up to this many bytes are asked into L2 before the wait (larger ones, the
+ * lm_head, ran slower so on the H200: they stream at the bandwidth anyway). */
+constexpr int64_t kPrefetchMaxBytes = 16ll << 20;
 
 struct gemv_params {
   const uint8_t *b;
@@ -52,6 +63,8 @@ struct gemv_params {
   int wk;       /* warps per tile */
   int kc;       /* activations per row in shared memory (nj groups, zero past K) */
   int a_stride; /* halves between rows of activations in shared memory */
+  int red_off;  /* bytes from the activations to the split-K sums in shared memory */
+  int tune;     /* ONYX__CUDA_NBITS_TUNE_* bits */
 };
 
 __device__ __forceinline__ uint32_t h2u(__half2 h) {
@@ -103,7 +116,7 @@ template <> struct f16t<__nv_bfloat16> {
  * whose magic is a float16 one).
  */
 struct deq {
-  uint32_t off, s2, b2;
+  uint32_t off, off16, s2, b2; /* off16: −(64 + zp) for float16 codes read as 1024 + 16q */
   float sf, bf;
 };
 
@@ -115,18 +128,27 @@ template <int BITS> struct dq<__half, BITS> {
     deq d;
     __half2 s2 = __float2half2_rn(s);
     d.off = h2u(__float2half2_rn(1024.0f + (float_zp ? 0.0f : zp)));
+    d.off16 = h2u(__float2half2_rn(-64.0f - (float_zp ? 0.0f : zp)));
     d.s2 = h2u(s2);
     d.b2 = h2u(__float2half2_rn(float_zp ? -zp * s : 0.0f));
     d.sf = s;
     d.bf = 0.0f;
     return d;
   }
-  static __device__ __forceinline__ uint32_t raw(uint32_t w, int i) {
-    if (BITS == 4) return ((w >> (4 * i)) & 0x000F000Fu) | 0x64006400u;
-    return __byte_perm(w, 0x64646464u, i == 0 ? 0x4240u : 0x4341u);
-  }
+  /* 4-bit pairs i = 0..3 of a word: codes (i, i + 4). Odd pairs are taken in place,
+   * as 1024 + 16q, and scaled by 1/16 in the fused step (exact: small integers), so
+   * a word costs one shift and four single-instruction masks. */
   static __device__ __forceinline__ uint32_t pair(uint32_t w, int i, const deq &d) {
-    __half2 h = __hsub2(u2h(raw(w, i)), u2h(d.off));
+    __half2 h;
+    if (BITS == 4) {
+      const uint32_t v = i >= 2 ? w >> 8 : w;
+      if (i & 1)
+        h = __hfma2(u2h((v & 0x00F000F0u) | 0x64006400u), u2h(0x2C002C00u), u2h(d.off16));
+      else
+        h = __hsub2(u2h((v & 0x000F000Fu) | 0x64006400u), u2h(d.off));
+    } else {
+      h = __hsub2(u2h(__byte_perm(w, 0x64646464u, i == 0 ? 0x4240u : 0x4341u)), u2h(d.off));
+    }
     return h2u(__hfma2(h, u2h(d.s2), u2h(d.b2)));
   }
 };
@@ -136,6 +158,7 @@ template <> struct dq<__nv_bfloat16, 4> {
   static __device__ __forceinline__ deq make(float s, float zp, bool float_zp) {
     deq d;
     d.off = b2u(__float2bfloat162_rn(128.0f + (float_zp ? 0.0f : zp)));
+    d.off16 = 0;
     d.s2 = b2u(__float2bfloat162_rn(s));
     d.b2 = b2u(__float2bfloat162_rn(float_zp ? -zp * s : 0.0f));
     d.sf = s;
@@ -155,6 +178,7 @@ template <> struct dq<__nv_bfloat16, 8> {
   static __device__ __forceinline__ deq make(float s, float zp, bool float_zp) {
     deq d;
     d.off = h2u(__float2half2_rn(1024.0f + (float_zp ? 0.0f : zp)));
+    d.off16 = 0;
     d.s2 = 0;
     d.b2 = 0;
     d.sf = s;
@@ -187,21 +211,37 @@ __device__ __forceinline__ void mma16816<__nv_bfloat16>(float c[4], const uint32
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* Scale and zero point of (row, block) into dequantization constants. */
-template <typename T, int BITS>
-__device__ __forceinline__ deq load_deq(const gemv_params &p, int row, int blk) {
+/* Scale and zero point of (row, block) as raw bits: the scale's in the low half, the
+ * zero point above (its integer value, or a float one's bits). Loaded with the codes,
+ * so that both requests are in flight together. */
+template <int BITS>
+__device__ __forceinline__ uint32_t load_sz(const gemv_params &p, int row, int blk) {
   const size_t si = (size_t)row * p.kb + blk;
-  const float s = f16t<T>::to_f(p.scales[si]);
-  float zp = (float)(1 << (BITS - 1));
+  const uint32_t s = __ldg(p.scales + si);
+  uint32_t z = 1u << (BITS - 1);
   if (p.zp_kind == 1) {
     const int bit = blk * BITS;
-    zp = (float)((p.zp_packed[(size_t)row * p.zp_row + (bit >> 3)] >> (bit & 7)) &
-                 ((1 << BITS) - 1));
+    z = (__ldg(p.zp_packed + (size_t)row * p.zp_row + (bit >> 3)) >> (bit & 7)) &
+        ((1u << BITS) - 1u);
   } else if (p.zp_kind == 2) {
-    zp = f16t<T>::to_f(p.zp_float[si]);
+    z = __ldg(p.zp_float + si);
   }
+  return s | z << 16;
+}
+
+/* The raw scale and zero point into dequantization constants. */
+template <typename T, int BITS>
+__device__ __forceinline__ deq make_deq(const gemv_params &p, uint32_t sz) {
+  const float s = f16t<T>::to_f((uint16_t)(sz & 0xFFFFu));
+  const float zp = p.zp_kind == 2 ? f16t<T>::to_f((uint16_t)(sz >> 16)) : (float)(sz >> 16);
   return dq<T, BITS>::make(s, zp, p.zp_kind == 2);
 }
+
+/* Scale lookups per lane chunk: one per 16 codes (a block holds at least 16). */
+template <int BITS, int VEC> struct lanes {
+  static constexpr int CPL = VEC * 8 / BITS;
+  static constexpr int SPL = CPL >= 16 ? CPL / 16 : 1;
+};
 
 /* VEC bytes of one row of B, streamed past the caches (zeros past the row's end). */
 template <int VEC>
@@ -249,16 +289,17 @@ __device__ __forceinline__ void fill_activations(const gemv_params &p, uint16_t 
 }
 
 /*
- * One lane's share of chunk group j: VEC bytes of rows r0 and r1 (w0, w1) against the
- * activations of batch row g. CPL codes a row, 4 a row per mma step; the scale of
- * each 16 codes (a block holds at least 16) is looked up once.
+ * One lane's share of a chunk group: VEC bytes of rows r0 and r1 (w0, w1) against the
+ * activations of batch row g, from code kbase on. CPL codes a row, 4 a row per mma
+ * step; z0, z1: the raw scale and zero point of each 16 codes (load_sz).
  */
 template <typename T, int BITS, int VEC>
-__device__ __forceinline__ void chunk_mma(const gemv_params &p, const uint32_t (&w0)[VEC / 4],
-                                          const uint32_t (&w1)[VEC / 4], int kbase, int r0, int r1,
-                                          const uint16_t *sa, int g, float c[4]) {
+__device__ __forceinline__ void
+chunk_mma(const gemv_params &p, const uint32_t (&w0)[VEC / 4], const uint32_t (&w1)[VEC / 4],
+          const uint32_t (&z0)[lanes<BITS, VEC>::SPL], const uint32_t (&z1)[lanes<BITS, VEC>::SPL],
+          int kbase, const uint16_t *sa, int g, float c[4]) {
   constexpr int WPL = VEC / 4, CPW = 32 / BITS, CPL = WPL * CPW, STEPS = CPL / 4;
-  constexpr int SPL = CPL >= 16 ? CPL / 16 : 1, WPS = 16 / CPW;
+  constexpr int SPL = lanes<BITS, VEC>::SPL, WPS = 16 / CPW;
   uint32_t bw[CPL / 2];
   if (g < p.m) {
     const uint16_t *src = sa + (size_t)g * p.a_stride + kbase;
@@ -277,15 +318,8 @@ __device__ __forceinline__ void chunk_mma(const gemv_params &p, const uint32_t (
   deq d0[SPL], d1[SPL];
 #pragma unroll
   for (int sg = 0; sg < SPL; ++sg) {
-    if (sg > 0 && p.bs_log2 >= 5) { /* one block covers the lane's 32 codes */
-      d0[sg] = d0[0];
-      d1[sg] = d1[0];
-      continue;
-    }
-    int blk = (kbase + 16 * sg) >> p.bs_log2;
-    blk = blk < p.kb ? blk : p.kb - 1;
-    d0[sg] = load_deq<T, BITS>(p, r0, blk);
-    d1[sg] = load_deq<T, BITS>(p, r1, blk);
+    d0[sg] = make_deq<T, BITS>(p, z0[sg]);
+    d1[sg] = make_deq<T, BITS>(p, z1[sg]);
   }
 #pragma unroll
   for (int s = 0; s < STEPS; ++s) {
@@ -301,85 +335,142 @@ __device__ __forceinline__ void chunk_mma(const gemv_params &p, const uint32_t (
   }
 }
 
-/* Two chunk groups of a lane's two rows (j and j + wk): codes and where they sit. */
-template <int VEC> struct batch {
+/* Two chunk groups of a lane's two rows (j and j + wk): codes, their scales and zero
+ * points, and the first code of each. */
+template <int BITS, int VEC> struct batch {
+  static constexpr int SPL = lanes<BITS, VEC>::SPL;
   uint32_t a0[VEC / 4], a1[VEC / 4], b0[VEC / 4], b1[VEC / 4];
-  int oa, ob;
+  uint32_t za0[SPL], za1[SPL], zb0[SPL], zb1[SPL];
+  int ka, kb;
   bool vb;
 };
 
-template <int VEC>
+/* The raw scales of the SPL code groups from code k0 on (blocks past the row's last
+ * read as the last: their codes are zeros). */
+template <int BITS, int VEC>
+__device__ __forceinline__ void load_scales(const gemv_params &p, int r0, int r1, int k0,
+                                            uint32_t (&z0)[lanes<BITS, VEC>::SPL],
+                                            uint32_t (&z1)[lanes<BITS, VEC>::SPL]) {
+#pragma unroll
+  for (int sg = 0; sg < lanes<BITS, VEC>::SPL; ++sg) {
+    if (sg > 0 && p.bs_log2 >= 5) { /* one block covers the lane's 32 codes */
+      z0[sg] = z0[0];
+      z1[sg] = z1[0];
+      continue;
+    }
+    int blk = (k0 + 16 * sg) >> p.bs_log2;
+    blk = blk < p.kb ? blk : p.kb - 1;
+    z0[sg] = load_sz<BITS>(p, r0, blk);
+    z1[sg] = load_sz<BITS>(p, r1, blk);
+  }
+}
+
+template <int BITS, int VEC>
 __device__ __forceinline__ void load_batch(const gemv_params &p, const uint8_t *row0,
-                                           const uint8_t *row1, int j, int c4, batch<VEC> &t) {
+                                           const uint8_t *row1, int r0, int r1, int j, int c4,
+                                           batch<BITS, VEC> &t) {
+  constexpr int CODES = VEC * 8 / BITS;
   const int jb = j + p.wk;
-  t.oa = j * 4 * VEC + c4 * VEC;
-  t.ob = jb * 4 * VEC + c4 * VEC;
-  const bool va = j < p.nj && t.oa < p.row_bytes;
+  const int oa = j * 4 * VEC + c4 * VEC, ob = jb * 4 * VEC + c4 * VEC;
+  t.ka = (oa / VEC) * CODES;
+  t.kb = (ob / VEC) * CODES;
+  const bool va = j < p.nj && oa < p.row_bytes;
   t.vb = jb < p.nj;
-  const bool vb = t.vb && t.ob < p.row_bytes;
-  load_codes<VEC>(row0 + t.oa, va, t.a0);
-  load_codes<VEC>(row1 + t.oa, va, t.a1);
-  load_codes<VEC>(row0 + t.ob, vb, t.b0);
-  load_codes<VEC>(row1 + t.ob, vb, t.b1);
+  const bool vb = t.vb && ob < p.row_bytes;
+  load_codes<VEC>(row0 + oa, va, t.a0);
+  load_codes<VEC>(row1 + oa, va, t.a1);
+  load_codes<VEC>(row0 + ob, vb, t.b0);
+  load_codes<VEC>(row1 + ob, vb, t.b1);
+  load_scales<BITS, VEC>(p, r0, r1, t.ka, t.za0, t.za1);
+  if (t.vb) load_scales<BITS, VEC>(p, r0, r1, t.kb, t.zb0, t.zb1);
+}
+
+/* Bytes [begin, end) from base requested into L2 (cp.async.bulk.prefetch, Hopper),
+ * trimmed inward to 16-byte bounds, in 4 KiB pieces over the warp's lanes. */
+__device__ __forceinline__ void l2_prefetch(const void *base, size_t begin, size_t end, int lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr uint64_t kPiece = 4096;
+  uint64_t g;
+  asm("cvta.to.global.u64 %0, %1;" : "=l"(g) : "l"(base));
+  const uint64_t lo = (g + begin + 15) & ~(uint64_t)15, hi = (g + end) & ~(uint64_t)15;
+  for (uint64_t a = lo + (uint64_t)lane * kPiece; a < hi; a += 32 * kPiece) {
+    const uint32_t n = (uint32_t)(hi - a < kPiece ? hi - a : kPiece);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"(n) : "memory");
+  }
+#else
+  (void)base, (void)begin, (void)end, (void)lane;
+#endif
+}
+
+/* Every weight byte of rows [n0, n1): codes, scales, zero points. */
+__device__ __forceinline__ void prefetch_rows(const gemv_params &p, int n0, int n1, int lane) {
+  l2_prefetch(p.b, (size_t)n0 * p.row_bytes, (size_t)n1 * p.row_bytes, lane);
+  l2_prefetch(p.scales, (size_t)n0 * p.kb * 2, (size_t)n1 * p.kb * 2, lane);
+  if (p.zp_kind == 1) l2_prefetch(p.zp_packed, (size_t)n0 * p.zp_row, (size_t)n1 * p.zp_row, lane);
+  if (p.zp_kind == 2) l2_prefetch(p.zp_float, (size_t)n0 * p.kb * 2, (size_t)n1 * p.kb * 2, lane);
 }
 
 /*
  * Launched as a programmatic dependent of the kernel before it (where the stream
- * allows). PIPE (split K, few tiles: latency-bound): the first codes are requested
- * before griddepcontrol.wait — the weights are constants, only A and Y depend on
- * earlier work — so their latency overlaps the end of the previous kernel and the
- * activations' fill, and the next chunk groups are loaded while the current ones are
- * multiplied. Without PIPE (one warp a tile, many tiles: bandwidth-bound) a warp
- * loads two chunk groups and then multiplies them, in fewer registers, so that three
- * blocks fit an SM instead of two (on the H200 the lm_head ran at 52% of the copy
- * bandwidth so, 42% pipelined).
+ * allows). The weights are constants — only A and Y depend on earlier work — so
+ * everything before griddepcontrol.wait may read them: with TUNE_PREFETCH one warp
+ * asks L2 for every weight byte of the block's rows (a few bulk requests), with
+ * TUNE_EARLY the next kernel is let in at once (it may do the same for its own
+ * weights while this one runs; it waits for this grid's end before reading Y), and
+ * with PIPE the first codes are loaded into registers. Then the wait, the
+ * activations, and the loop. PIPE (split K, few tiles: latency-bound) loads the next
+ * chunk groups while the current ones are multiplied; without PIPE a warp loads two
+ * chunk groups and then multiplies them, in fewer registers (three blocks an SM).
  */
-template <typename T, int BITS, int VEC, bool PIPE>
-__global__ void __launch_bounds__(PIPE ? kMaxSplit * 32 : kWarps * 32, 1)
+template <typename T, int BITS, int VEC, int MODE>
+__global__ void __launch_bounds__(MODE == kPlain ? kWarps * 32 : kMaxSplit * 32, 1)
     nbits_gemv(gemv_params p) {
   extern __shared__ __align__(16) unsigned char smem[];
-  float *red = reinterpret_cast<float *>(smem);
-  uint16_t *sa = reinterpret_cast<uint16_t *>(smem + kRedBytes);
+  uint16_t *sa = reinterpret_cast<uint16_t *>(smem);
+  float *red = reinterpret_cast<float *>(smem + p.red_off);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, c4 = lane & 3;
   const int tiles_per_block = (int)(blockDim.x >> 5) / p.wk;
   const int tile = blockIdx.x * tiles_per_block + warp / p.wk, part = warp % p.wk;
   const int n0 = tile * 16;
   const bool active = n0 < p.n;
+  if ((p.tune & kPrefetch) && warp == 0) {
+    const int b0 = blockIdx.x * tiles_per_block * 16, b1 = b0 + tiles_per_block * 16;
+    prefetch_rows(p, b0, b1 < p.n ? b1 : p.n, lane);
+  }
+  if (p.tune & kEarly) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   /* Rows past N read the last row (their results are dropped). */
   const int r0 = n0 + g < p.n ? n0 + g : p.n - 1;
   const int r1 = n0 + g + 8 < p.n ? n0 + g + 8 : p.n - 1;
   const uint8_t *row0 = p.b + (size_t)r0 * p.row_bytes;
   const uint8_t *row1 = p.b + (size_t)r1 * p.row_bytes;
-  constexpr int CODES = VEC * 8 / BITS;
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  if constexpr (!PIPE) {
+  if constexpr (MODE == kPlain) {
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     fill_activations<BITS>(p, sa);
     __syncthreads();
     for (int j = part; active && j < p.nj; j += 2 * p.wk) {
-      batch<VEC> t;
-      load_batch<VEC>(p, row0, row1, j, c4, t);
-      chunk_mma<T, BITS, VEC>(p, t.a0, t.a1, (t.oa / VEC) * CODES, r0, r1, sa, g, c);
-      if (t.vb) chunk_mma<T, BITS, VEC>(p, t.b0, t.b1, (t.ob / VEC) * CODES, r0, r1, sa, g, c);
+      batch<BITS, VEC> t;
+      load_batch<BITS, VEC>(p, row0, row1, r0, r1, j, c4, t);
+      chunk_mma<T, BITS, VEC>(p, t.a0, t.a1, t.za0, t.za1, t.ka, sa, g, c);
+      if (t.vb) chunk_mma<T, BITS, VEC>(p, t.b0, t.b1, t.zb0, t.zb1, t.kb, sa, g, c);
     }
   } else {
-    batch<VEC> cur;
-    if (active) load_batch<VEC>(p, row0, row1, part, c4, cur);
+    batch<BITS, VEC> cur;
+    if (active) load_batch<BITS, VEC>(p, row0, row1, r0, r1, part, c4, cur);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     fill_activations<BITS>(p, sa);
     __syncthreads();
     for (int j = part; active && j < p.nj; j += 2 * p.wk) {
-      batch<VEC> next;
-      if (j + 2 * p.wk < p.nj) load_batch<VEC>(p, row0, row1, j + 2 * p.wk, c4, next);
-      chunk_mma<T, BITS, VEC>(p, cur.a0, cur.a1, (cur.oa / VEC) * CODES, r0, r1, sa, g, c);
-      if (cur.vb)
-        chunk_mma<T, BITS, VEC>(p, cur.b0, cur.b1, (cur.ob / VEC) * CODES, r0, r1, sa, g, c);
+      batch<BITS, VEC> next;
+      if (j + 2 * p.wk < p.nj) load_batch<BITS, VEC>(p, row0, row1, r0, r1, j + 2 * p.wk, c4, next);
+      chunk_mma<T, BITS, VEC>(p, cur.a0, cur.a1, cur.za0, cur.za1, cur.ka, sa, g, c);
+      if (cur.vb) chunk_mma<T, BITS, VEC>(p, cur.b0, cur.b1, cur.zb0, cur.zb1, cur.kb, sa, g, c);
       cur = next;
     }
   }
   /* Every weight this block needs is requested: the next kernel may start its own. */
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  if (!(p.tune & kEarly)) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   if (p.wk > 1) {
     float *mine = red + ((size_t)warp * 32 + lane) * 4;
 #pragma unroll
@@ -402,6 +493,18 @@ __global__ void __launch_bounds__(PIPE ? kMaxSplit * 32 : kWarps * 32, 1)
     if (p.bias != nullptr) v += f16t<T>::to_f(p.bias[n]);
     p.y[(size_t)mm * p.n + n] = f16t<T>::from_f(v);
   }
+}
+
+/* ONYX_CUDA_NBITS_TUNE, a number of ONYX__CUDA_NBITS_TUNE_* bits, replaces the choice
+ * from the shape: the device checks run every form through the whole provider so.
+ * Read once (a race only reads it twice). */
+int env_tune() {
+  static int v = -2;
+  if (v == -2) {
+    const char *e = getenv("ONYX_CUDA_NBITS_TUNE");
+    v = e != nullptr && *e != '\0' ? (int)strtol(e, nullptr, 0) : -1;
+  }
+  return v;
 }
 
 int log2_of(int64_t v) {
@@ -429,53 +532,57 @@ int choose_split(int64_t tiles, int nj, int sm_count) {
   return wk;
 }
 
-template <typename T, int BITS, int VEC, bool PIPE>
-cudaError_t launch_gemv(const gemv_params &p, size_t smem, unsigned blocks, cudaStream_t stream) {
+template <typename T, int BITS, int VEC, int MODE>
+cudaError_t launch_gemv(const gemv_params &p, size_t smem, unsigned blocks, bool plain,
+                        cudaStream_t stream) {
   /* Past 48 KiB the kernel must opt in, once (idempotent, so a race is harmless; not
    * a stream operation, so it may come during a graph capture). */
   static bool raised = false;
   if (smem > (48u << 10) && !raised) {
-    cudaError_t e = cudaFuncSetAttribute(nbits_gemv<T, BITS, VEC, PIPE>,
+    cudaError_t e = cudaFuncSetAttribute(nbits_gemv<T, BITS, VEC, MODE>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)ONYX__CUDA_NBITS_GEMV_MAX_SMEM);
     if (e != cudaSuccess) return e;
     raised = true;
   }
   const unsigned threads = 32u * (unsigned)(p.wk > kWarps ? p.wk : kWarps);
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1] = {};
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  if (cudaLaunchKernelEx(&cfg, nbits_gemv<T, BITS, VEC, PIPE>, p) == cudaSuccess)
-    return cudaSuccess;
-  /* A stream or driver without programmatic launches: an ordinary one. */
-  (void)cudaGetLastError();
-  nbits_gemv<T, BITS, VEC, PIPE><<<blocks, threads, smem, stream>>>(p);
+  if (!plain) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1] = {};
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if (cudaLaunchKernelEx(&cfg, nbits_gemv<T, BITS, VEC, MODE>, p) == cudaSuccess)
+      return cudaSuccess;
+    /* A stream or driver without programmatic launches: an ordinary one. */
+    (void)cudaGetLastError();
+  }
+  nbits_gemv<T, BITS, VEC, MODE><<<blocks, threads, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
-/* One warp a tile: the bandwidth-bound form; split K: the pipelined one. */
+/* Split K pipelined unless told not to; one warp a tile unpipelined. */
 template <typename T, int BITS, int VEC>
-cudaError_t launch_gemv_pipe(const gemv_params &p, size_t smem, unsigned blocks,
+cudaError_t launch_gemv_pipe(const gemv_params &p, size_t smem, unsigned blocks, bool plain,
                              cudaStream_t stream) {
-  return p.wk > 1 ? launch_gemv<T, BITS, VEC, true>(p, smem, blocks, stream)
-                  : launch_gemv<T, BITS, VEC, false>(p, smem, blocks, stream);
+  return p.wk > 1 && !(p.tune & ONYX__CUDA_NBITS_TUNE_NOPIPE)
+             ? launch_gemv<T, BITS, VEC, kPipe>(p, smem, blocks, plain, stream)
+             : launch_gemv<T, BITS, VEC, kPlain>(p, smem, blocks, plain, stream);
 }
 
 template <typename T>
 cudaError_t launch_gemv_t(const gemv_params &p, int bits, int vec, size_t smem, unsigned blocks,
-                          cudaStream_t stream) {
+                          bool plain, cudaStream_t stream) {
   if (bits == 4)
-    return vec == 16 ? launch_gemv_pipe<T, 4, 16>(p, smem, blocks, stream)
-                     : launch_gemv_pipe<T, 4, 8>(p, smem, blocks, stream);
-  return vec == 16 ? launch_gemv_pipe<T, 8, 16>(p, smem, blocks, stream)
-                   : launch_gemv_pipe<T, 8, 8>(p, smem, blocks, stream);
+    return vec == 16 ? launch_gemv_pipe<T, 4, 16>(p, smem, blocks, plain, stream)
+                     : launch_gemv_pipe<T, 4, 8>(p, smem, blocks, plain, stream);
+  return vec == 16 ? launch_gemv_pipe<T, 8, 16>(p, smem, blocks, plain, stream)
+                   : launch_gemv_pipe<T, 8, 8>(p, smem, blocks, plain, stream);
 }
 
 /* ------------------------------------------------------------------ dequantize */
@@ -554,13 +661,22 @@ extern "C" cudaError_t onyx__cuda_launch_nbits_gemv(const onyx__cuda_nbits_args 
   const int64_t tiles = (a->n + 15) / 16;
   p.wk = a->split_k > 0 ? a->split_k : choose_split(tiles, p.nj, a->sm_count);
   if (p.wk < 1 || p.wk > kMaxSplit || (p.wk & (p.wk - 1)) != 0) return cudaErrorInvalidValue;
+  const int64_t wbytes = (int64_t)p.n * (p.row_bytes + p.kb * 2 + (p.zp_kind == 1 ? p.zp_row : 0));
+  const int forced = env_tune();
+  p.tune = a->tune & ONYX__CUDA_NBITS_TUNE_SET ? a->tune
+           : forced >= 0                       ? forced
+                         : kEarly | (wbytes <= kPrefetchMaxBytes ? kPrefetch : 0);
+  /* The unpipelined loop runs in blocks of at most kWarps warps. */
+  if ((p.tune & ONYX__CUDA_NBITS_TUNE_NOPIPE) && p.wk > kWarps) p.wk = kWarps;
   const int64_t tpb = p.wk >= kWarps ? 1 : kWarps / p.wk;
   const unsigned blocks = (unsigned)((tiles + tpb - 1) / tpb);
-  const size_t smem = (size_t)kRedBytes + (size_t)p.m * (size_t)p.a_stride * 2u;
+  const int warps = p.wk > kWarps ? p.wk : kWarps;
+  p.red_off = (int)(((size_t)p.m * (size_t)p.a_stride * 2u + 15u) / 16u * 16u);
+  const size_t smem = (size_t)p.red_off + (p.wk > 1 ? (size_t)warps * 32u * 4u * 4u : 0u);
   if (smem > ONYX__CUDA_NBITS_GEMV_MAX_SMEM) return cudaErrorInvalidValue;
   if (a->dtype == ONYX_DTYPE_FLOAT16)
-    return launch_gemv_t<__half>(p, a->bits, vec, smem, blocks, stream);
-  return launch_gemv_t<__nv_bfloat16>(p, a->bits, vec, smem, blocks, stream);
+    return launch_gemv_t<__half>(p, a->bits, vec, smem, blocks, a->plain, stream);
+  return launch_gemv_t<__nv_bfloat16>(p, a->bits, vec, smem, blocks, a->plain, stream);
 }
 
 extern "C" cudaError_t onyx__cuda_launch_nbits_dequant(const onyx__cuda_nbits_args *a, void *w,

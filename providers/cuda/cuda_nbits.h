@@ -27,6 +27,12 @@ extern "C" {
 /* Dynamic shared memory the GEMV may ask for (activations of all its rows). */
 #define ONYX__CUDA_NBITS_GEMV_MAX_SMEM (96u << 10)
 
+/* How the GEMV runs (tune, for the bench's sweep; 0 picks from the shape): */
+#define ONYX__CUDA_NBITS_TUNE_SET 0x100    /* the bits below are the choice */
+#define ONYX__CUDA_NBITS_TUNE_PREFETCH 0x1 /* block's weights asked into L2 before the wait */
+#define ONYX__CUDA_NBITS_TUNE_EARLY 0x2    /* the next kernel let in at the start */
+#define ONYX__CUDA_NBITS_TUNE_NOPIPE 0x4   /* split K without register double buffering */
+
 /* One MatMulNBits product, Y[m, n] = A[m, :] · dequant(B)[n, :] (+ bias[n]). */
 typedef struct onyx__cuda_nbits_args {
   uint32_t dtype; /* A, scales, bias, float zero points and Y: float16 or bfloat16 */
@@ -40,6 +46,8 @@ typedef struct onyx__cuda_nbits_args {
   void *y;
   int sm_count; /* the device's, to size the grid */
   int split_k;  /* GEMV warps sharing one tile's K: 1, 2, 4, 8 or 16; 0: chosen from the shape */
+  int tune;     /* GEMV: 0, or ONYX__CUDA_NBITS_TUNE_SET | TUNE_* bits */
+  bool plain;   /* GEMV: an ordinary launch, not a programmatic dependent (option.pdl = false) */
 } onyx__cuda_nbits_args;
 
 /* Dynamic shared memory the GEMV needs for these rows (an upper bound over its load

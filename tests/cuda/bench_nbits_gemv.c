@@ -10,9 +10,14 @@
  * them. Each shape runs over enough distinct copies of its weights (>= 256 MiB in
  * all) that nothing is served from L2, launched from a captured CUDA graph so that
  * the figure is the device's and not the launch path's. "step" is one decode token's
- * products (24 layers and the lm_head), every weight distinct. Every product is
- * checked against the definition in double on sampled columns (rel = worst error
- * over the largest |y|). Prints ratios; asserts nothing about speed.
+ * products (24 layers and the lm_head), every weight distinct. Each row also sweeps
+ * split K and the launch forms (tune bits: late = the next kernel let in after the
+ * loads, pf = weights asked into L2 before the wait, early = the next kernel let in
+ * at the start; default = early, and pf for weights up to 16 MiB; no-pdl = the
+ * default with ordinary launches, each kernel after the previous has ended: the
+ * isolated figure). Every product, split and form is checked against the definition in double
+ * on sampled columns (rel = worst error over the largest |y|, the worst of the row).
+ * Prints ratios; asserts nothing about speed.
  */
 #include <math.h>
 #include <stdio.h>
@@ -135,6 +140,25 @@ static void wset_free(wset *w) {
   cudaFree(w->zp);
 }
 
+/* The GEMV's launch forms swept per shape (tune bits; plain: no programmatic launch). */
+typedef struct form {
+  const char *name;
+  int tune;
+  bool plain;
+} form;
+static const form forms[] = {
+    {"default", 0, false},
+    {"late", ONYX__CUDA_NBITS_TUNE_SET, false},
+    {"pf", ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_PREFETCH, false},
+    {"early", ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_EARLY, false},
+    {"pf+early",
+     ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_PREFETCH | ONYX__CUDA_NBITS_TUNE_EARLY,
+     false},
+    {"no-pdl", 0, true},
+};
+#define FORMS (int)(sizeof forms / sizeof forms[0])
+static int g_form; /* the form args_of gives */
+
 static onyx__cuda_nbits_args args_of(const prob *p, const wset *w, int split, int sms) {
   onyx__cuda_nbits_args a;
   memset(&a, 0, sizeof a);
@@ -154,6 +178,8 @@ static onyx__cuda_nbits_args args_of(const prob *p, const wset *w, int split, in
   a.y = p->dy;
   a.sm_count = sms;
   a.split_k = split;
+  a.tune = forms[g_form].tune;
+  a.plain = forms[g_form].plain;
   return a;
 }
 
@@ -247,11 +273,11 @@ int main(int argc, char **argv) {
   const double copy = copy_bandwidth(st);
   printf("device %s, %d SMs; device-to-device copy %.0f GB/s (read + write)\n", prop.name,
          prop.multiProcessorCount, copy);
-  static const shape shapes[] = {{"q/o 896x896", 896, 896},
-                                 {"kv 128x896", 128, 896},
-                                 {"gate/up 4864x896", 4864, 896},
-                                 {"down 896x4864", 896, 4864},
-                                 {"lm_head 151936x896", 151936, 896}};
+  static const shape shapes[] = {
+      {"q/o 896x896", 896, 896},          {"kv 128x896", 128, 896},
+      {"qkv 1152x896", 1152, 896},        {"gate/up 4864x896", 4864, 896},
+      {"gate|up 9728x896", 9728, 896},    {"down 896x4864", 896, 4864},
+      {"lm_head 151936x896", 151936, 896}};
   static const int splits[] = {0, 1, 2, 4, 8, 16};
   printf("%-20s %2s %3s %10s %9s %8s %7s  %s\n", "shape", "M", "zp", "bytes", "us", "GB/s",
          "of copy", "rel err / split-k sweep (us)");
@@ -266,19 +292,34 @@ int main(int argc, char **argv) {
       if (copies < 2) copies = 2;
       wset *w = calloc((size_t)copies, sizeof *w);
       for (int i = 0; i < copies; ++i) wset_alloc(&p, &w[i], i ? &w[0] : NULL);
-      onyx__cuda_nbits_args a = args_of(&p, &w[0], 0, prop.multiProcessorCount);
-      CHECK(cudaMemsetAsync(p.dy, 0xFF, (size_t)(m * p.n) * 2, st)); /* poison */
-      CHECK(onyx__cuda_launch_nbits_gemv(&a, st));
-      CHECK(cudaStreamSynchronize(st));
-      const double rel = check(&p);
-      double us[6];
-      char sweep[200] = "";
+      double rel = 0, us[6], fus[FORMS];
+      char sweep[600] = "";
       size_t len = 0;
+      for (int f = FORMS - 1; f >= 0; --f) { /* every form checked on its own output */
+        g_form = f;
+        onyx__cuda_nbits_args a = args_of(&p, &w[0], 0, prop.multiProcessorCount);
+        CHECK(cudaMemsetAsync(p.dy, 0xFF, (size_t)(m * p.n) * 2, st)); /* poison */
+        CHECK(onyx__cuda_launch_nbits_gemv(&a, st));
+        CHECK(cudaStreamSynchronize(st));
+        const double r = check(&p);
+        rel = r > rel || r != r ? r : rel;
+        fus[f] = time_gemv(&p, w, copies, 0, prop.multiProcessorCount, st);
+      }
       for (int s = 0; s < 6; ++s) {
-        us[s] = time_gemv(&p, w, copies, splits[s], prop.multiProcessorCount, st);
-        if (s > 0)
+        if (s > 0) { /* each split checked too */
+          onyx__cuda_nbits_args a = args_of(&p, &w[0], splits[s], prop.multiProcessorCount);
+          CHECK(cudaMemsetAsync(p.dy, 0xFF, (size_t)(m * p.n) * 2, st));
+          CHECK(onyx__cuda_launch_nbits_gemv(&a, st));
+          CHECK(cudaStreamSynchronize(st));
+          const double r = check(&p);
+          rel = r > rel || r != r ? r : rel;
+        }
+        us[s] = s == 0 ? fus[0] : time_gemv(&p, w, copies, splits[s], prop.multiProcessorCount, st);
+        if (s > 0 && !quick)
           len += (size_t)snprintf(sweep + len, sizeof sweep - len, " %d:%.2f", splits[s], us[s]);
       }
+      for (int f = 1; f < FORMS; ++f)
+        len += (size_t)snprintf(sweep + len, sizeof sweep - len, " %s:%.2f", forms[f].name, fus[f]);
       const double gbs = (double)wbytes / (us[0] * 1e-6) / 1e9;
       printf("%-20s %2lld %3s %10zu %9.2f %8.0f %6.1f%%  %.1e /%s\n", shapes[si].name, (long long)m,
              zp ? "u8" : "-", wbytes, us[0], gbs, 100.0 * gbs / copy, rel, sweep);
