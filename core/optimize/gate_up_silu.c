@@ -103,6 +103,7 @@ static const char *check_matmul(const onyx__graph *g, const onyx__node *a, const
   const onyx__value *wa = &g->values[a->inputs[1]], *wb = &g->values[b->inputs[1]];
   if (!usable_constant(wa) || !usable_constant(wb)) return "a weight is not a constant";
   if (wa->init.rank != 2 || wb->init.rank != 2) return "a weight is not a matrix";
+  if (wa->init.dims[0] <= 0 || wa->init.dims[1] <= 0) return "a weight is empty";
   if (wa->init.dims[0] != wb->init.dims[0]) return "the weights' K differ";
   if (wa->init.dims[1] != wb->init.dims[1]) return "the weights' N differ";
   if (wa->init.dtype != wb->init.dtype) return "the weights' types differ";
@@ -325,7 +326,9 @@ static onyx_status concat_weight(onyx__opt_ctx *ctx, int32_t wg, int32_t wu, boo
   out->t.data = bytes ? aligned_alloc(64, (size_t)((bytes + 63) / 64 * 64)) : NULL;
   if (bytes && out->t.data == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
   unsigned char *dst = out->t.data;
-  if (columns) {
+  if (bytes == 0) {
+    out->t.dims[columns ? 1 : 0] *= 2;
+  } else if (columns) {
     size_t row = (size_t)a.dims[1] * onyx_dtype_size(a.dtype);
     for (int64_t k = 0; k < a.dims[0]; ++k) {
       memcpy(dst + (size_t)k * 2 * row, (const unsigned char *)a.data + (size_t)k * row, row);
@@ -333,10 +336,8 @@ static onyx_status concat_weight(onyx__opt_ctx *ctx, int32_t wg, int32_t wu, boo
     }
     out->t.dims[1] *= 2;
   } else {
-    if (half) {
-      memcpy(dst, a.data, (size_t)half);
-      memcpy(dst + half, b.data, (size_t)half);
-    }
+    memcpy(dst, a.data, (size_t)half);
+    memcpy(dst + half, b.data, (size_t)half);
     out->t.dims[0] *= 2;
   }
   return ONYX_STATUS_OK;

@@ -8,8 +8,9 @@
  * those of the unoptimized graph on fresh random inputs — bit for bit for float32
  * MatMul on the CPU. It leaves the MLP alone when an intermediate has another reader
  * or is a graph output, when K, the weights' types or the bits differ, when g_idx is
- * present, when a weight is not a constant, and when the provider that runs the final
- * Mul has no SiluMul; disable_optimizations = "gate_up_silu" turns it off.
+ * present, when a weight is not a constant, when the provider that runs the final Mul
+ * has no SiluMul, and when the governor refuses the merged weights;
+ * disable_optimizations = "gate_up_silu" turns it off.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,13 +40,17 @@ static float frand(void) {
 
 /* ------------------------------------------------------------ fixtures */
 
-/* A runtime with the CPU provider, after the Mul-only provider when `mulonly`. */
-static onyx_runtime *runtime_new(bool mulonly) {
+/* A runtime with the CPU provider, after the Mul-only provider when `mulonly`; a host
+ * budget of `host_bytes` when not 0. */
+static onyx_runtime *runtime_budget(bool mulonly, uint64_t host_bytes) {
   char tmpl[] = "/tmp/onyx-gus-XXXXXX";
   int fd = mkstemp(tmpl);
   assert_true(fd >= 0);
+  char budget[64] = "";
+  if (host_bytes)
+    snprintf(budget, sizeof budget, "[governor]\nhost = %llu\n", (unsigned long long)host_bytes);
   char text[1024];
-  int n = snprintf(text, sizeof text, "%s[provider.cpu]\npath = %s\n",
+  int n = snprintf(text, sizeof text, "%s%s[provider.cpu]\npath = %s\n", budget,
                    mulonly ? "[provider.mulonly]\npath = " MUL_PROVIDER "\n" : "", CPU_PROVIDER);
   assert_int_equal(write(fd, text, (size_t)n), n);
   close(fd);
@@ -58,6 +63,8 @@ static onyx_runtime *runtime_new(bool mulonly) {
   assert_int_equal(st, ONYX_STATUS_OK);
   return rt;
 }
+
+static onyx_runtime *runtime_new(bool mulonly) { return runtime_budget(mulonly, 0); }
 
 static onyx_session *session_new(onyx_runtime *rt, lt_arena *a, const Onnx__ModelProto *m,
                                  const char *disable) {
@@ -361,6 +368,28 @@ static void left_where_the_mul_runs_without_silu_mul(void **state) {
   expect_left(&(mlp_opts){0}, true, true);
 }
 
+/* The merged weights are booked before they exist: a budget that holds the model but
+ * not a second copy of gate and up leaves the MLP as it was, and the session works. */
+static void left_when_the_governor_refuses_the_merge(void **state) {
+  (void)state;
+  lt_arena a = {0};
+  const uint64_t w = 2 * K * N * sizeof(float);
+  onyx_runtime *rt = runtime_budget(false, w + w / 2);
+  Onnx__ModelProto *m = mlp_model(&a, &(mlp_opts){0});
+  onyx_session *s = session_new(rt, &a, m, NULL);
+  assert_int_equal(onyx_session_node_count(s), 5);
+  onyx_optimization_stats st = stats_of(s);
+  assert_int_equal(st.nodes_removed, 0);
+  assert_int_equal(st.nodes_skipped, 1);
+  assert_int_equal(st.bytes_added, 0);
+  onyx_session_destroy(s);
+  uint64_t used[ONYX_REQUESTER_COUNT_];
+  onyx_runtime_memory_usage(rt, used, NULL);
+  assert_int_equal(used[ONYX_REQUESTER_WEIGHTS], 0);
+  onyx_runtime_destroy(rt);
+  lt_arena_free(&a);
+}
+
 static void switches_off_by_name(void **state) {
   (void)state;
   lt_arena a = {0};
@@ -386,6 +415,7 @@ int main(void) {
       cmocka_unit_test(left_when_an_intermediate_is_seen),
       cmocka_unit_test(left_when_the_weights_do_not_concatenate),
       cmocka_unit_test(left_where_the_mul_runs_without_silu_mul),
+      cmocka_unit_test(left_when_the_governor_refuses_the_merge),
       cmocka_unit_test(switches_off_by_name),
   };
   return cmocka_run_group_tests_name("gate_up_silu", tests, NULL, NULL);
