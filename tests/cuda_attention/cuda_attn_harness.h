@@ -70,6 +70,8 @@ typedef struct ch_ctx {
   onyx_workspace_view views[ONYX_MAX_WORKSPACE_REGIONS];
   void *ws_mem[ONYX_MAX_WORKSPACE_REGIONS];
   char err[512];
+  int repeat; /* ch_run: compute this many more times on the same state and workspace
+                 first (outputs freed in between, workspace kept) */
 } ch_ctx;
 
 /* Sets up a context (stream = the default stream). */
@@ -94,8 +96,10 @@ void ch_node_init(ch_node *n, const char *domain, const char *op, int64_t opset,
 void ch_node_int(ch_node *n, const char *name, int64_t v);
 void ch_node_float(ch_node *n, const char *name, float v);
 
-/* create → workspace → compute → synchronise. Returns compute's status (or create's);
- * *out_req receives the requirement; the state is destroyed before returning. */
+/* create → workspace → compute → synchronise (compute 1 + ctx->repeat times, as
+ * consecutive steps of one node would). Returns the last compute's status (or
+ * create's); *out_req receives the requirement; the state is destroyed before
+ * returning. */
 onyx_status ch_run(const onyx_kernel_table *kt, ch_node *node, const onyx_tensor *const *in,
                    size_t n, ch_ctx *ctx, onyx_workspace_requirement *out_req, int shrink_region,
                    uint64_t shrink);

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <cuda_runtime_api.h>
 
 #include "cuda_attention_kernels.h"
 #include "cuda_attn_harness.h"
@@ -96,6 +97,7 @@ typedef struct gqa_case {
   bool share; /* allow present to alias past */
   bool total_on_host;
   int causal; /* -1: attribute absent (1) */
+  int repeat; /* computes before the checked one, on the same state and workspace */
 } gqa_case;
 
 typedef struct gqa_result {
@@ -233,6 +235,7 @@ static void run_gqa_case(const gqa_case *c, uint64_t seed, gqa_result *res) {
 
   ch_ctx ctx;
   ch_ctx_init(&ctx, in, 12, c->share);
+  ctx.repeat = c->repeat;
   onyx_status st = ch_run(&onyx_cuda_gqa_kernel, &node, in, 12, &ctx, &res->req, -1, 0);
   if (st != ONYX_STATUS_OK) fprintf(stderr, "  %s: status %d: %s\n", c->name, st, ctx.err);
   assert_int_equal(st, ONYX_STATUS_OK);
@@ -241,6 +244,19 @@ static void run_gqa_case(const gqa_case *c, uint64_t seed, gqa_result *res) {
   res->P = P;
   res->aliased = ctx.out_aliased[1];
   if (c->share && L >= T) assert_true(ctx.out_aliased[1] && ctx.out_aliased[2]);
+  /* The split counters (SESSION, poisoned, zeroed by the first compute) are zero again
+   * after every launch: the next step needs no memset. */
+  for (size_t i = 0; i < ctx.ctx.workspace_count; ++i)
+    if (strcmp(ctx.views[i].name, "gqa_split_counters") == 0) {
+      size_t nc = (size_t)(ctx.views[i].bytes / 4);
+      uint32_t *cnt = malloc(nc * 4 + 4);
+      assert_int_equal(cudaMemcpy(cnt, ctx.views[i].data, nc * 4, cudaMemcpyDeviceToHost), 0);
+      size_t nonzero = 0;
+      for (size_t j = 0; j < nc; ++j) nonzero += cnt[j] != 0;
+      free(cnt);
+      if (nonzero) fprintf(stderr, "  %s: %zu split counters not zero\n", c->name, nonzero);
+      assert_int_equal(nonzero, 0);
+    }
 
   /* Downloads: output, presents in logical order. */
   size_t ny = (size_t)B * S * nq * H, np = (size_t)B * nkv * P * H;
@@ -876,7 +892,14 @@ static void test_gqa_workspace_too_small(void **state) {
   ch_ctx_init(&ctx, in, 7, false);
   onyx_workspace_requirement req;
   onyx_status st = ch_run(&onyx_cuda_gqa_kernel, &node, in, 7, &ctx, &req, 0, 4);
-  assert_int_equal(req.count, 1);
+  assert_int_equal(req.count, 2);
+  assert_int_equal(st, ONYX_STATUS_WORKSPACE_TOO_SMALL);
+  assert_false(ctx.out_set[0]);
+  printf("  refused: %s\n", ctx.err);
+  ch_ctx_free(&ctx);
+  /* The SESSION counters' view short by 4 bytes: refused too. */
+  ch_ctx_init(&ctx, in, 7, false);
+  st = ch_run(&onyx_cuda_gqa_kernel, &node, in, 7, &ctx, &req, 1, 4);
   assert_int_equal(st, ONYX_STATUS_WORKSPACE_TOO_SMALL);
   assert_false(ctx.out_set[0]);
   printf("  refused: %s\n", ctx.err);
@@ -941,28 +964,35 @@ static void test_workspace_routes(void **state) {
   assert_true(ok);
   assert_int_equal(r.count, 0);
   /* Decode B1 Hkv8 Skv 4096: 8 CTAs → 16 splits (132 / 8 rounded down, and the cap
-   * 4096 / 256): partials (m, l, O per row and split) and one arrival counter per
-   * (b, kv head) for the decode route's merge, nothing else. */
+   * 4096 / 256): partials (m, l, O per row and split, and the counters' room a caller
+   * without its own would use) as STEP, the decode route's arrival counters (one per
+   * (b, kv head), left zero by each launch) as SESSION, nothing else. */
   r = gqa_req(ONYX_DTYPE_BFLOAT16, 1, 1, 32, 8, 128, 4095, false, &ok);
-  assert_int_equal(r.count, 1);
+  assert_int_equal(r.count, 2);
   assert_string_equal(r.regions[0].name, "gqa_splitk_partials");
   assert_int_equal(r.regions[0].bytes, 1ull * 32 * 1 * 16 * (128 + 2) * 4 + 1ull * 8 * 4);
   assert_int_equal(r.regions[0].lifetime, ONYX_LIFETIME_STEP);
+  assert_string_equal(r.regions[1].name, "gqa_split_counters");
+  assert_int_equal(r.regions[1].bytes, 1ull * 8 * 4);
+  assert_int_equal(r.regions[1].lifetime, ONYX_LIFETIME_SESSION);
   /* Decode B1 Hkv8 Skv 32768: 16 splits (at most one work unit per SM: 132 / 8 down). */
   r = gqa_req(ONYX_DTYPE_FLOAT16, 1, 1, 32, 8, 128, 32767, false, &ok);
   assert_int_equal(ch_region_bytes(&r, "gqa_splitk_partials"),
                    1ull * 32 * 16 * 130 * 4 + 1ull * 8 * 4);
-  assert_int_equal(r.count, 1);
+  assert_int_equal(ch_region_bytes(&r, "gqa_split_counters"), 1ull * 8 * 4);
+  assert_int_equal(r.count, 2);
   /* Decode B2 Hkv2 D64 with 7 query heads a group: 33 splits (132 / 4), capped at
    * 1000 / 256 = 3. */
   r = gqa_req(ONYX_DTYPE_BFLOAT16, 2, 1, 14, 2, 64, 999, false, &ok);
   assert_int_equal(ch_region_bytes(&r, "gqa_splitk_partials"),
                    2ull * 14 * 3 * 66 * 4 + 2ull * 2 * 4);
-  assert_int_equal(r.count, 1);
+  assert_int_equal(ch_region_bytes(&r, "gqa_split_counters"), 2ull * 2 * 4);
+  assert_int_equal(r.count, 2);
   /* A short chunk of 4 rows × group 4 (16 rows, the decode tile) splits too. */
   r = gqa_req(ONYX_DTYPE_BFLOAT16, 1, 4, 8, 2, 128, 4000, false, &ok);
   assert_int_equal(ch_region_bytes(&r, "gqa_splitk_partials"),
                    1ull * 8 * 4 * 15 * 130 * 4 + 1ull * 2 * 4);
+  assert_int_equal(ch_region_bytes(&r, "gqa_split_counters"), 1ull * 2 * 4);
   /* Prefill B1 S4096 (2048 CTAs, and prefill is never split): no transposes, no
    * staging, nothing. Packed too. Chunked prefill with 256 rows per kv head: none. */
   r = gqa_req(ONYX_DTYPE_BFLOAT16, 1, 4096, 32, 8, 128, 0, false, &ok);
@@ -982,9 +1012,10 @@ static void test_workspace_routes(void **state) {
   assert_int_equal(r.count, 0);
   /* Packed decode B4 (32 CTAs): 4 splits. */
   r = gqa_req(ONYX_DTYPE_FLOAT16, 4, 1, 32, 8, 128, 4095, true, &ok);
-  assert_int_equal(r.count, 1);
+  assert_int_equal(r.count, 2);
   assert_int_equal(ch_region_bytes(&r, "gqa_splitk_partials"),
                    4ull * 32 * 4 * 130 * 4 + 4ull * 8 * 4);
+  assert_int_equal(ch_region_bytes(&r, "gqa_split_counters"), 4ull * 8 * 4);
   /* float32: the reference route, scores (B·Nq·S·(L + S) floats) and nothing else. */
   r = gqa_req(ONYX_DTYPE_FLOAT32, 2, 128, 8, 2, 64, 0, false, &ok);
   assert_int_equal(r.count, 1);
@@ -997,7 +1028,8 @@ static void test_workspace_routes(void **state) {
   r = gqa_req(ONYX_DTYPE_FLOAT16, 1, 16, 4, 2, 40, 0, false, &ok);
   assert_int_equal(r.count, 1);
   assert_int_equal(ch_region_bytes(&r, "gqa_scores"), 1ull * 4 * 16 * 16 * 4);
-  printf("  workspace routes: decode NONE / partials, prefill NONE, fp32 scores only\n");
+  printf("  workspace routes: decode NONE / partials + SESSION counters, prefill NONE, fp32 "
+         "scores only\n");
 }
 
 static void test_attention_workspace_routes(void **state) {
@@ -1842,6 +1874,8 @@ static void check_decode_case(const gqa_case *c, uint64_t seed) {
  * by the kernel, rotated: halves, interleaved, position ids), growing caches (the fill
  * writes them), BSNH, windows, sinks, smooth softmax, causal chunks and a non-causal
  * one, a first prompt into a shared buffer, batches with a single key. */
+static void short_in_large_cases(void);
+
 static void decode_route_cases(void) {
   for (int t = 0; t < 2; ++t) {
     const uint32_t dt = k_half_types[t];
@@ -1960,6 +1994,7 @@ static void decode_route_cases(void) {
        .causal = -1},
   };
   for (int i = 0; i < 6; ++i) check_decode_case(&cs[i], 480 + (uint64_t)i);
+  short_in_large_cases();
   /* Forced splits: more units than SMs with splits (CTAs merge for units they did not
    * all run), splits with no key tile at all (a batch with 11 keys), and the appended
    * rows on a split run. */
@@ -1992,6 +2027,126 @@ static void decode_route_cases(void) {
                 .causal = -1};
   check_decode_case(&h, 491);
   onyx__cuda_attn_force_split = -1;
+}
+
+/* Short lengths in a large shared buffer (an exporter's decode: the capacity is
+ * max_length, the plan splits for it): the kernel cuts each (b, kv head) by its actual
+ * length (units past it do nothing, a single split writes the output directly, split 0
+ * alone with the new rows where a split is spare), the seqlens differing per batch so
+ * heads of one launch use different split counts (1, 11 of 16 with split 0 alone, all
+ * 16), and several steps on one state so the counters left by one launch serve the
+ * next. */
+static void short_in_large_cases(void) {
+  for (int t = g_decode_both ? 0 : 1; t < 2; ++t) {
+    const uint32_t dt = k_half_types[t];
+    gqa_case a = {.name = "short in large: shared cap 4096 B4 14/2 H64 rotary (1, 1, 11, 16 used)",
+                  .dtype = dt,
+                  .B = 4,
+                  .S = 1,
+                  .nq = 14,
+                  .nkv = 2,
+                  .H = 64,
+                  .L = 4096,
+                  .T = 4096,
+                  .seqlens = {63, 255, 1400, 4095},
+                  .packed = true,
+                  .rotary = true,
+                  .share = true,
+                  .total_on_host = true,
+                  .causal = -1,
+                  .repeat = 2};
+    check_decode_case(&a, 700 + (uint64_t)t);
+  }
+  const uint32_t bf = ONYX_DTYPE_BFLOAT16;
+  gqa_case cs[4] = {
+      {.name = "short in large: shared cap 8192 B1 32/8 H128 rotary len 700 (6 of 16)",
+       .dtype = bf,
+       .B = 1,
+       .S = 1,
+       .nq = 32,
+       .nkv = 8,
+       .H = 128,
+       .L = 8192,
+       .T = 8192,
+       .seqlens = {699},
+       .packed = true,
+       .rotary = true,
+       .share = true,
+       .total_on_host = true,
+       .causal = -1,
+       .repeat = 2},
+      {.name = "short in large: shared cap 6000 B3 14/2 H64 window 300 sink interleaved",
+       .dtype = ONYX_DTYPE_FLOAT16,
+       .B = 3,
+       .S = 1,
+       .nq = 14,
+       .nkv = 2,
+       .H = 64,
+       .L = 6000,
+       .T = 6000,
+       .seqlens = {5000, 31, 700},
+       .rotary = true,
+       .interleaved = true,
+       .window = 300,
+       .sink = true,
+       .share = true,
+       .causal = -1,
+       .repeat = 1},
+      {.name = "short in large: shared cap 3000 B2 8/2 H64 smooth pos ids, one key",
+       .dtype = bf,
+       .B = 2,
+       .S = 1,
+       .nq = 8,
+       .nkv = 2,
+       .H = 64,
+       .L = 3000,
+       .T = 3000,
+       .seqlens = {0, 2600},
+       .rotary = true,
+       .pos_ids = true,
+       .smooth = true,
+       .share = true,
+       .causal = -1,
+       .repeat = 1},
+      {.name = "short in large: chunk S2 group 7 shared cap 5000 B2 14/2 H64 (lens 2, 900)",
+       .dtype = bf,
+       .B = 2,
+       .S = 2,
+       .nq = 14,
+       .nkv = 2,
+       .H = 64,
+       .L = 5000,
+       .T = 5000,
+       .seqlens = {1, 899},
+       .packed = true,
+       .rotary = true,
+       .share = true,
+       .causal = -1,
+       .repeat = 1},
+  };
+  if (!g_decode_both) { /* a kernel variant: the tile paths, not every knob again */
+    check_decode_case(&cs[0], 710);
+    check_decode_case(&cs[3], 713);
+    return;
+  }
+  for (int i = 0; i < 4; ++i) check_decode_case(&cs[i], 710 + (uint64_t)i);
+  /* Every planned split (the route before it cut by length), 256 keys a split, and
+   * split 0 taking its share of tiles, on the same cases. */
+  onyx__cuda_attn_decode_split_keys = 0;
+  check_decode_case(&cs[0], 720);
+  check_decode_case(&cs[1], 721);
+  onyx__cuda_attn_decode_split_keys = 256;
+  check_decode_case(&cs[0], 723);
+  check_decode_case(&cs[3], 724);
+  onyx__cuda_attn_decode_split_keys = ONYX__CUDA_ATTN_DECODE_SPLIT_KEYS;
+  onyx__cuda_attn_decode_split0_alone = 0;
+  check_decode_case(&cs[0], 725);
+  check_decode_case(&cs[3], 726);
+  onyx__cuda_attn_decode_split0_alone = 1;
+  /* Plain launches (no programmatic dependence). */
+  onyx__cuda_attn_pdl = 0;
+  check_decode_case(&cs[0], 722);
+  onyx__cuda_attn_pdl = 1;
 }
 
 static void test_decode_route(void **state) {

@@ -234,15 +234,32 @@ __device__ __forceinline__ uint32_t swz(int r, int c, int sub) {
 /* Unit u: (b, kv head g, split). Keys [lo, hi) matter to some row; [x_lo, x_hi) of them
  * are appended rows (read from the appended tile, never from k/v; empty without
  * append); the split's cache tiles are n_tiles tiles of BC keys from kstart, loading
- * keys below kend. past_new is kv_fill's past_b (the row of new row 0). */
+ * keys below kend. past_new is kv_fill's past_b (the row of new row 0). n_eff: the
+ * splits this (b, kv head) uses at its actual length (<= p.n_split, the plan's for the
+ * buffer's capacity); a unit of split >= n_eff has nothing to do (live false). */
 struct Unit {
   int b, g, split, head;
   BatchGeom geo;
   int lo, hi, x_lo, x_hi, past_new;
   int n_tiles, kstart, kend;
+  int n_eff;
+  bool live;
 };
 
-template <int BC> __device__ __forceinline__ Unit unit_of(const onyx__cuda_attn_params &p, int u) {
+/* Splits of a key range of `keys`: split_keys keys each, at most n_split, and none
+ * below 4 splits' worth (the merge's round trips cost more than 1-3 splits' keys save;
+ * onyx_bench_gqa_short, 2026-12-02); split_keys 0: always n_split. A pure function of
+ * the length on the device, so every unit of a (b, kv head) finds the same. */
+__device__ __forceinline__ int eff_splits(int64_t keys, int n_split, int split_keys) {
+  if (split_keys <= 0 || n_split <= 1) return n_split;
+  if (keys < 4 * (int64_t)split_keys) return 1;
+  const int64_t k = keys / split_keys;
+  return k < n_split ? (int)k : n_split;
+}
+
+template <int BC>
+__device__ __forceinline__ Unit unit_of(const onyx__cuda_attn_params &p, int u, int split_keys,
+                                        int alone) {
   Unit it;
   it.head = u / p.n_split;
   it.split = u % p.n_split;
@@ -275,7 +292,16 @@ template <int BC> __device__ __forceinline__ Unit unit_of(const onyx__cuda_attn_
     it.past_new = (int)(past < INT_MIN ? INT_MIN : past);
   }
   const int64_t ntiles = (c_hi - lo + BC - 1) / BC;
-  const int64_t t0 = it.split * ntiles / p.n_split, t1 = (it.split + 1) * ntiles / p.n_split;
+  int ne = eff_splits(hi - lo, p.n_split, split_keys);
+  /* Split 0 appends the new rows, a prologue of its own: with a spare split (alone) it
+   * takes no cache tile, so that prologue runs beside the other splits' tiles. */
+  const int lead = alone && p.append && ne > 1 && ne < p.n_split ? 1 : 0;
+  ne += lead;
+  it.n_eff = ne;
+  it.live = it.split < ne;
+  const int64_t si = it.split - lead, nt = ne - lead;
+  const int64_t t0 = it.live && si >= 0 ? si * ntiles / nt : 0;
+  const int64_t t1 = it.live && si >= 0 ? (si + 1) * ntiles / nt : 0;
   it.n_tiles = (int)(t1 - t0);
   it.kstart = (int)(lo + t0 * BC);
   const int64_t ke = lo + t1 * BC;
@@ -519,15 +545,16 @@ __device__ __forceinline__ void store4(const onyx__cuda_attn_params &p, int b, i
   *reinterpret_cast<uint2 *>(dst) = u;
 }
 
-/* The last unit of a split (b, kv head) merges every split's partial into the output.
- * It runs after the slowest unit, so its latency is the launch's tail: the partials of
- * 8 splits are loaded at once (one L2 round trip a chunk, not a chain per split) and
- * folded into a running maximum. */
+/* The last unit of a split (b, kv head) merges its n_eff splits' partials into the
+ * output. It runs after the slowest unit, so its latency is the launch's tail: the
+ * partials of 8 splits are loaded at once (one L2 round trip a chunk, not a chain per
+ * split) and folded into a running maximum. Partial rows keep the plan's n_split
+ * stride. */
 template <typename T, int D, int NT>
 __device__ __forceinline__ void merge_splits(const onyx__cuda_attn_params &p, const Unit &it,
                                              int ctid) {
   constexpr int CH = 8;
-  const int ns = p.n_split, rows_total = p.sq * p.group;
+  const int ns = p.n_split, ne = it.n_eff, rows_total = p.sq * p.group;
   const float *part_o = p.partials;
   const float *part_ml = p.partials + (int64_t)p.batch * p.nq * p.sq * ns * D;
   for (int i = ctid; i < rows_total * (D / 4); i += NT) {
@@ -538,12 +565,12 @@ __device__ __forceinline__ void merge_splits(const onyx__cuda_attn_params &p, co
     const float *po = part_o + prow0 * D + c;
     float M = -INFINITY, L = 0.0f;
     float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int k0 = 0; k0 < ns; k0 += CH) {
+    for (int k0 = 0; k0 < ne; k0 += CH) {
       float2 mk[CH];
       float4 ok[CH];
 #pragma unroll
       for (int j = 0; j < CH; ++j) {
-        const bool in = k0 + j < ns;
+        const bool in = k0 + j < ne;
         mk[j] = in ? __ldcg(ml + k0 + j) : make_float2(-INFINITY, 0.0f);
         ok[j] = in ? __ldcg(reinterpret_cast<const float4 *>(po + (int64_t)(k0 + j) * D))
                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -619,8 +646,9 @@ __device__ __forceinline__ void fold_state(State<D> &st, const float *o, const f
   }
 }
 
-/* The warp states → one per row (a tree through the slots), then the output or this
- * split's partial; the last split to arrive merges. By the consumer threads. */
+/* The warp states → one per row (a tree through the slots), then the output (a single
+ * effective split) or this split's partial; the last split to arrive merges and leaves
+ * its counter at zero for the next launch. By the consumer threads. */
 template <typename T, int D, class C>
 __device__ __forceinline__ void finish_unit(const onyx__cuda_attn_params &p, const Unit &it,
                                             State<D> &st, unsigned char *smem, int cw, int lane,
@@ -648,6 +676,7 @@ __device__ __forceinline__ void finish_unit(const onyx__cuda_attn_params &p, con
   consumers_sync<NT>();
 
   const int rows_total = p.sq * p.group, ns = p.n_split;
+  const bool split = it.n_eff > 1;
   float *part_o = p.partials;
   float *part_ml = p.partials + (int64_t)p.batch * p.nq * p.sq * ns * D;
   for (int i = ctid; i < rows_total * (D / 4); i += NT) {
@@ -655,7 +684,7 @@ __device__ __forceinline__ void finish_unit(const onyx__cuda_attn_params &p, con
     const int s = r / p.group, h = it.g * p.group + r % p.group;
     const float M = msm[r], L = lsm[r];
     const float4 o = *reinterpret_cast<const float4 *>(osm + r * OLD + c);
-    if (ns > 1) {
+    if (split) {
       const int64_t prow = (((int64_t)it.b * p.nq + h) * p.sq + s) * ns + it.split;
       *reinterpret_cast<float4 *>(part_o + prow * D + c) = o;
       if (c == 0) {
@@ -668,15 +697,20 @@ __device__ __forceinline__ void finish_unit(const onyx__cuda_attn_params &p, con
       store4<T>(p, it.b, s, h, c, o, finish_factor(M, L, has_sink, sink2));
     }
   }
-  if (ns <= 1) return;
-  /* This split's partial is out: count it; the last to arrive merges. */
+  if (!split) return;
+  /* This split's partial is out: count it; the last to arrive merges. Every other unit
+   * of the head has arrived by then, so it resets the counter at once. */
   __threadfence();
   consumers_sync<NT>();
   if (ctid == 0) {
     unsigned *count =
-        reinterpret_cast<unsigned *>(part_ml + (int64_t)p.batch * p.nq * p.sq * ns * 2);
+        p.counters != nullptr
+            ? p.counters
+            : reinterpret_cast<unsigned *>(part_ml + (int64_t)p.batch * p.nq * p.sq * ns * 2);
     const unsigned before = atomicAdd(count + it.head, 1u);
-    *flag = before == (unsigned)(ns - 1);
+    const bool last = before == (unsigned)(it.n_eff - 1);
+    if (last) atomicExch(count + it.head, 0u);
+    *flag = last;
     __threadfence();
   }
   consumers_sync<NT>();
@@ -687,9 +721,10 @@ __device__ __forceinline__ void finish_unit(const onyx__cuda_attn_params &p, con
 
 /* K and V rows of every tile of every unit of this CTA, in order, into the ring. */
 template <typename T, int D, class V>
-__device__ __forceinline__ void produce(const onyx__cuda_attn_params &p, int units,
-                                        const CUtensorMap *tk, const CUtensorMap *tv, uint32_t ks,
-                                        uint32_t vs, uint64_t *full, uint64_t *empty, int lane) {
+__device__ __forceinline__ void produce(const onyx__cuda_attn_params &p, int units, int split_keys,
+                                        int alone, const CUtensorMap *tk, const CUtensorMap *tv,
+                                        uint32_t ks, uint32_t vs, uint64_t *full, uint64_t *empty,
+                                        int lane) {
   using C = Cfg<D, V>;
   constexpr int BC = C::BC, ST = C::ST;
   int git = 0;
@@ -699,7 +734,7 @@ __device__ __forceinline__ void produce(const onyx__cuda_attn_params &p, int uni
     if (lane != 0) return;
     const uint64_t policy = V::EF ? evict_first_policy() : 0;
     for (int u = blockIdx.x; u < units; u += gridDim.x) {
-      const Unit it = unit_of<BC>(p, u);
+      const Unit it = unit_of<BC>(p, u, split_keys, alone);
       for (int t = 0; t < it.n_tiles; ++t, ++git) {
         const int s = git % ST;
         mbar_wait(&empty[s], ((uint32_t)(git / ST) & 1u) ^ 1u);
@@ -729,7 +764,7 @@ __device__ __forceinline__ void produce(const onyx__cuda_attn_params &p, int uni
   /* The L2 prefetch reads whole tiles of rows, so only rows without gaps between. */
   const bool l2p = V::PD > 0 && lane == 0 && p.k_rs == D && p.v_rs == D;
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
-    const Unit it = unit_of<BC>(p, u);
+    const Unit it = unit_of<BC>(p, u, split_keys, alone);
     const T *kb = (const T *)p.k + (int64_t)it.b * p.k_bs + (int64_t)it.g * p.k_gs;
     const T *vb = (const T *)p.v + (int64_t)it.b * p.v_bs + (int64_t)it.g * p.v_gs;
     for (int t = 0; t < it.n_tiles; ++t, ++git) {
@@ -769,7 +804,7 @@ __device__ __forceinline__ void produce(const onyx__cuda_attn_params &p, int uni
 template <typename T, int D, class V>
 __global__ void __launch_bounds__(Cfg<D, V>::THREADS, 1)
     decode_kernel(const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
-                  const onyx__cuda_attn_params p, int units) {
+                  const onyx__cuda_attn_params p, int units, int split_keys, int alone) {
   using C = Cfg<D, V>;
   constexpr int BC = C::BC, ST = C::ST, KW = C::KW, NT = 32 * C::NCW;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -791,9 +826,17 @@ __global__ void __launch_bounds__(Cfg<D, V>::THREADS, 1)
 #endif
   }
   __syncthreads();
+#if __CUDA_ARCH__ >= 900
+  /* A programmatic dependent (PDL): the kernel before may still run until here, and
+   * nothing global is touched before it is done. Then the next kernel may launch: its
+   * own wait holds it until this grid has finished, and every CTA of this one is
+   * resident by now (the grid is at most one wave). */
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 
   if (warp == 0) {
-    produce<T, D, V>(p, units, &tk, &tv, ks, vs, full, empty, lane);
+    produce<T, D, V>(p, units, split_keys, alone, &tk, &tv, ks, vs, full, empty, lane);
     return;
   }
 
@@ -807,11 +850,18 @@ __global__ void __launch_bounds__(Cfg<D, V>::THREADS, 1)
   const uint32_t wrow = (uint32_t)(cw * KW * 128); /* this warp's first row in a tile */
   int git = 0;
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
-    const Unit it = unit_of<BC>(p, u);
+    const Unit it = unit_of<BC>(p, u, split_keys, alone);
+    if (!it.live) continue; /* past this length's splits: no keys, no partial */
     const bool appended = p.append && it.split == 0;
     consumers_sync<NT>(); /* the previous unit's slots are read (they alias Q) */
-    load_q<T, D, C::QLD, NT>(p, it, qs, ctid);
-    if (appended) append_rows<T, D, NT>(p, it, nk, nv, ctid);
+    /* With new rows, half the threads load Q and half append: the two chains of
+     * global loads (rotary tables included) overlap instead of following each other. */
+    if (!appended)
+      load_q<T, D, C::QLD, NT>(p, it, qs, ctid);
+    else if (ctid < NT / 2)
+      load_q<T, D, C::QLD, NT / 2>(p, it, qs, ctid);
+    else
+      append_rows<T, D, NT / 2>(p, it, nk, nv, ctid - NT / 2);
     consumers_sync<NT>();
     uint32_t qf[D / 16][4];
 #pragma unroll
@@ -989,8 +1039,10 @@ static cudaError_t launch_v(const onyx__cuda_attn_params &p, int dev, cudaStream
         p.kv_rows <= 0 || !make_map(&tk, mk, 0) || !make_map(&tv, mv, 1))
       return kNotTaken;
   }
-  if (p.n_split > 1) {
-    /* The arrival counters after the partials start at zero in every launch. */
+  const bool zero_first = p.n_split > 1 && p.counters == nullptr;
+  if (zero_first) {
+    /* Counters in the partials (STEP memory, whatever it held): zeroed in every launch.
+     * The caller's own counters are zero already (the kernel leaves them so). */
     unsigned char *count =
         (unsigned char *)p.partials +
         onyx__cuda_attn_partials_floats(p.batch, p.nq, p.sq, p.hv, p.n_split) * sizeof(float);
@@ -998,7 +1050,27 @@ static cudaError_t launch_v(const onyx__cuda_attn_params &p, int dev, cudaStream
     if (e != cudaSuccess) return e;
   }
   const int grid = units < n ? (int)units : n;
-  decode_kernel<T, D, V><<<grid, C::THREADS, C::SMEM, stream>>>(tk, tv, p, (int)units);
+  const int split_keys =
+      onyx__cuda_attn_decode_split_keys > 0 ? onyx__cuda_attn_decode_split_keys : 0;
+  const int alone = onyx__cuda_attn_decode_split0_alone != 0;
+  auto kern = decode_kernel<T, D, V>;
+  if (onyx__cuda_attn_pdl && !zero_first) {
+    /* A programmatic dependent of the kernel before (not of a memset). */
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(C::THREADS);
+    cfg.dynamicSmemBytes = C::SMEM;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if (cudaLaunchKernelEx(&cfg, kern, tk, tv, p, (int)units, split_keys, alone) == cudaSuccess)
+      return cudaSuccess;
+    (void)cudaGetLastError(); /* refused (an old driver): a plain launch below */
+  }
+  kern<<<grid, C::THREADS, C::SMEM, stream>>>(tk, tv, p, (int)units, split_keys, alone);
   return cudaGetLastError();
 }
 
@@ -1067,4 +1139,8 @@ extern "C" int onyx__cuda_attn_decode(const onyx__cuda_attn_params *p, void *str
   if (p->hk == 64 && p->hv == 64)
     return (int)(bf ? launch<__nv_bfloat16, 64>(*p, dev, s) : launch<__half, 64>(*p, dev, s));
   return (int)cudaErrorInvalidValue;
+}
+
+extern "C" int onyx__cuda_attn_zero(void *dst, uint64_t bytes, void *stream) {
+  return (int)cudaMemsetAsync(dst, 0, (size_t)bytes, (cudaStream_t)stream);
 }

@@ -23,10 +23,13 @@
  * for decode and short chunks it takes (cuda_attn_route.c); float32 and other head sizes
  * the reference kernel. On a shared buffer the decode kernel also writes the new rows
  * (keys rotated) into present, so no fill runs.
- * Workspace (STEP regions, each only on its route; see cuda_attn_plan.c):
- *   gqa_splitk_partials  flash or decode route with a key split (decode with few batch·kv
- *                        heads): partials and one arrival counter per (b, kv head)
- *   gqa_scores           reference route only
+ * Workspace (each region only on its route; see cuda_attn_plan.c):
+ *   gqa_splitk_partials  STEP: flash or decode route with a key split (decode with few
+ *                        batch·kv heads): partials
+ *   gqa_split_counters   SESSION, beside the partials: the decode route's arrival
+ *                        counters, one per (b, kv head), zeroed once where the view is
+ *                        new to the node and left zero by every launch (no memset a step)
+ *   gqa_scores           STEP: reference route only
  * No transposes (Q, packed QKV and Y are read and written in place) and no staging.
  *
  * Not taken here (supports() says so and placement falls back): qk_output, quantized
@@ -74,6 +77,9 @@ typedef struct gqa_state {
   int64_t window; /* > 0 or -1 */
   bool causal, rotary, interleaved, smooth;
   int64_t kv_layout; /* 0 BNSH, 1 BSNH */
+  /* The split counters' SESSION view: where it was zeroed last, and how many bytes. */
+  void *counters_zeroed;
+  uint64_t counters_zeroed_bytes;
 } gqa_state;
 
 static const char *const gqa_op = "GroupQueryAttention";
@@ -177,6 +183,11 @@ static onyx_status gqa_workspace(void *state, const onyx_tensor *inputs, size_t 
   gqa_plan(st, in[GQA_QUERY]->dtype, &g, &plan);
   onyx__cuda_attn_region(out_req, "gqa_splitk_partials", plan.partials_bytes);
   onyx__cuda_attn_region(out_req, "gqa_scores", plan.scores_bytes);
+  /* SESSION: the decode route's counters are left zero by each launch (no memset in a
+   * step), so they must outlive it; zeroed where the view is new to this node. */
+  if (plan.counters_bytes > 0 && out_req->count < ONYX_MAX_WORKSPACE_REGIONS)
+    out_req->regions[out_req->count++] = (onyx_workspace_region){
+        "gqa_split_counters", plan.counters_bytes, 256, ONYX_LIFETIME_SESSION};
   return ONYX_STATUS_OK;
 }
 
@@ -315,7 +326,7 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   /* Workspace of this route. */
   onyx__cuda_attn_plan plan;
   gqa_plan(st, dt, &g, &plan);
-  void *partials = NULL, *scores = NULL;
+  void *partials = NULL, *scores = NULL, *counters = NULL;
   if (plan.partials_bytes > 0 &&
       (status = onyx__cuda_attn_workspace(ctx, "gqa_splitk_partials", plan.partials_bytes,
                                           &partials)) != ONYX_STATUS_OK)
@@ -324,6 +335,18 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
       (status = onyx__cuda_attn_workspace(ctx, "gqa_scores", plan.scores_bytes, &scores)) !=
           ONYX_STATUS_OK)
     return status;
+  if (plan.counters_bytes > 0 &&
+      (status = onyx__cuda_attn_workspace(ctx, "gqa_split_counters", plan.counters_bytes,
+                                          &counters)) != ONYX_STATUS_OK)
+    return status;
+  gqa_state *mut = state;
+  if (counters != NULL &&
+      (counters != mut->counters_zeroed || plan.counters_bytes > mut->counters_zeroed_bytes)) {
+    int e = onyx__cuda_attn_zero(counters, plan.counters_bytes, ctx->stream);
+    if (e != 0) return onyx__cuda_attn_launch_error(ctx, "split counters' zeroing", e);
+    mut->counters_zeroed = counters;
+    mut->counters_zeroed_bytes = plan.counters_bytes;
+  }
 
   /* Outputs. */
   onyx_tensor *y = NULL;
@@ -404,6 +427,7 @@ static onyx_status gqa_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
   p.sink = sink != NULL ? sink->data : NULL;
   p.smooth = st->smooth;
   p.partials = partials;
+  p.counters = counters;
   p.n_split = plan.n_split;
   p.shared_kv = aliased[0] || aliased[1];
   if (aliased[0] && aliased[1] && onyx__cuda_attn_decode_refusal(&p, &plan) == NULL) {

@@ -96,6 +96,11 @@ typedef struct onyx__cuda_attn_params {
   /* Split-K partials (flash route, n_split > 1): see onyx__cuda_attn_plan. */
   float *partials;
   int32_t n_split;
+  /* Decode route with a split: one arrival counter per (b, kv head), zero at entry and
+   * left zero at exit (the merging unit resets its own), so nothing zeroes them on the
+   * stream. NULL: the counters after the partials, zeroed by a memset before each
+   * launch. */
+  uint32_t *counters;
 
   int32_t shared_kv; /* GQA: present aliases past (ONNX Runtime's shared buffer) */
 
@@ -159,6 +164,9 @@ typedef struct onyx__cuda_attn_plan {
   int32_t n_split;         /* key splits (1: none) */
   uint64_t partials_bytes; /* split-K partials (0 without a split) */
   uint64_t scores_bytes;   /* reference route scores (0 on the flash route) */
+  uint64_t counters_bytes; /* with a split: one 32-bit arrival counter per (b, kv head) for
+                              a caller that keeps the decode route's counters itself
+                              (zeroed once, left zero by the kernel); 0 without a split */
   int64_t key_cols;        /* columns of the scores region (reference route) */
 } onyx__cuda_attn_plan;
 
@@ -191,8 +199,9 @@ void onyx__cuda_attn_plan_make(uint32_t dtype, int64_t batch, int64_t nq, int64_
 
 /* Partials layout inside the split-K region: O floats (rows·n_split·hv) then (m, l)
  * pairs (rows·n_split·2), rows = batch·nq·sq in (b, h, s) order; then one 32-bit
- * arrival counter per (b, kv head) for the decode route's in-launch merge (zeroed
- * before each launch; the flash route leaves them alone). */
+ * arrival counter per (b, kv head) for the decode route's in-launch merge where the
+ * caller has no counters of its own (zeroed before each launch; the flash route leaves
+ * them alone). */
 uint64_t onyx__cuda_attn_partials_floats(int64_t batch, int64_t nq, int64_t sq, int64_t hv,
                                          int64_t n_split);
 /* Bytes of the split-K region: the partials above and the counters. */
@@ -212,6 +221,20 @@ const char *onyx__cuda_attn_hopper_refusal(const onyx__cuda_attn_params *p,
 /* Tests and the benchmark only: 0 keeps every problem off the decode route (-1: the
  * dispatcher decides). Not thread-safe; production code never sets it. */
 extern int onyx__cuda_attn_force_decode;
+/* The decode route cuts a (b, kv head)'s keys, from the actual length on the device
+ * (the plan splits for the buffer's capacity), into splits of this many keys, at most
+ * the plan's and none below 4 splits' worth: ONYX__CUDA_ATTN_DECODE_SPLIT_KEYS. Tests
+ * and the benchmark may set it (> 0); 0 keeps every planned split (the route before
+ * 2026-12-02). Not thread-safe. */
+#define ONYX__CUDA_ATTN_DECODE_SPLIT_KEYS 128
+extern int onyx__cuda_attn_decode_split_keys;
+/* 1 (default): where the length uses fewer splits than planned, split 0 (which appends
+ * the new rows) takes no cache tile; 0: it takes its share (tests and the benchmark). */
+extern int onyx__cuda_attn_decode_split0_alone;
+/* 1 (default): the decode kernel is launched as a programmatic dependent (PDL) of the
+ * kernel before it, waits for it before touching global memory, and lets the next one
+ * launch early. 0: plain launches (tests and the benchmark). */
+extern int onyx__cuda_attn_pdl;
 /* Tests and the benchmark only: a variant of the decode kernel (0: the production one;
  * 1..7: the variants of cuda_attn_decode.cu, a TMA one falling back to cp.async where
  * TMA cannot read the layout). Not thread-safe; production code never sets it. */
@@ -245,8 +268,8 @@ int onyx__cuda_attn_decode_available(void);
 
 /* Decode route: head sizes 64 and 128, hk == hv, at most 16 rows per kv head; no
  * softcap or mask (onyx__cuda_attn_decode_refusal checks). p->partials and p->n_split
- * from the plan; with a split, the counters after the partials are zeroed on the stream
- * first. Returns a cudaError_t value. */
+ * from the plan; with a split and no p->counters, the counters after the partials are
+ * zeroed on the stream first. Returns a cudaError_t value. */
 int onyx__cuda_attn_decode(const onyx__cuda_attn_params *p, void *stream);
 
 /* Each returns a cudaError_t value (0 = success) from the launch; stream is a
@@ -289,6 +312,9 @@ typedef struct onyx__cuda_kv_fill {
 } onyx__cuda_kv_fill;
 
 int onyx__cuda_attn_kv_fill(const onyx__cuda_kv_fill *f, void *stream);
+
+/* cudaMemsetAsync(dst, 0, bytes) on the stream; a cudaError_t value. */
+int onyx__cuda_attn_zero(void *dst, uint64_t bytes, void *stream);
 
 /* cudaGetErrorString of a cudaError_t value. */
 const char *onyx__cuda_attn_error_text(int err);

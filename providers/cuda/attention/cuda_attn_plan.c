@@ -58,6 +58,7 @@ void onyx__cuda_attn_plan_make(uint32_t dtype, int64_t batch, int64_t nq, int64_
   out->n_split = 1;
   out->partials_bytes = 0;
   out->scores_bytes = 0;
+  out->counters_bytes = 0;
   out->key_cols = max_keys > 0 ? max_keys : 0;
   if (batch <= 0 || nq <= 0 || nkv <= 0 || sq <= 0) return;
   int64_t group = nq / nkv;
@@ -95,6 +96,8 @@ void onyx__cuda_attn_plan_make(uint32_t dtype, int64_t batch, int64_t nq, int64_
     if (n > ONYX__CUDA_ATTN_MAX_SPLITS) n = ONYX__CUDA_ATTN_MAX_SPLITS;
     out->n_split = (int32_t)n;
   }
-  if (out->n_split > 1)
+  if (out->n_split > 1) {
     out->partials_bytes = onyx__cuda_attn_partials_bytes(batch, nq, nkv, sq, hv, out->n_split);
+    out->counters_bytes = (uint64_t)batch * (uint64_t)nkv * sizeof(uint32_t);
+  }
 }

@@ -21,6 +21,9 @@ int onyx__cuda_attn_force_hopper = -1;
 int onyx__cuda_attn_hopper_variant = 0;
 int onyx__cuda_attn_force_decode = -1;
 int onyx__cuda_attn_decode_variant = 0;
+int onyx__cuda_attn_decode_split_keys = ONYX__CUDA_ATTN_DECODE_SPLIT_KEYS;
+int onyx__cuda_attn_decode_split0_alone = 1;
+int onyx__cuda_attn_pdl = 1;
 
 static _Atomic uint32_t last_route = ONYX__CUDA_ROUTE_FLASH;
 
