@@ -9,7 +9,7 @@
 #    CUDA graphs, and node by node): the tokens must agree, the KV cache must grow in
 #    place on device virtual memory, graphs must be captured and replayed, and stay
 #    valid across in-place KV growth;
-# 4. runs the exporters' float16/bfloat16 decoders (tests/models/exported/*-cuda) on CUDA
+# 4. runs the exporters' float16/bfloat16/int4 decoders (tests/models/exported/*-cuda) on CUDA
 #    strict with graphs against the CPU: tokens identical, or the logits that explain a flip;
 # 5. times the CUDA attention against PyTorch SDPA (tools/torch_sdpa_gqa.py).
 # Logs go to OUT_DIR; a summary to stdout. Make .deps with scripts/device-deps.sh .deps
@@ -67,13 +67,14 @@ $b/tools/onyx-run --config "$out/cuda.ini" --placement models/tiny-decoder/model
   >"$out/placement.log" 2>&1
 grep -E "^  (cuda|cpu): " "$out/placement.log"
 
-echo "== exported float16/bfloat16 decoders (builder -p fp16 -e cuda, mobius f16/bf16): CPU vs CUDA strict"
+echo "== exported decoders (builder -p fp16/int4 -e cuda, mobius f16/bf16): CPU vs CUDA strict"
 E=tests/models/exported
 python3 tools/exporters/provider_tokens.py --onyx-generate $b/tools/onyx-generate \
   --onyx-run $b/tools/onyx-run --ref "$out/cpu.ini" --test "$out/cuda_strict.ini" \
   --work "$out/exported_cuda" $E/builder-fp16-qwen2-cuda $E/builder-fp16-llama-cuda \
   $E/mobius-f16-qwen2-cuda $E/mobius-f16-llama-cuda $E/mobius-bf16-qwen2-cuda \
-  $E/mobius-bf16-llama-cuda >"$out/exported_cuda.log" 2>&1
+  $E/mobius-bf16-llama-cuda $E/builder-int4-qwen2-cuda $E/builder-int4-llama-cuda \
+  >"$out/exported_cuda.log" 2>&1
 grep -E "DIFFERENT|FAILED|largest|prefers" "$out/exported_cuda.log" | head -12
 tail -1 "$out/exported_cuda.log"
 
