@@ -17,6 +17,7 @@
 
 #include "onyx.h"
 #include "plan_impl.h"
+#include "session_impl.h"
 #include "test_support.h"
 
 /* ------------------------------------------------------------ a malloc counter */
@@ -338,12 +339,56 @@ static void warm_run_calls_no_malloc(void **state) {
   onyx_runtime_destroy(rt);
 }
 
+/* A cached plan meets SESSION blocks that grew after it was made: on the workspace
+ * mock (tests/models/ws_chain.onnx: four nodes, STEP and SESSION regions sized by
+ * the sequence), sequence 2, then 4 (the SESSION blocks grow), then 2 again — a hit,
+ * which must not grant them again (the plan's SESSION numbers are refitted to the
+ * session's blocks) — and the result is right. */
+static void hit_after_session_growth(void **state) {
+  (void)state;
+  char ini[1024];
+  snprintf(ini, sizeof ini, "[provider.wsmock]\npath = %s\n", MOCK_WS);
+  char *path = write_temp_file(".ini", ini);
+  onyx_runtime *rt = NULL;
+  onyx_error *e = NULL;
+  assert_int_equal(onyx_runtime_create(path, &rt, &e), ONYX_STATUS_OK);
+  remove_temp_file(path);
+  onyx_session *s = NULL;
+  assert_int_equal(onyx_session_create(rt, MODELS_DIR "/ws_chain.onnx", NULL, &s, &e),
+                   ONYX_STATUS_OK);
+  unsigned seed = 5;
+  float x[4 * 8], y[4 * 8];
+  void *blocks[16] = {0};
+  uint64_t used[ONYX_REQUESTER_COUNT_] = {0}, before = 0;
+  static const int64_t seqs[] = {2, 4, 2};
+  for (size_t k = 0; k < 3; ++k) {
+    for (int i = 0; i < 4 * 8; ++i) x[i] = (float)rand_r(&seed) / (float)RAND_MAX * 8.0f - 4.0f;
+    onyx_tensor in = {.dtype = ONYX_DTYPE_FLOAT32, .rank = 3, .dims = {1, seqs[k], 8}, .data = x};
+    onyx_tensor out = {0};
+    if (k == 2)
+      for (size_t i = 0; i < s->graph->node_count && i < 16; ++i)
+        blocks[i] = s->nodes[i].session_ws;
+    assert_int_equal(onyx_session_run(s, NULL, &in, 1, &out, &e), ONYX_STATUS_OK);
+    memcpy(y, out.data, (size_t)seqs[k] * 8 * sizeof(float));
+    onyx_tensor_data_free(out.data);
+    for (int i = 0; i < seqs[k] * 8; ++i) assert_float_equal(y[i], x[i] + 4.0f, 1e-6);
+    onyx_runtime_memory_usage(rt, used, NULL);
+    if (k == 1) before = used[ONYX_REQUESTER_WORKSPACE_SESSION];
+  }
+  assert_int_equal(stats(s).builds, 2);
+  assert_int_equal(stats(s).hits, 1);
+  assert_int_equal(used[ONYX_REQUESTER_WORKSPACE_SESSION], before);
+  for (size_t i = 0; i < s->graph->node_count && i < 16; ++i)
+    assert_ptr_equal(blocks[i], s->nodes[i].session_ws); /* kept, not granted again */
+  onyx_session_destroy(s);
+  onyx_runtime_destroy(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(repeated_geometry_hits),
-      cmocka_unit_test(least_recently_used_goes),
-      cmocka_unit_test(decode_loop_is_unchanged),
-      cmocka_unit_test(warm_run_calls_no_malloc),
+      cmocka_unit_test(repeated_geometry_hits),   cmocka_unit_test(least_recently_used_goes),
+      cmocka_unit_test(decode_loop_is_unchanged), cmocka_unit_test(warm_run_calls_no_malloc),
+      cmocka_unit_test(hit_after_session_growth),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
