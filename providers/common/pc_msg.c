@@ -39,6 +39,17 @@ onyx_status onyx__pc_reason(const onyx_host_table *host, onyx_status status, con
   return status;
 }
 
+onyx_status onyx__pc_sink_fail(onyx_sink *sink, onyx_status status, const char *fmt, ...) {
+  if (sink == NULL || sink->set_error == NULL) return status;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (msg[0]) sink->set_error(sink, "%s", msg);
+  return status;
+}
+
 onyx__pc_shape_text onyx__pc_shape_str(uint32_t rank, const int64_t *dims) {
   onyx__pc_shape_text t;
   size_t used = 0;

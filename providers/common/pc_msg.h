@@ -42,6 +42,12 @@ onyx_status onyx__pc_error(onyx_compute_ctx *ctx, onyx_status status, const char
 onyx_status onyx__pc_reason(const onyx_host_table *host, onyx_status status, const char *fmt, ...)
     ONYX__PC_PRINTF(3, 4);
 
+/* Formats the message (at most 511 characters), hands it to the sink (when sink and
+ * its set_error are not NULL; an empty message is not handed over) and returns status.
+ * For the v3 callbacks (abi/onyx_factory.h); a v2 wrapper of one passes NULL. */
+onyx_status onyx__pc_sink_fail(onyx_sink *sink, onyx_status status, const char *fmt, ...)
+    ONYX__PC_PRINTF(3, 4);
+
 /* A shape rendered as "[2,3,4]" for messages (by value, so it can be used inline).
  * Large enough for ONYX_MAX_RANK dims of any int64 value: it never truncates. */
 typedef struct onyx__pc_shape_text {

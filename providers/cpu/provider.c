@@ -6,7 +6,8 @@
  * The library exports two symbols: onyx_provider_factory_entry (ABI v3, which a v3
  * core uses) and onyx_provider_entry (the v2 table, for older cores and for tests that
  * drive the kernels directly). Its kernels keep the v2 table shape and are registered
- * as they are (onyx_kernel_registry.add_table). Everything else is hidden
+ * as they are (onyx_kernel_registry.add_table), except the attention kernels that are
+ * also v3 definitions (attention/attention_kernels.h). Everything else is hidden
  * (-fvisibility=hidden plus a version script), so two providers loaded side by side
  * with RTLD_LOCAL can never bind to each other's helpers.
  */
@@ -243,11 +244,13 @@ static onyx_status cpu_open3(const onyx_host_table *host, uint32_t index,
   return st;
 }
 
-/* Every kernel, as its v2 table: the CPU kernels are the same on every host. */
+/* Every kernel, as its v2 table, except GroupQueryAttention and Attention, which are
+ * registered as their v3 definitions (their planning reasons reach the user); the CPU
+ * kernels are the same on every host. */
 static onyx_status cpu_kernels3(void *instance, onyx_kernel_registry *reg, onyx_sink *err) {
   (void)instance;
-  return onyx__pc_add_tables(reg, cpu_kernels, sizeof cpu_kernels / sizeof cpu_kernels[0], "cpu",
-                             err);
+  return onyx__pc_add_kernels(reg, cpu_kernels, sizeof cpu_kernels / sizeof cpu_kernels[0],
+                              onyx_cpu_attention_defs, onyx_cpu_attention_def_count, "cpu", err);
 }
 
 static const onyx_instance_table cpu_instance_table = {

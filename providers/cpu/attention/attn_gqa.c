@@ -34,6 +34,7 @@
 #include "attention_kernels.h"
 #include "attn_impl.h"
 #include "attn_params.h"
+#include "pc_factory.h"
 
 /* Input order: the op's, as attn_params.h names it. */
 enum {
@@ -157,17 +158,26 @@ static void gqa_plan(const gqa_state *st, const gqa_geom *g, onyx__attn_plan *pl
                        g->past_len + g->seq, !gqa_wants_qk(st), plan);
 }
 
-static onyx_status gqa_workspace(void *state, const onyx_tensor *inputs, size_t input_count,
-                                 onyx_workspace_requirement *out_req) {
+/* Input views of a planning call (undefined dtype: absent). */
+static void gqa_planning_inputs(const onyx_tensor *inputs, size_t input_count,
+                                const onyx_tensor **in) {
+  for (size_t i = 0; i < GQA_INPUTS; ++i)
+    in[i] = i < input_count && inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+}
+
+/* v3 (err may be NULL: the v2 entry). */
+static onyx_status gqa_workspace3(void *state, const onyx_tensor *inputs, size_t input_count,
+                                  onyx_workspace_requirement *out_req, onyx_sink *err) {
   const gqa_state *st = state;
-  const onyx_tensor *in[GQA_INPUTS] = {NULL};
-  for (size_t i = 0; i < input_count && i < GQA_INPUTS; ++i)
-    in[i] = inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+  const onyx_tensor *in[GQA_INPUTS];
+  gqa_planning_inputs(inputs, input_count, in);
   out_req->count = 0;
   gqa_geom g;
-  char msg[8];
-  /* Invalid geometry needs no workspace; compute() reports it with a message. */
-  if (gqa_geometry(st, in, &g, msg, sizeof msg) != ONYX_STATUS_OK) return ONYX_STATUS_OK;
+  char msg[512];
+  /* Invalid geometry needs no workspace (OK, so the reason is only informative);
+   * compute() reports it. */
+  if (gqa_geometry(st, in, &g, msg, sizeof msg) != ONYX_STATUS_OK)
+    return onyx__pc_sink_fail(err, ONYX_STATUS_OK, "GroupQueryAttention: %s", msg);
   onyx__attn_plan plan;
   gqa_plan(st, &g, &plan);
   uint64_t bytes = onyx__attn_partials_bytes(&plan, g.batch, st->nq, g.seq, g.head);
@@ -181,30 +191,57 @@ static onyx_status gqa_workspace(void *state, const onyx_tensor *inputs, size_t 
   return ONYX_STATUS_OK;
 }
 
+static onyx_status gqa_workspace(void *state, const onyx_tensor *inputs, size_t input_count,
+                                 onyx_workspace_requirement *out_req) {
+  return gqa_workspace3(state, inputs, input_count, out_req, NULL);
+}
+
+/* The value of total_sequence_length at planning: UNSUPPORTED when it is not known
+ * (then the present shape cannot be planned), INVALID_ARGUMENT when it is below 1. */
+static onyx_status gqa_planned_total(const onyx_tensor *t, int64_t *out, onyx_sink *err) {
+  const char *op = "GroupQueryAttention";
+  if (t == NULL)
+    return onyx__pc_sink_fail(err, ONYX_STATUS_UNSUPPORTED,
+                              "%s: input 6 (total_sequence_length) is absent; the present and "
+                              "output_qk shapes need its value",
+                              op);
+  if (t->dtype != ONYX_DTYPE_INT32 || onyx_tensor_numel(t) != 1)
+    return onyx__pc_sink_fail(err, ONYX_STATUS_UNSUPPORTED,
+                              "%s: input 6 (total_sequence_length) must be one int32, got %s %s",
+                              op, onyx__pc_dtype_name(t->dtype), onyx__pc_tensor_shape(t).s);
+  if (t->data == NULL)
+    return onyx__pc_sink_fail(err, ONYX_STATUS_UNSUPPORTED,
+                              "%s: the value of input 6 (total_sequence_length) is not known "
+                              "when planning; the present and output_qk shapes need it",
+                              op);
+  *out = ((const int32_t *)t->data)[0];
+  if (*out < 1)
+    return onyx__pc_sink_fail(err, ONYX_STATUS_INVALID_ARGUMENT,
+                              "%s: input 6 (total_sequence_length) is %lld; at least 1 expected",
+                              op, (long long)*out);
+  return ONYX_STATUS_OK;
+}
+
 /* Output geometry for the planner: output from shapes alone; present and output_qk
  * need the value of total_sequence_length (known when it is shape arithmetic, as in
  * ONNX Runtime GenAI's graphs), else UNSUPPORTED. */
-static onyx_status gqa_infer(void *state, const onyx_tensor *inputs, size_t input_count,
-                             onyx_tensor *outputs, size_t output_count) {
+static onyx_status gqa_infer3(void *state, const onyx_tensor *inputs, size_t input_count,
+                              onyx_tensor *outputs, size_t output_count, onyx_sink *err) {
   const gqa_state *st = state;
-  const onyx_tensor *in[GQA_INPUTS] = {NULL};
-  for (size_t i = 0; i < input_count && i < GQA_INPUTS; ++i)
-    in[i] = inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+  const onyx_tensor *in[GQA_INPUTS];
+  gqa_planning_inputs(inputs, input_count, in);
   gqa_geom g;
-  char msg[8];
+  char msg[512];
   onyx_status status = gqa_geometry(st, in, &g, msg, sizeof msg);
-  if (status != ONYX_STATUS_OK) return status;
+  if (status != ONYX_STATUS_OK)
+    return onyx__pc_sink_fail(err, status, "GroupQueryAttention: %s", msg);
   uint32_t dt = in[GQA_QUERY]->dtype;
   bool want_present = (st->head.output_count > 1 && st->head.output_present[1]) ||
                       (st->head.output_count > 2 && st->head.output_present[2]);
   int64_t total = 0;
-  if (want_present || gqa_wants_qk(st)) {
-    const onyx_tensor *t = in[GQA_TOTAL];
-    if (t == NULL || t->data == NULL || t->dtype != ONYX_DTYPE_INT32 || onyx_tensor_numel(t) != 1)
-      return ONYX_STATUS_UNSUPPORTED;
-    total = ((const int32_t *)t->data)[0];
-    if (total < 1) return ONYX_STATUS_INVALID_ARGUMENT;
-  }
+  if ((want_present || gqa_wants_qk(st)) &&
+      (status = gqa_planned_total(in[GQA_TOTAL], &total, err)) != ONYX_STATUS_OK)
+    return status;
   int64_t ydims[3] = {g.batch, g.seq, st->nq * g.head};
   onyx__attn_infer_out(outputs, output_count, 0, dt, 3, ydims);
   int64_t pdims[4] = {g.batch, st->nkv, total > g.past_len ? total : g.past_len, g.head};
@@ -216,6 +253,11 @@ static onyx_status gqa_infer(void *state, const onyx_tensor *inputs, size_t inpu
     onyx__attn_infer_out(outputs, output_count, 3, dt, 4, qdims);
   }
   return ONYX_STATUS_OK;
+}
+
+static onyx_status gqa_infer(void *state, const onyx_tensor *inputs, size_t input_count,
+                             onyx_tensor *outputs, size_t output_count) {
+  return gqa_infer3(state, inputs, input_count, outputs, output_count, NULL);
 }
 
 /* ------------------------------------------------------------------ compute */
@@ -529,4 +571,39 @@ const onyx_kernel_table onyx_cpu_gqa_kernel = {
     .workspace = gqa_workspace,
     .compute = gqa_compute,
     .infer = gqa_infer,
+};
+
+/* ------------------------------------------------------------------ v3 */
+
+/* The v3 definition (what the provider's factory registers): the same kernel, with the
+ * planning callbacks' reasons going to the core's sink. */
+static onyx_status gqa_create3(void *instance, const onyx_node_info *node, void **out_state,
+                               onyx_sink *err) {
+  return onyx__pc_create_via_v2(gqa_create, instance, node, out_state, err);
+}
+
+static onyx_status gqa_compute3(void *state, onyx_compute_ctx *ctx,
+                                const onyx_tensor *const *inputs, size_t input_count,
+                                onyx_sink *err) {
+  (void)err; /* ctx->set_error reaches the same place */
+  return gqa_compute(state, ctx, inputs, input_count);
+}
+
+static const onyx_type_constraint gqa_types[] = {
+    {ONYX_TYPE_INPUT, GQA_QUERY, ONYX__ATTN_FLOAT_TYPES}};
+
+const onyx_kernel_def onyx_cpu_gqa_def = {
+    .struct_size = sizeof(onyx_kernel_def),
+    .version = ONYX_ABI_V3,
+    .domain = "com.microsoft",
+    .op_type = "GroupQueryAttention",
+    .since_opset = 1,
+    .until_opset = 0,
+    .types = gqa_types,
+    .type_count = sizeof gqa_types / sizeof gqa_types[0],
+    .create = gqa_create3,
+    .destroy = onyx__attn_state_free,
+    .infer = gqa_infer3,
+    .workspace = gqa_workspace3,
+    .compute = gqa_compute3,
 };

@@ -23,6 +23,7 @@
 #include "attention_kernels.h"
 #include "attn_impl.h"
 #include "attn_params.h"
+#include "pc_factory.h"
 
 /* Input order: the op's, as attn_params.h names it. */
 enum {
@@ -102,16 +103,26 @@ static void at_collect(const onyx_tensor *const *inputs, size_t n, const onyx_te
   for (size_t i = 0; i < AT_INPUTS; ++i) in[i] = onyx__attn_input(inputs, n, i);
 }
 
-static onyx_status at_workspace(void *state, const onyx_tensor *inputs, size_t input_count,
-                                onyx_workspace_requirement *out_req) {
+/* Input views of a planning call (undefined dtype: absent). */
+static void at_planning_inputs(const onyx_tensor *inputs, size_t input_count,
+                               const onyx_tensor **in) {
+  for (size_t i = 0; i < AT_INPUTS; ++i)
+    in[i] = i < input_count && inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+}
+
+/* v3 (err may be NULL: the v2 entry). */
+static onyx_status at_workspace3(void *state, const onyx_tensor *inputs, size_t input_count,
+                                 onyx_workspace_requirement *out_req, onyx_sink *err) {
   const at_state *st = state;
-  const onyx_tensor *in[AT_INPUTS] = {NULL};
-  for (size_t i = 0; i < input_count && i < AT_INPUTS; ++i)
-    in[i] = inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+  const onyx_tensor *in[AT_INPUTS];
+  at_planning_inputs(inputs, input_count, in);
   out_req->count = 0;
   at_geom g;
-  char msg[8];
-  if (at_geometry(st, in, &g, msg, sizeof msg) != ONYX_STATUS_OK) return ONYX_STATUS_OK;
+  char msg[512];
+  /* Invalid geometry needs no workspace (OK, so the reason is only informative);
+   * compute() reports it. */
+  if (at_geometry(st, in, &g, msg, sizeof msg) != ONYX_STATUS_OK)
+    return onyx__pc_sink_fail(err, ONYX_STATUS_OK, "Attention: %s", msg);
   onyx__attn_plan plan;
   at_plan(st, &g, &plan);
   uint64_t bytes = onyx__attn_partials_bytes(&plan, g.batch, g.nq, g.sq, g.hv);
@@ -125,17 +136,21 @@ static onyx_status at_workspace(void *state, const onyx_tensor *inputs, size_t i
   return ONYX_STATUS_OK;
 }
 
+static onyx_status at_workspace(void *state, const onyx_tensor *inputs, size_t input_count,
+                                onyx_workspace_requirement *out_req) {
+  return at_workspace3(state, inputs, input_count, out_req, NULL);
+}
+
 /* Output geometry for the planner: every output follows from the input shapes. */
-static onyx_status at_infer(void *state, const onyx_tensor *inputs, size_t input_count,
-                            onyx_tensor *outputs, size_t output_count) {
+static onyx_status at_infer3(void *state, const onyx_tensor *inputs, size_t input_count,
+                             onyx_tensor *outputs, size_t output_count, onyx_sink *err) {
   const at_state *st = state;
-  const onyx_tensor *in[AT_INPUTS] = {NULL};
-  for (size_t i = 0; i < input_count && i < AT_INPUTS; ++i)
-    in[i] = inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+  const onyx_tensor *in[AT_INPUTS];
+  at_planning_inputs(inputs, input_count, in);
   at_geom g;
-  char msg[8];
+  char msg[512];
   onyx_status status = at_geometry(st, in, &g, msg, sizeof msg);
-  if (status != ONYX_STATUS_OK) return status;
+  if (status != ONYX_STATUS_OK) return onyx__pc_sink_fail(err, status, "Attention: %s", msg);
   uint32_t dt = in[AT_Q]->dtype;
   int64_t y4[4] = {g.batch, g.nq, g.sq, g.hv}, y3[3] = {g.batch, g.sq, g.nq * g.hv};
   onyx__attn_infer_out(outputs, output_count, 0, dt, g.four_d ? 4 : 3, g.four_d ? y4 : y3);
@@ -146,6 +161,11 @@ static onyx_status at_infer(void *state, const onyx_tensor *inputs, size_t input
   int64_t qd[4] = {g.batch, g.nq, g.sq, g.total};
   if (at_wants(st, 3)) onyx__attn_infer_out(outputs, output_count, 3, dt, 4, qd);
   return ONYX_STATUS_OK;
+}
+
+static onyx_status at_infer(void *state, const onyx_tensor *inputs, size_t input_count,
+                            onyx_tensor *outputs, size_t output_count) {
+  return at_infer3(state, inputs, input_count, outputs, output_count, NULL);
 }
 
 /* ------------------------------------------------------------------ compute */
@@ -344,6 +364,42 @@ const onyx_kernel_table onyx_cpu_attention_kernel = {
     .compute = at_compute,
     .infer = at_infer,
 };
+
+/* The v3 definition (what the provider's factory registers): the same kernel, with the
+ * planning callbacks' reasons going to the core's sink. */
+static onyx_status at_create3(void *instance, const onyx_node_info *node, void **out_state,
+                              onyx_sink *err) {
+  return onyx__pc_create_via_v2(at_create, instance, node, out_state, err);
+}
+
+static onyx_status at_compute3(void *state, onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
+                               size_t input_count, onyx_sink *err) {
+  (void)err; /* ctx->set_error reaches the same place */
+  return at_compute(state, ctx, inputs, input_count);
+}
+
+static const onyx_type_constraint at_types[] = {{ONYX_TYPE_INPUT, AT_Q, ONYX__ATTN_FLOAT_TYPES}};
+
+const onyx_kernel_def onyx_cpu_attention_def = {
+    .struct_size = sizeof(onyx_kernel_def),
+    .version = ONYX_ABI_V3,
+    .domain = "",
+    .op_type = "Attention",
+    .since_opset = 23,
+    .until_opset = 24,
+    .types = at_types,
+    .type_count = sizeof at_types / sizeof at_types[0],
+    .create = at_create3,
+    .destroy = onyx__attn_state_free,
+    .infer = at_infer3,
+    .workspace = at_workspace3,
+    .compute = at_compute3,
+};
+
+const onyx_kernel_def *const onyx_cpu_attention_defs[] = {&onyx_cpu_gqa_def,
+                                                          &onyx_cpu_attention_def};
+const size_t onyx_cpu_attention_def_count =
+    sizeof onyx_cpu_attention_defs / sizeof onyx_cpu_attention_defs[0];
 
 const onyx_kernel_table *const onyx_cpu_attention_kernels[] = {
     &onyx_cpu_gqa_kernel, &onyx_cpu_attention_kernel, &onyx_cpu_rotary_kernel,
