@@ -33,6 +33,7 @@ onyx_status onyx__pc_add_tables(onyx_kernel_registry *reg, const onyx_kernel_tab
 /* The definition that stands in for table t under v3, or NULL. */
 static const onyx_kernel_def *replacement(const onyx_kernel_table *t,
                                           const onyx_kernel_def *const *defs, size_t def_count) {
+  if (t == NULL || t->domain == NULL || t->op_type == NULL) return NULL; /* the core refuses it */
   for (size_t i = 0; i < def_count; ++i)
     if (!strcmp(defs[i]->domain, t->domain) && !strcmp(defs[i]->op_type, t->op_type) &&
         defs[i]->since_opset == t->since_opset)

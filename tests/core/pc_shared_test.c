@@ -293,6 +293,98 @@ static void tables_are_added_in_order(void **state) {
   assert_string_equal(s.msg, "cuda: device 1: kernel Mul was refused");
 }
 
+/* A registry that records tables and definitions in one sequence. */
+typedef struct mixed_reg {
+  onyx_kernel_registry reg;
+  int added;
+  const void *seen[8];
+} mixed_reg;
+
+static onyx_status mixed_add_table(onyx_kernel_registry *reg, const onyx_kernel_table *table) {
+  mixed_reg *r = (mixed_reg *)reg;
+  r->seen[r->added++] = table;
+  return ONYX_STATUS_OK;
+}
+
+static onyx_status mixed_add(onyx_kernel_registry *reg, const onyx_kernel_def *def) {
+  mixed_reg *r = (mixed_reg *)reg;
+  if (!strcmp(def->op_type, "Refused")) return ONYX_STATUS_INVALID_ARGUMENT;
+  r->seen[r->added++] = def;
+  return ONYX_STATUS_OK;
+}
+
+static void definitions_replace_their_tables(void **state) {
+  (void)state;
+  static const onyx_kernel_table add = {.domain = "", .op_type = "Add", .since_opset = 7},
+                                 gqa = {.domain = "com.microsoft",
+                                        .op_type = "GroupQueryAttention",
+                                        .since_opset = 1},
+                                 at1 = {.domain = "", .op_type = "Attention", .since_opset = 1};
+  static const onyx_kernel_table *const tables[] = {&add, &gqa, &at1};
+  /* Replaces gqa; at23 has another opset than at1, so both are offered. */
+  static const onyx_kernel_def gqa3 = {.domain = "com.microsoft",
+                                       .op_type = "GroupQueryAttention",
+                                       .since_opset = 1},
+                               at23 = {.domain = "", .op_type = "Attention", .since_opset = 23},
+                               refused = {.domain = "x", .op_type = "Refused"};
+  const onyx_kernel_def *defs[] = {&at23, &gqa3};
+  mixed_reg r = {.reg = {.add = mixed_add, .add_table = mixed_add_table}};
+  test_sink s = {.sink = {.set_error = test_set_error}};
+  assert_int_equal(onyx__pc_add_kernels(&r.reg, tables, 3, defs, 2, "cpu", &s.sink),
+                   ONYX_STATUS_OK);
+  assert_int_equal(r.added, 4);
+  assert_ptr_equal(r.seen[0], &add);
+  assert_ptr_equal(r.seen[1], &gqa3); /* in the table's place */
+  assert_ptr_equal(r.seen[2], &at1);
+  assert_ptr_equal(r.seen[3], &at23); /* named by no table: after them */
+  assert_string_equal(s.msg, "");
+  defs[0] = &refused;
+  r = (mixed_reg){.reg = {.add = mixed_add, .add_table = mixed_add_table}};
+  assert_int_equal(onyx__pc_add_kernels(&r.reg, tables, 3, defs, 2, "cuda: device 0", &s.sink),
+                   ONYX_STATUS_INVALID_ARGUMENT);
+  assert_int_equal(r.added, 3);
+  assert_string_equal(s.msg, "cuda: device 0: kernel Refused was refused");
+}
+
+static bool declines_rank(const onyx_node_info *node, char *reason, size_t cap) {
+  (void)node;
+  snprintf(reason, cap, "Picky: rank 3 is not taken");
+  return false;
+}
+
+static onyx_status create_fails(void *provider_state, const onyx_node_info *node, void **out,
+                                char *err, size_t cap) {
+  (void)node;
+  *out = provider_state;
+  snprintf(err, cap, "Picky: attribute k must be positive, got -1");
+  return ONYX_STATUS_INVALID_MODEL;
+}
+
+static bool takes_it(const onyx_node_info *node, char *reason, size_t cap) {
+  (void)node;
+  (void)reason;
+  (void)cap;
+  return true;
+}
+
+/* A definition's create and supports over the v2 ones: status kept, reason to the sink. */
+static void v2_callbacks_speak_through_the_sink(void **state) {
+  (void)state;
+  test_sink s = {.sink = {.set_error = test_set_error}};
+  onyx_node_info node = {0};
+  assert_int_equal(onyx__pc_supports_via_v2(takes_it, &node, &s.sink), ONYX_STATUS_OK);
+  assert_string_equal(s.msg, "");
+  assert_int_equal(onyx__pc_supports_via_v2(declines_rank, &node, &s.sink),
+                   ONYX_STATUS_UNSUPPORTED);
+  assert_string_equal(s.msg, "Picky: rank 3 is not taken");
+  void *out = NULL;
+  int instance = 0;
+  assert_int_equal(onyx__pc_create_via_v2(create_fails, &instance, &node, &out, &s.sink),
+                   ONYX_STATUS_INVALID_MODEL);
+  assert_ptr_equal(out, &instance); /* the instance reached the v2 create */
+  assert_string_equal(s.msg, "Picky: attribute k must be positive, got -1");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(attribute_reads_word_a_wrong_type),
@@ -302,6 +394,8 @@ int main(void) {
       cmocka_unit_test(attention_attribute_refusals),
       cmocka_unit_test(entries_negotiate),
       cmocka_unit_test(tables_are_added_in_order),
+      cmocka_unit_test(definitions_replace_their_tables),
+      cmocka_unit_test(v2_callbacks_speak_through_the_sink),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
