@@ -438,15 +438,25 @@ static onyx_status cuda_open3(const onyx_host_table *host, uint32_t index,
   return ONYX_STATUS_OK;
 }
 
-/* Every kernel on every GPU, as its v2 table. The Hopper attention route needs no
- * registration of its own: the attention kernels pick it per launch by the current
- * device (onyx__cuda_attn_hopper_available) and fall back on other GPUs. */
+/* The kernels that are v3 definitions too (their planning reasons reach the user):
+ * registered in place of their tables. */
+#ifdef ONYX_CUDA_ATTENTION_DEFS
+static const onyx_kernel_def *const cuda_defs[] = {ONYX_CUDA_ATTENTION_DEFS};
+#define CUDA_DEF_COUNT (sizeof cuda_defs / sizeof cuda_defs[0])
+#else
+static const onyx_kernel_def *const *const cuda_defs = NULL;
+#define CUDA_DEF_COUNT ((size_t)0)
+#endif
+
+/* Every kernel on every GPU, as its v2 table or its v3 definition. The Hopper attention
+ * route needs no registration of its own: the attention kernels pick it per launch by
+ * the current device (onyx__cuda_attn_hopper_available) and fall back on other GPUs. */
 static onyx_status cuda_kernels3(void *instance, onyx_kernel_registry *reg, onyx_sink *err) {
   const onyx__cuda_provider *p = instance;
   char who[32];
   snprintf(who, sizeof who, "cuda: device %d", p->device);
-  return onyx__pc_add_tables(reg, cuda_kernels, sizeof cuda_kernels / sizeof cuda_kernels[0], who,
-                             err);
+  return onyx__pc_add_kernels(reg, cuda_kernels, sizeof cuda_kernels / sizeof cuda_kernels[0],
+                              cuda_defs, CUDA_DEF_COUNT, who, err);
 }
 
 /* The device calls take a sink; the v2 callbacks log the CUDA error text, so the

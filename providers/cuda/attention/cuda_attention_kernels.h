@@ -28,6 +28,13 @@ extern "C" {
 extern const onyx_kernel_table onyx_cuda_gqa_kernel;
 extern const onyx_kernel_table onyx_cuda_attention_kernel;
 
+/* The same two kernels as v3 definitions (abi/onyx_factory.h), whose infer, workspace,
+ * create and supports give their reasons through the core's sink. The provider's
+ * factory registers these in place of the tables (onyx__pc_add_kernels); its v2 entry
+ * and the tests that drive a table keep the tables. */
+extern const onyx_kernel_def onyx_cuda_gqa_def;
+extern const onyx_kernel_def onyx_cuda_attention_def;
+
 #ifdef __cplusplus
 }
 #endif

@@ -51,6 +51,7 @@
 #include "cuda_attention_kernels.h"
 #include "cuda_attn_impl.h"
 #include "cuda_attn_util.h"
+#include "pc_factory.h"
 
 /* Input order: the op's, as attn_params.h names it. */
 enum {
@@ -168,17 +169,26 @@ static void gqa_plan(const gqa_state *st, uint32_t dtype, const gqa_geom *g,
                             g->past_len + g->seq, plan);
 }
 
-static onyx_status gqa_workspace(void *state, const onyx_tensor *inputs, size_t input_count,
-                                 onyx_workspace_requirement *out_req) {
+/* Input views of a planning call (undefined dtype: absent). */
+static void gqa_planning_inputs(const onyx_tensor *inputs, size_t input_count,
+                                const onyx_tensor **in) {
+  for (size_t i = 0; i < GQA_INPUTS; ++i)
+    in[i] = i < input_count && inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+}
+
+/* v3 (err may be NULL: the v2 entry). */
+static onyx_status gqa_workspace3(void *state, const onyx_tensor *inputs, size_t input_count,
+                                  onyx_workspace_requirement *out_req, onyx_sink *err) {
   const gqa_state *st = state;
-  const onyx_tensor *in[GQA_INPUTS] = {NULL};
-  for (size_t i = 0; i < input_count && i < GQA_INPUTS; ++i)
-    in[i] = inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+  const onyx_tensor *in[GQA_INPUTS];
+  gqa_planning_inputs(inputs, input_count, in);
   out_req->count = 0;
   gqa_geom g;
-  char msg[8];
-  /* Invalid geometry needs no workspace; compute() reports it with a message. */
-  if (gqa_geometry(st, in, &g, msg, sizeof msg) != ONYX_STATUS_OK) return ONYX_STATUS_OK;
+  char msg[512];
+  /* Invalid geometry needs no workspace (OK, so the reason is only informative);
+   * compute() reports it. */
+  if (gqa_geometry(st, in, &g, msg, sizeof msg) != ONYX_STATUS_OK)
+    return onyx__pc_sink_fail(err, ONYX_STATUS_OK, "%s: %s", gqa_op, msg);
   onyx__cuda_attn_plan plan;
   gqa_plan(st, in[GQA_QUERY]->dtype, &g, &plan);
   onyx__cuda_attn_region(out_req, "gqa_splitk_partials", plan.partials_bytes);
@@ -191,20 +201,43 @@ static onyx_status gqa_workspace(void *state, const onyx_tensor *inputs, size_t 
   return ONYX_STATUS_OK;
 }
 
-static onyx_status gqa_infer(void *state, const onyx_tensor *inputs, size_t input_count,
-                             onyx_tensor *outputs, size_t output_count) {
+static onyx_status gqa_workspace(void *state, const onyx_tensor *inputs, size_t input_count,
+                                 onyx_workspace_requirement *out_req) {
+  return gqa_workspace3(state, inputs, input_count, out_req, NULL);
+}
+
+/* The present length is a value: UNSUPPORTED, and why, when planning does not have it. */
+static onyx_status gqa_planned_total(const onyx_tensor *t, onyx_sink *err) {
+  if (t == NULL)
+    return onyx__pc_sink_fail(err, ONYX_STATUS_UNSUPPORTED,
+                              "%s: input 6 (total_sequence_length) is absent; the present "
+                              "shape needs its value",
+                              gqa_op);
+  if (t->dtype != ONYX_DTYPE_INT32)
+    return onyx__pc_sink_fail(err, ONYX_STATUS_UNSUPPORTED,
+                              "%s: input 6 (total_sequence_length) is %s; int32 expected", gqa_op,
+                              onyx__pc_dtype_name(t->dtype));
+  if (t->data == NULL)
+    return onyx__pc_sink_fail(err, ONYX_STATUS_UNSUPPORTED,
+                              "%s: the value of input 6 (total_sequence_length) is not known "
+                              "when planning; the present shape needs it",
+                              gqa_op);
+  return ONYX_STATUS_OK;
+}
+
+/* Every geometry failure is INVALID_ARGUMENT here, as it always was. */
+static onyx_status gqa_infer3(void *state, const onyx_tensor *inputs, size_t input_count,
+                              onyx_tensor *outputs, size_t output_count, onyx_sink *err) {
   const gqa_state *st = state;
-  const onyx_tensor *in[GQA_INPUTS] = {NULL};
-  for (size_t i = 0; i < input_count && i < GQA_INPUTS; ++i)
-    in[i] = inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+  const onyx_tensor *in[GQA_INPUTS];
+  gqa_planning_inputs(inputs, input_count, in);
   gqa_geom g;
-  char msg[8];
+  char msg[512];
   if (gqa_geometry(st, in, &g, msg, sizeof msg) != ONYX_STATUS_OK)
-    return ONYX_STATUS_INVALID_ARGUMENT;
+    return onyx__pc_sink_fail(err, ONYX_STATUS_INVALID_ARGUMENT, "%s: %s", gqa_op, msg);
   const onyx_tensor *total = in[GQA_TOTAL];
-  if (output_count > 1 &&
-      (total == NULL || total->data == NULL || total->dtype != ONYX_DTYPE_INT32))
-    return ONYX_STATUS_UNSUPPORTED; /* the present length is a value */
+  onyx_status status;
+  if (output_count > 1 && (status = gqa_planned_total(total, err)) != ONYX_STATUS_OK) return status;
   uint32_t dt = in[GQA_QUERY]->dtype;
   for (size_t i = 0; i < output_count; ++i) memset(&outputs[i], 0, sizeof outputs[i]);
   if (output_count > 0) {
@@ -227,6 +260,11 @@ static onyx_status gqa_infer(void *state, const onyx_tensor *inputs, size_t inpu
     }
   }
   return ONYX_STATUS_OK;
+}
+
+static onyx_status gqa_infer(void *state, const onyx_tensor *inputs, size_t input_count,
+                             onyx_tensor *outputs, size_t output_count) {
+  return gqa_infer3(state, inputs, input_count, outputs, output_count, NULL);
 }
 
 /* ------------------------------------------------------------------ compute */
@@ -501,4 +539,48 @@ const onyx_kernel_table onyx_cuda_gqa_kernel = {
     .compute = gqa_compute,
     .infer = gqa_infer,
     .host_inputs = UINT64_C(1) << GQA_TOTAL, /* total_sequence_length, read in place */
+};
+
+/* ------------------------------------------------------------------ v3 */
+
+/* The v3 definition (what the provider's factory registers on every GPU): the same
+ * kernel, with the planning callbacks' reasons going to the core's sink. */
+static onyx_status gqa_supports3(void *instance, const onyx_node_info *node, onyx_sink *err) {
+  (void)instance;
+  return onyx__pc_supports_via_v2(gqa_supports, node, err);
+}
+
+static onyx_status gqa_create3(void *instance, const onyx_node_info *node, void **out_state,
+                               onyx_sink *err) {
+  return onyx__pc_create_via_v2(gqa_create, instance, node, out_state, err);
+}
+
+static onyx_status gqa_compute3(void *state, onyx_compute_ctx *ctx,
+                                const onyx_tensor *const *inputs, size_t input_count,
+                                onyx_sink *err) {
+  (void)err; /* ctx->set_error reaches the same place */
+  return gqa_compute(state, ctx, inputs, input_count);
+}
+
+static const onyx_type_constraint gqa_types[] = {{ONYX_TYPE_INPUT, GQA_QUERY,
+                                                  ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT32) |
+                                                      ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT16) |
+                                                      ONYX_DTYPE_BIT(ONYX_DTYPE_BFLOAT16)}};
+
+const onyx_kernel_def onyx_cuda_gqa_def = {
+    .struct_size = sizeof(onyx_kernel_def),
+    .version = ONYX_ABI_V3,
+    .domain = "com.microsoft",
+    .op_type = "GroupQueryAttention",
+    .since_opset = 1,
+    .until_opset = 0,
+    .types = gqa_types,
+    .type_count = sizeof gqa_types / sizeof gqa_types[0],
+    .host_inputs = UINT64_C(1) << GQA_TOTAL, /* total_sequence_length, read in place */
+    .supports = gqa_supports3,
+    .create = gqa_create3,
+    .destroy = onyx__cuda_attn_state_free,
+    .infer = gqa_infer3,
+    .workspace = gqa_workspace3,
+    .compute = gqa_compute3,
 };

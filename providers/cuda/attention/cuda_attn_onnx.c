@@ -31,6 +31,7 @@
 #include "cuda_attention_kernels.h"
 #include "cuda_attn_impl.h"
 #include "cuda_attn_util.h"
+#include "pc_factory.h"
 
 /* Input order: the op's, as attn_params.h names it. */
 enum {
@@ -118,16 +119,26 @@ static uint64_t at_staging_bytes(const at_state *st, const at_geom *g, uint32_t 
          onyx_dtype_size(dtype);
 }
 
-static onyx_status at_workspace(void *state, const onyx_tensor *inputs, size_t input_count,
-                                onyx_workspace_requirement *out_req) {
+/* Input views of a planning call (undefined dtype: absent). */
+static void at_planning_inputs(const onyx_tensor *inputs, size_t input_count,
+                               const onyx_tensor **in) {
+  for (size_t i = 0; i < AT_INPUTS; ++i)
+    in[i] = i < input_count && inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+}
+
+/* v3 (err may be NULL: the v2 entry). */
+static onyx_status at_workspace3(void *state, const onyx_tensor *inputs, size_t input_count,
+                                 onyx_workspace_requirement *out_req, onyx_sink *err) {
   const at_state *st = state;
-  const onyx_tensor *in[AT_INPUTS] = {NULL};
-  for (size_t i = 0; i < input_count && i < AT_INPUTS; ++i)
-    in[i] = inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+  const onyx_tensor *in[AT_INPUTS];
+  at_planning_inputs(inputs, input_count, in);
   out_req->count = 0;
   at_geom g;
-  char msg[8];
-  if (at_geometry(st, in, &g, msg, sizeof msg) != ONYX_STATUS_OK) return ONYX_STATUS_OK;
+  char msg[512];
+  /* Invalid geometry needs no workspace (OK, so the reason is only informative);
+   * compute() reports it. */
+  if (at_geometry(st, in, &g, msg, sizeof msg) != ONYX_STATUS_OK)
+    return onyx__pc_sink_fail(err, ONYX_STATUS_OK, "Attention: %s", msg);
   uint32_t dt = in[AT_Q]->dtype;
   onyx__cuda_attn_plan plan;
   onyx__cuda_attn_plan_make(dt, g.batch, g.nq, g.nkv, g.sq, g.hk, g.hv, g.total, &plan);
@@ -137,16 +148,21 @@ static onyx_status at_workspace(void *state, const onyx_tensor *inputs, size_t i
   return ONYX_STATUS_OK;
 }
 
-static onyx_status at_infer(void *state, const onyx_tensor *inputs, size_t input_count,
-                            onyx_tensor *outputs, size_t output_count) {
+static onyx_status at_workspace(void *state, const onyx_tensor *inputs, size_t input_count,
+                                onyx_workspace_requirement *out_req) {
+  return at_workspace3(state, inputs, input_count, out_req, NULL);
+}
+
+/* Every geometry failure is INVALID_ARGUMENT here, as it always was. */
+static onyx_status at_infer3(void *state, const onyx_tensor *inputs, size_t input_count,
+                             onyx_tensor *outputs, size_t output_count, onyx_sink *err) {
   const at_state *st = state;
-  const onyx_tensor *in[AT_INPUTS] = {NULL};
-  for (size_t i = 0; i < input_count && i < AT_INPUTS; ++i)
-    in[i] = inputs[i].dtype != ONYX_DTYPE_UNDEFINED ? &inputs[i] : NULL;
+  const onyx_tensor *in[AT_INPUTS];
+  at_planning_inputs(inputs, input_count, in);
   at_geom g;
-  char msg[8];
+  char msg[512];
   if (at_geometry(st, in, &g, msg, sizeof msg) != ONYX_STATUS_OK)
-    return ONYX_STATUS_INVALID_ARGUMENT;
+    return onyx__pc_sink_fail(err, ONYX_STATUS_INVALID_ARGUMENT, "Attention: %s", msg);
   uint32_t dt = in[AT_Q]->dtype;
   for (size_t i = 0; i < output_count; ++i) memset(&outputs[i], 0, sizeof outputs[i]);
   if (output_count > 0) {
@@ -173,6 +189,11 @@ static onyx_status at_infer(void *state, const onyx_tensor *inputs, size_t input
     outputs[i].dims[3] = i == 1 ? g.hk : g.hv;
   }
   return ONYX_STATUS_OK;
+}
+
+static onyx_status at_infer(void *state, const onyx_tensor *inputs, size_t input_count,
+                            onyx_tensor *outputs, size_t output_count) {
+  return at_infer3(state, inputs, input_count, outputs, output_count, NULL);
 }
 
 /* ------------------------------------------------------------------ compute */
@@ -369,4 +390,46 @@ const onyx_kernel_table onyx_cuda_attention_kernel = {
     .workspace = at_workspace,
     .compute = at_compute,
     .infer = at_infer,
+};
+
+/* ------------------------------------------------------------------ v3 */
+
+/* The v3 definition (what the provider's factory registers on every GPU): the same
+ * kernel, with the planning callbacks' reasons going to the core's sink. */
+static onyx_status at_supports3(void *instance, const onyx_node_info *node, onyx_sink *err) {
+  (void)instance;
+  return onyx__pc_supports_via_v2(at_supports, node, err);
+}
+
+static onyx_status at_create3(void *instance, const onyx_node_info *node, void **out_state,
+                              onyx_sink *err) {
+  return onyx__pc_create_via_v2(at_create, instance, node, out_state, err);
+}
+
+static onyx_status at_compute3(void *state, onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
+                               size_t input_count, onyx_sink *err) {
+  (void)err; /* ctx->set_error reaches the same place */
+  return at_compute(state, ctx, inputs, input_count);
+}
+
+static const onyx_type_constraint at_types[] = {{ONYX_TYPE_INPUT, AT_Q,
+                                                 ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT32) |
+                                                     ONYX_DTYPE_BIT(ONYX_DTYPE_FLOAT16) |
+                                                     ONYX_DTYPE_BIT(ONYX_DTYPE_BFLOAT16)}};
+
+const onyx_kernel_def onyx_cuda_attention_def = {
+    .struct_size = sizeof(onyx_kernel_def),
+    .version = ONYX_ABI_V3,
+    .domain = "",
+    .op_type = "Attention",
+    .since_opset = 23,
+    .until_opset = 24,
+    .types = at_types,
+    .type_count = sizeof at_types / sizeof at_types[0],
+    .supports = at_supports3,
+    .create = at_create3,
+    .destroy = onyx__cuda_attn_state_free,
+    .infer = at_infer3,
+    .workspace = at_workspace3,
+    .compute = at_compute3,
 };
