@@ -203,7 +203,7 @@ static void test_silu_mul_f32_matches_unfused(void **st) {
   kh_run(&g_cpu_mt, &g_node, in, 1, &r);
   expect_ok(&r);
   if (memcmp(r.out[0].data, want, (size_t)(rows * n) * sizeof(float)) != 0)
-    fail_msg("SiluMul float32 differs from Sigmoid, Mul, Mul");
+    fail_msg("%s", "SiluMul float32 differs from Sigmoid, Mul, Mul");
   kh_result_free(&r);
   free(h);
   free(g);

@@ -87,7 +87,7 @@ static onyx_optimization_stats stats_of(const onyx_session *s) {
     assert_int_equal(onyx_session_optimization_stats(s, i, &st), ONYX_STATUS_OK);
     return st;
   }
-  fail_msg("no pass named gate_up_silu");
+  fail_msg("%s", "no pass named gate_up_silu");
   return (onyx_optimization_stats){0};
 }
 
