@@ -155,4 +155,11 @@ int64_t onyx__sampler_pick(onyx__sampler *s, float *logits);
  * Returns the count of NaN entries. */
 int64_t onyx__logits_row(const onyx_tensor *logits, int64_t row, float *out);
 
+/* Whole-row passes (logits_rowpass.c): float16 (bf16 false) or bfloat16 bits widened
+ * into out, returning the NaN count; the NaN count of a float row; the first index of
+ * the largest value that is not NaN (0 when all are). */
+int64_t onyx__row_widen(const uint16_t *h, bool bf16, int64_t n, float *out);
+int64_t onyx__row_count_nan(const float *x, int64_t n);
+int64_t onyx__row_first_max(const float *x, int64_t n);
+
 #endif /* ONYX_GENAI_IMPL_H */

@@ -101,8 +101,6 @@ int64_t onyx__sampler_pick(onyx__sampler *s, float *logits) {
       logits[i] = logits[i] > 0 ? logits[i] / s->penalty : logits[i] * s->penalty;
     }
   }
-  int64_t best = 0;
-  for (int64_t i = 1; i < s->vocab; ++i)
-    if (logits[i] > logits[best]) best = i;
+  int64_t best = onyx__row_first_max(logits, s->vocab);
   return s->greedy ? best : sample(s, logits, best);
 }

@@ -127,12 +127,86 @@ static void test_logits_rows(void **state) {
   assert_true(out[0] == 0.25f && out[1] == 9.0f);
 }
 
+/* Reference float16 → float, branch by branch as IEEE 754 reads the fields. */
+static float ref_fp16(uint16_t h) {
+  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  float mag = e == 0    ? ldexpf((float)m, -24)
+              : e == 31 ? (m ? NAN : INFINITY)
+                        : ldexpf((float)(m | 0x400), e - 25);
+  return (h & 0x8000) ? -mag : mag;
+}
+
+static void test_row_widen_every_float16(void **state) {
+  (void)state;
+  enum { N = 65536 + 5 }; /* every code, then a tail the 8-lane loop leaves */
+  static uint16_t h[N];
+  static float out[N];
+  int64_t nan = 0;
+  for (int i = 0; i < N; ++i) {
+    h[i] = (uint16_t)(i % 65536);
+    nan += isnan(ref_fp16(h[i]));
+    out[i] = 1234.5f; /* poison */
+  }
+  assert_int_equal(onyx__row_widen(h, false, N, out), nan);
+  for (int i = 0; i < N; ++i) {
+    float want = ref_fp16(h[i]);
+    if (isnan(want)) {
+      assert_true(isnan(out[i]));
+    } else {
+      assert_true(out[i] == want && signbit(out[i]) == signbit(want));
+    }
+  }
+  for (int i = 0; i < N; ++i) out[i] = 1234.5f;
+  assert_int_equal(onyx__row_widen(h, true, N, out), 2 * 127); /* exponent 255, mantissa not 0 */
+  for (int i = 0; i < N; ++i) {
+    uint32_t bits = (uint32_t)h[i] << 16, got;
+    memcpy(&got, &out[i], sizeof got);
+    if (!isnan(out[i])) assert_int_equal(got, bits);
+  }
+}
+
+static uint64_t next_rand(uint64_t *s) { /* xorshift64 */
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+static int64_t ref_first_max(const float *x, int64_t n) {
+  int64_t best = -1;
+  for (int64_t i = 0; i < n; ++i)
+    if (!isnan(x[i]) && (best < 0 || x[i] > x[best])) best = i;
+  return best < 0 ? 0 : best;
+}
+
+static void test_row_first_max(void **state) {
+  (void)state;
+  enum { N = 1003 };
+  static float x[N];
+  uint64_t rng = 7;
+  for (int trial = 0; trial < 400; ++trial) {
+    int64_t n = 1 + (int64_t)(next_rand(&rng) % N);
+    for (int64_t i = 0; i < n; ++i) /* few distinct values: ties everywhere */
+      x[i] = (float)(next_rand(&rng) % 9) - 4.0f;
+    if (trial % 3 == 0) x[next_rand(&rng) % (uint64_t)n] = NAN;
+    if (trial % 5 == 0) x[n - 1] = 100.0f; /* the maximum in the tail */
+    int64_t nan = 0;
+    for (int64_t i = 0; i < n; ++i) nan += isnan(x[i]) != 0;
+    assert_int_equal(onyx__row_first_max(x, n), ref_first_max(x, n));
+    assert_int_equal(onyx__row_count_nan(x, n), nan);
+  }
+  for (int i = 0; i < 19; ++i) x[i] = NAN;
+  assert_int_equal(onyx__row_first_max(x, 19), 0);
+  for (int i = 0; i < 19; ++i) x[i] = -INFINITY;
+  x[11] = NAN;
+  assert_int_equal(onyx__row_first_max(x, 19), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_greedy_first_maximum),
-      cmocka_unit_test(test_repetition_penalty),
-      cmocka_unit_test(test_sampling_bounds_and_seed),
-      cmocka_unit_test(test_logits_rows),
+      cmocka_unit_test(test_greedy_first_maximum),     cmocka_unit_test(test_repetition_penalty),
+      cmocka_unit_test(test_sampling_bounds_and_seed), cmocka_unit_test(test_logits_rows),
+      cmocka_unit_test(test_row_widen_every_float16),  cmocka_unit_test(test_row_first_max),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
