@@ -25,6 +25,9 @@
  * are constants (a cp.async ring of shared memory in place of the register loads was
  * tried: slower at every 0.5B shape on the H200).
  *
+ * One row of A with 4-bit codes in blocks of 32 or more takes the block-sum form of
+ * this GEMV (nbits_gemv2 below): scales applied after the mma, in float32.
+ *
  * Dequantize (prefill): one thread per 8 codes of a row, (q − zp) · scale in float32
  * rounded once to the output type, as the CPU provider's definition computes it.
  */
@@ -65,6 +68,7 @@ struct gemv_params {
   int a_stride; /* halves between rows of activations in shared memory */
   int red_off;  /* bytes from the activations to the split-K sums in shared memory */
   int tune;     /* ONYX__CUDA_NBITS_TUNE_* bits */
+  int sc2;      /* v2: a lane's two scales one aligned 32-bit load (blocks of 32, even kb) */
 };
 
 __device__ __forceinline__ uint32_t h2u(__half2 h) {
@@ -495,6 +499,195 @@ __global__ void __launch_bounds__(MODE == kPlain ? kWarps * 32 : kMaxSplit * 32,
   }
 }
 
+/* ------------------------------------------------------- decode GEMV, block sums */
+
+/*
+ * v2, for M = 1, 4-bit codes, 16-byte loads and blocks of 32 codes or more: a lane's
+ * 32 codes of a row then lie in one block, so the scale can wait until after the mma.
+ * Only the lane whose group equals its place in the row (g == c4) gives the mma its
+ * activations (the others read a row of zeros), so column c of the mma's output holds
+ * the unscaled sum (q − zp) · a over the chunk of lane c alone: four blocks' sums
+ * side by side. (q − zp) is exact in T and its products with the activations exact
+ * in float32, and each sum is scaled in float32 — one mask and one subtraction per
+ * pair of codes, against the old loop's three operations and its per-block constants.
+ * A warp loads NB chunk groups of its two rows at once (the first batch before the
+ * PDL wait) and multiplies them after: 4 (the lm_head's 448-byte rows in two batches,
+ * 94 registers) was as fast as 8 (one batch, 128 registers) at every 0.5B shape on the
+ * H200 and faster at the lm_head (25.4 us against 27.2; 35.4 on the old loop).
+ * The old loop's inner body was ~770 instructions per 128 codes a lane (sm_90a SASS),
+ * this one's ~101 per 64: the lm_head had been issue-bound, not memory-bound.
+ */
+/* (v & mask) | magic in one LOP3 (the compiler's two immediates take two). */
+template <uint32_t MASK> __device__ __forceinline__ uint32_t and_or(uint32_t v, uint32_t magic) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(v), "n"(MASK), "r"(magic));
+  return r;
+}
+
+template <typename T> struct dq_raw;
+template <> struct dq_raw<__half> {
+  /* 1024 + zp, and −(64 + zp) for the odd pairs read in place as 1024 + 16q. */
+  static __device__ __forceinline__ uint32_t off(uint32_t z) { return (0x6400u + z) * 0x10001u; }
+  static __device__ __forceinline__ uint32_t off16(uint32_t z) {
+    return (0xD400u + (z << 4)) * 0x10001u;
+  }
+  static __device__ __forceinline__ uint32_t pair(uint32_t w, int i, uint32_t o, uint32_t o16) {
+    const uint32_t v = i >= 2 ? w >> 8 : w;
+    if (i & 1)
+      return h2u(__hfma2(u2h(and_or<0x00F000F0u>(v, 0x64006400u)), u2h(0x2C002C00u), u2h(o16)));
+    return h2u(__hsub2(u2h(and_or<0x000F000Fu>(v, 0x64006400u)), u2h(o)));
+  }
+};
+template <> struct dq_raw<__nv_bfloat16> {
+  /* 128 + zp (exact: the bfloat16 step at 128 is 1). */
+  static __device__ __forceinline__ uint32_t off(uint32_t z) { return (0x4300u + z) * 0x10001u; }
+  static __device__ __forceinline__ uint32_t off16(uint32_t) { return 0; }
+  static __device__ __forceinline__ uint32_t pair(uint32_t w, int i, uint32_t o, uint32_t) {
+    const uint32_t r = and_or<0x000F000Fu>(w >> (4 * i), 0x43004300u);
+    return b2u(__hsub2(u2b(r), u2b(o)));
+  }
+};
+
+/* A warp's batch: NB chunk groups of its lane's two rows, the raw scales of the two
+ * chunks whose sums the lane holds, and (ZP) the raw zero-point bytes of its own. */
+template <int NB, bool ZP> struct batch2 {
+  uint32_t w0[NB][4], w1[NB][4], s0[NB], s1[NB];
+  uint32_t z0[ZP ? NB : 1], z1[ZP ? NB : 1];
+};
+
+/* Scales of blocks blk and blk2 of row r as a pair (low: blk). */
+__device__ __forceinline__ uint32_t load_s2(const gemv_params &p, int r, int blk, int blk2) {
+  const uint16_t *s = p.scales + (size_t)r * p.kb;
+  if (p.sc2) return __ldg(reinterpret_cast<const uint32_t *>(s + blk));
+  return (uint32_t)__ldg(s + blk) | (uint32_t)__ldg(s + blk2) << 16;
+}
+
+template <int NB, bool ZP>
+__device__ __forceinline__ void load_batch2(const gemv_params &p, const uint8_t *row0,
+                                            const uint8_t *row1, int r0, int r1, int jb, int c4,
+                                            batch2<NB, ZP> &t) {
+  const int cs = 2 * (c4 & 1);
+#pragma unroll
+  for (int u = 0; u < NB; ++u) {
+    const int j = jb + u * p.wk;
+    const int oa = j * 64 + c4 * 16;
+    const bool ok = j < p.nj;
+    load_codes<16>(row0 + oa, ok && oa < p.row_bytes, t.w0[u]);
+    load_codes<16>(row1 + oa, ok && oa < p.row_bytes, t.w1[u]);
+    t.s0[u] = t.s1[u] = 0;
+    if (ok) {
+      /* Chunks past the row read the last blocks (their sums are zero). */
+      int ba = ((j * 4 + cs) * 32) >> p.bs_log2, bb = ((j * 4 + cs + 1) * 32) >> p.bs_log2;
+      if (p.sc2) ba = ba < p.kb - 2 ? ba : p.kb - 2;
+      ba = ba < p.kb - 1 ? ba : p.kb - 1;
+      bb = bb < p.kb - 1 ? bb : p.kb - 1;
+      t.s0[u] = load_s2(p, r0, ba, bb);
+      t.s1[u] = load_s2(p, r1, ba, bb);
+      if constexpr (ZP) {
+        int bo = ((j * 4 + c4) * 32) >> p.bs_log2;
+        bo = bo < p.kb - 1 ? bo : p.kb - 1;
+        t.z0[u] = (uint32_t)__ldg(p.zp_packed + (size_t)r0 * p.zp_row + (bo >> 1)) >> 4 * (bo & 1);
+        t.z1[u] = (uint32_t)__ldg(p.zp_packed + (size_t)r1 * p.zp_row + (bo >> 1)) >> 4 * (bo & 1);
+      }
+    }
+  }
+}
+
+/* Chunk group u of the batch into the lane's two row sums. */
+template <typename T, int NB, bool ZP>
+__device__ __forceinline__ void chunk_sums(const batch2<NB, ZP> &t, int u, const uint16_t *src,
+                                           float &acc0, float &acc1) {
+  uint32_t bw[16];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint4 v = reinterpret_cast<const uint4 *>(src)[i];
+    bw[4 * i] = v.x;
+    bw[4 * i + 1] = v.y;
+    bw[4 * i + 2] = v.z;
+    bw[4 * i + 3] = v.w;
+  }
+  const uint32_t za = ZP ? t.z0[ZP ? u : 0] & 15u : 8u, zb = ZP ? t.z1[ZP ? u : 0] & 15u : 8u;
+  const uint32_t oa = dq_raw<T>::off(za), ob = dq_raw<T>::off(zb);
+  const uint32_t oa16 = dq_raw<T>::off16(za), ob16 = dq_raw<T>::off16(zb);
+  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int s = 0; s < 8; ++s) {
+    const int q = s >> 1, i = (s & 1) * 2;
+    uint32_t a[4];
+    a[0] = dq_raw<T>::pair(t.w0[u][q], i, oa, oa16);
+    a[1] = dq_raw<T>::pair(t.w1[u][q], i, ob, ob16);
+    a[2] = dq_raw<T>::pair(t.w0[u][q], i + 1, oa, oa16);
+    a[3] = dq_raw<T>::pair(t.w1[u][q], i + 1, ob, ob16);
+    mma16816<T>(c, a, bw[2 * s], bw[2 * s + 1]);
+  }
+  /* c[0], c[1]: row g, the chunks of lanes 2·c4 and 2·c4 + 1; c[2], c[3]: row g + 8. */
+  acc0 = fmaf(f16t<T>::to_f((uint16_t)(t.s0[u] & 0xFFFFu)), c[0], acc0);
+  acc0 = fmaf(f16t<T>::to_f((uint16_t)(t.s0[u] >> 16)), c[1], acc0);
+  acc1 = fmaf(f16t<T>::to_f((uint16_t)(t.s1[u] & 0xFFFFu)), c[2], acc1);
+  acc1 = fmaf(f16t<T>::to_f((uint16_t)(t.s1[u] >> 16)), c[3], acc1);
+}
+
+template <typename T, int NB, bool ZP>
+__global__ void __launch_bounds__(kMaxSplit * 32, 1) nbits_gemv2(gemv_params p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint16_t *sa = reinterpret_cast<uint16_t *>(smem);
+  float *red = reinterpret_cast<float *>(smem + p.red_off);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, c4 = lane & 3;
+  const int tiles_per_block = (int)(blockDim.x >> 5) / p.wk;
+  const int tile = blockIdx.x * tiles_per_block + warp / p.wk, part = warp % p.wk;
+  const int n0 = tile * 16;
+  const bool active = n0 < p.n;
+  if ((p.tune & kPrefetch) && warp == 0) {
+    const int b0 = blockIdx.x * tiles_per_block * 16, b1 = b0 + tiles_per_block * 16;
+    prefetch_rows(p, b0, b1 < p.n ? b1 : p.n, lane);
+  }
+  if (p.tune & kEarly) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  const int r0 = n0 + g < p.n ? n0 + g : p.n - 1;
+  const int r1 = n0 + g + 8 < p.n ? n0 + g + 8 : p.n - 1;
+  const uint8_t *row0 = p.b + (size_t)r0 * p.row_bytes;
+  const uint8_t *row1 = p.b + (size_t)r1 * p.row_bytes;
+  batch2<NB, ZP> t;
+  if (active) load_batch2<NB, ZP>(p, row0, row1, r0, r1, part, c4, t);
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  fill_activations<4>(p, sa);
+  if (threadIdx.x < 16) reinterpret_cast<uint32_t *>(sa + p.kc)[threadIdx.x] = 0u;
+  __syncthreads();
+  float acc0 = 0.0f, acc1 = 0.0f;
+  for (int jb = part; active && jb < p.nj; jb += NB * p.wk) {
+    if (jb != part) load_batch2<NB, ZP>(p, row0, row1, r0, r1, jb, c4, t);
+#pragma unroll
+    for (int u = 0; u < NB; ++u) {
+      const int j = jb + u * p.wk;
+      if (j >= p.nj) break;
+      const uint16_t *src = g == c4 ? sa + (j * 4 + c4) * 32 : sa + p.kc;
+      chunk_sums<T, NB, ZP>(t, u, src, acc0, acc1);
+    }
+  }
+  if (!(p.tune & kEarly)) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  /* Lanes c4 = 0 and 1 hold a row's four chunk columns between them. */
+  acc0 += __shfl_xor_sync(0xFFFFFFFFu, acc0, 1);
+  acc1 += __shfl_xor_sync(0xFFFFFFFFu, acc1, 1);
+  if (p.wk > 1) {
+    float *mine = red + ((size_t)warp * 32 + lane) * 2;
+    mine[0] = acc0;
+    mine[1] = acc1;
+    __syncthreads();
+    if (part != 0) return;
+    for (int q = 1; q < p.wk; ++q) {
+      const float *o = red + ((size_t)(warp + q) * 32 + lane) * 2;
+      acc0 += o[0];
+      acc1 += o[1];
+    }
+  }
+  if (!active || c4 != 0) return;
+  const int na = n0 + g, nb = n0 + g + 8;
+  if (na < p.n)
+    p.y[na] = f16t<T>::from_f(p.bias != nullptr ? acc0 + f16t<T>::to_f(p.bias[na]) : acc0);
+  if (nb < p.n)
+    p.y[nb] = f16t<T>::from_f(p.bias != nullptr ? acc1 + f16t<T>::to_f(p.bias[nb]) : acc1);
+}
+
 /* ONYX_CUDA_NBITS_TUNE, a number of ONYX__CUDA_NBITS_TUNE_* bits, replaces the choice
  * from the shape: the device checks run every form through the whole provider so.
  * Read once (a race only reads it twice). */
@@ -564,6 +757,46 @@ cudaError_t launch_gemv(const gemv_params &p, size_t smem, unsigned blocks, bool
   }
   nbits_gemv<T, BITS, VEC, MODE><<<blocks, threads, smem, stream>>>(p);
   return cudaGetLastError();
+}
+
+template <typename T, int NB, bool ZP>
+cudaError_t launch_gemv2(const gemv_params &p, size_t smem, unsigned blocks, bool plain,
+                         cudaStream_t stream) {
+  static bool raised = false;
+  if (smem > (48u << 10) && !raised) {
+    cudaError_t e =
+        cudaFuncSetAttribute(nbits_gemv2<T, NB, ZP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)ONYX__CUDA_NBITS_GEMV_MAX_SMEM);
+    if (e != cudaSuccess) return e;
+    raised = true;
+  }
+  const unsigned threads = 32u * (unsigned)(p.wk > kWarps ? p.wk : kWarps);
+  if (!plain) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1] = {};
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if (cudaLaunchKernelEx(&cfg, nbits_gemv2<T, NB, ZP>, p) == cudaSuccess) return cudaSuccess;
+    (void)cudaGetLastError();
+  }
+  nbits_gemv2<T, NB, ZP><<<blocks, threads, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_gemv2_t(const gemv_params &p, size_t smem, unsigned blocks, bool plain,
+                           cudaStream_t stream) {
+  const bool nb8 = (p.tune & ONYX__CUDA_NBITS_TUNE_NB8) != 0;
+  if (p.zp_kind == 1) /* the zero points' registers leave room for 4 chunk groups only */
+    return launch_gemv2<T, 4, true>(p, smem, blocks, plain, stream);
+  return nb8 ? launch_gemv2<T, 8, false>(p, smem, blocks, plain, stream)
+             : launch_gemv2<T, 4, false>(p, smem, blocks, plain, stream);
 }
 
 /* Split K pipelined unless told not to; one warp a tile unpipelined. */
@@ -664,8 +897,27 @@ extern "C" cudaError_t onyx__cuda_launch_nbits_gemv(const onyx__cuda_nbits_args 
   const int64_t wbytes = (int64_t)p.n * (p.row_bytes + p.kb * 2 + (p.zp_kind == 1 ? p.zp_row : 0));
   const int forced = env_tune();
   p.tune = a->tune & ONYX__CUDA_NBITS_TUNE_SET ? a->tune
-           : forced >= 0                       ? forced
-                         : kEarly | (wbytes <= kPrefetchMaxBytes ? kPrefetch : 0);
+           : forced >= 0
+               ? forced
+               : kEarly | (wbytes <= kPrefetchMaxBytes ? kPrefetch : 0) | ONYX__CUDA_NBITS_TUNE_V2;
+  p.tune |= a->tune & ONYX__CUDA_NBITS_TUNE_NB8;
+  if (a->tune & ONYX__CUDA_NBITS_TUNE_V1) p.tune &= ~ONYX__CUDA_NBITS_TUNE_V2;
+  /* The block-sum kernel: one row of A, a lane's 32 codes in one block. */
+  const bool v2 = (p.tune & ONYX__CUDA_NBITS_TUNE_V2) && p.m == 1 && a->bits == 4 && vec == 16 &&
+                  p.bs_log2 >= 5 && p.zp_kind != 2;
+  if (v2) {
+    p.sc2 = p.bs_log2 == 5 && p.kb % 2 == 0 && reinterpret_cast<uintptr_t>(a->scales) % 4 == 0;
+    const int64_t tpb2 = p.wk >= kWarps ? 1 : kWarps / p.wk;
+    const int warps2 = p.wk > kWarps ? p.wk : kWarps;
+    /* Activations, a row of 32 zero halves, the split-K sums (two a lane). */
+    p.red_off = (int)(((size_t)(p.kc + 32) * 2u + 15u) / 16u * 16u);
+    const size_t smem2 = (size_t)p.red_off + (p.wk > 1 ? (size_t)warps2 * 32u * 2u * 4u : 0u);
+    if (smem2 > ONYX__CUDA_NBITS_GEMV_MAX_SMEM) return cudaErrorInvalidValue;
+    const unsigned blocks2 = (unsigned)((tiles + tpb2 - 1) / tpb2);
+    if (a->dtype == ONYX_DTYPE_FLOAT16)
+      return launch_gemv2_t<__half>(p, smem2, blocks2, a->plain, stream);
+    return launch_gemv2_t<__nv_bfloat16>(p, smem2, blocks2, a->plain, stream);
+  }
   /* The unpipelined loop runs in blocks of at most kWarps warps. */
   if ((p.tune & ONYX__CUDA_NBITS_TUNE_NOPIPE) && p.wk > kWarps) p.wk = kWarps;
   const int64_t tpb = p.wk >= kWarps ? 1 : kWarps / p.wk;

@@ -32,6 +32,10 @@ extern "C" {
 #define ONYX__CUDA_NBITS_TUNE_PREFETCH 0x1 /* block's weights asked into L2 before the wait */
 #define ONYX__CUDA_NBITS_TUNE_EARLY 0x2    /* the next kernel let in at the start */
 #define ONYX__CUDA_NBITS_TUNE_NOPIPE 0x4   /* split K without register double buffering */
+#define ONYX__CUDA_NBITS_TUNE_V2 0x8       /* M = 1, 4-bit, blocks >= 32: the block-sum kernel */
+/* Modifiers, also without TUNE_SET (the bench's side-by-side forms): */
+#define ONYX__CUDA_NBITS_TUNE_V1 0x10  /* the default choice, on the per-weight-scale kernel */
+#define ONYX__CUDA_NBITS_TUNE_NB8 0x20 /* v2 loads 8 chunk groups at a time, not 4 */
 
 /* One MatMulNBits product, Y[m, n] = A[m, :] · dequant(B)[n, :] (+ bias[n]). */
 typedef struct onyx__cuda_nbits_args {

@@ -18,9 +18,10 @@
  * weights asked into L2 before the wait; u8 = 8 rows in flight a thread, a64 = rows
  * asked into L2 64 ahead; default = what the launchers choose; no-pdl = the default
  * with ordinary launches (each kernel after the one before has ended: the isolated
- * figure). Every form's outputs are checked against the definition in double on
- * sampled columns (rel: worst error over the largest |y|). Prints ratios; asserts
- * nothing.
+ * figure); int4 v1 = the default and no-pdl on the per-weight-scale kernel, beside the
+ * block-sum kernel (v2) that the others use (fp16: v1 forms = the default). Every form's outputs
+ * are checked against the definition in double on sampled columns (rel: worst error over the
+ * largest |y|). Prints ratios; asserts nothing.
  */
 #include <math.h>
 #include <stdio.h>
@@ -274,17 +275,21 @@ static const shape lm_head = {"lm_head 151936x896", 151936, 896};
 
 static const form forms[] = {
     {"no-pdl", 0, 0, true},
-    {"late", ONYX__CUDA_NBITS_TUNE_SET, ONYX__CUDA_GEMV_TUNE_SET, false},
-    {"early/u8", ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_EARLY,
+    {"late", ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2, ONYX__CUDA_GEMV_TUNE_SET, false},
+    {"early/u8", ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2 | ONYX__CUDA_NBITS_TUNE_EARLY,
      ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY | ONYX__CUDA_GEMV_TUNE_UNROLL8, false},
     {"pf+early/a64",
-     ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_PREFETCH | ONYX__CUDA_NBITS_TUNE_EARLY,
+     ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2 | ONYX__CUDA_NBITS_TUNE_PREFETCH |
+         ONYX__CUDA_NBITS_TUNE_EARLY,
      ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY | 2 << 4, false},
     {"pf+early/u8a64",
-     ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_PREFETCH | ONYX__CUDA_NBITS_TUNE_EARLY,
+     ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2 | ONYX__CUDA_NBITS_TUNE_PREFETCH |
+         ONYX__CUDA_NBITS_TUNE_EARLY,
      ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY | ONYX__CUDA_GEMV_TUNE_UNROLL8 | 2 << 4,
      false},
     {"default", 0, 0, false},
+    {"v1 default", ONYX__CUDA_NBITS_TUNE_V1, 0, false},
+    {"v1 no-pdl", ONYX__CUDA_NBITS_TUNE_V1, 0, true},
 };
 #define FORMS (int)(sizeof forms / sizeof forms[0])
 

@@ -3,7 +3,7 @@
  * zero points) streamed per product, against the device-to-device copy bandwidth
  * measured in the same run (bytes read + bytes written, cudaMemcpyAsync of 1 GiB).
  *
- *   onyx_bench_nbits_gemv [--quick]
+ *   onyx_bench_nbits_gemv [--quick | --m1]
  *
  * Shapes are Qwen2.5-0.5B's (hidden 896, kv 128, MLP 4864, vocabulary 151936), 4-bit
  * codes in blocks of 32 with float16 scales, as ONNX Runtime GenAI's builder writes
@@ -15,9 +15,11 @@
  * loads, pf = weights asked into L2 before the wait, early = the next kernel let in
  * at the start; default = early, and pf for weights up to 16 MiB; no-pdl = the
  * default with ordinary launches, each kernel after the previous has ended: the
- * isolated figure). Every product, split and form is checked against the definition in double
- * on sampled columns (rel = worst error over the largest |y|, the worst of the row).
- * Prints ratios; asserts nothing about speed.
+ * isolated figure; v1 = the default on the per-weight-scale kernel, which M > 1 and
+ * float zero points always use, beside v2 = the block-sum kernel the default takes for
+ * M = 1; nb8 = v2 loading 8 chunk groups at a time, not 4). Every product, split and form is
+ * checked against the definition in double on sampled columns (rel = worst error over the largest
+ * |y|, the worst of the row). Prints ratios; asserts nothing about speed.
  */
 #include <math.h>
 #include <stdio.h>
@@ -148,14 +150,21 @@ typedef struct form {
 } form;
 static const form forms[] = {
     {"default", 0, false},
-    {"late", ONYX__CUDA_NBITS_TUNE_SET, false},
-    {"pf", ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_PREFETCH, false},
-    {"early", ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_EARLY, false},
+    {"late", ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2, false},
+    {"pf", ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2 | ONYX__CUDA_NBITS_TUNE_PREFETCH,
+     false},
+    {"early", ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2 | ONYX__CUDA_NBITS_TUNE_EARLY,
+     false},
     {"pf+early",
-     ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_PREFETCH | ONYX__CUDA_NBITS_TUNE_EARLY,
+     ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2 | ONYX__CUDA_NBITS_TUNE_PREFETCH |
+         ONYX__CUDA_NBITS_TUNE_EARLY,
      false},
     {"no-pdl", 0, true},
+    {"v1", ONYX__CUDA_NBITS_TUNE_V1, false},
+    {"v1 no-pdl", ONYX__CUDA_NBITS_TUNE_V1, true},
+    {"nb8", ONYX__CUDA_NBITS_TUNE_NB8, false},
 };
+#define FORM_V1 6 /* forms[FORM_V1]: the old kernel's default, printed beside the new one */
 #define FORMS (int)(sizeof forms / sizeof forms[0])
 static int g_form; /* the form args_of gives */
 
@@ -261,6 +270,7 @@ static double copy_bandwidth(cudaStream_t st) {
 
 int main(int argc, char **argv) {
   const int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  const int m1 = argc > 1 && strcmp(argv[1], "--m1") == 0; /* M = 1, with and without zp */
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     printf("skipped: no CUDA device\n");
@@ -279,10 +289,10 @@ int main(int argc, char **argv) {
       {"gate|up 9728x896", 9728, 896},    {"down 896x4864", 896, 4864},
       {"lm_head 151936x896", 151936, 896}};
   static const int splits[] = {0, 1, 2, 4, 8, 16};
-  printf("%-20s %2s %3s %10s %9s %8s %7s  %s\n", "shape", "M", "zp", "bytes", "us", "GB/s",
-         "of copy", "rel err / split-k sweep (us)");
+  printf("%-20s %2s %3s %10s %8s %8s %8s %7s %7s  %s\n", "shape", "M", "zp", "bytes", "v1 us", "us",
+         "GB/s", "v1 copy", "of copy", "rel err / split-k sweep (us)");
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; ++si) {
-    for (int variant = 0; variant < (quick ? 1 : 4); ++variant) {
+    for (int variant = 0; variant < (quick ? 1 : m1 ? 2 : 4); ++variant) {
       const int64_t m = variant == 2 ? 4 : variant == 3 ? 8 : 1;
       const int zp = variant == 1;
       prob p;
@@ -321,8 +331,10 @@ int main(int argc, char **argv) {
       for (int f = 1; f < FORMS; ++f)
         len += (size_t)snprintf(sweep + len, sizeof sweep - len, " %s:%.2f", forms[f].name, fus[f]);
       const double gbs = (double)wbytes / (us[0] * 1e-6) / 1e9;
-      printf("%-20s %2lld %3s %10zu %9.2f %8.0f %6.1f%%  %.1e /%s\n", shapes[si].name, (long long)m,
-             zp ? "u8" : "-", wbytes, us[0], gbs, 100.0 * gbs / copy, rel, sweep);
+      const double gbs1 = (double)wbytes / (fus[FORM_V1] * 1e-6) / 1e9;
+      printf("%-20s %2lld %3s %10zu %8.2f %8.2f %8.0f %6.1f%% %6.1f%%  %.1e /%s\n", shapes[si].name,
+             (long long)m, zp ? "u8" : "-", wbytes, fus[FORM_V1], us[0], gbs, 100.0 * gbs1 / copy,
+             100.0 * gbs / copy, rel, sweep);
       for (int i = 0; i < copies; ++i) wset_free(&w[i]);
       free(w);
       prob_free(&p);
@@ -342,37 +354,42 @@ int main(int argc, char **argv) {
     wset_alloc(&ps[i], &ws[i], NULL);
     total += ps[i].b_bytes + ps[i].s_bytes;
   }
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < nprod; ++i) {
-    onyx__cuda_nbits_args a = args_of(&ps[i], &ws[i], 0, prop.multiProcessorCount);
-    CHECK(onyx__cuda_launch_nbits_gemv(&a, st));
+  for (int f = FORM_V1; f >= 0; f -= FORM_V1) { /* v1, then the default */
+    g_form = f;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < nprod; ++i) {
+      onyx__cuda_nbits_args a = args_of(&ps[i], &ws[i], 0, prop.multiProcessorCount);
+      CHECK(onyx__cuda_launch_nbits_gemv(&a, st));
+    }
+    CHECK(cudaStreamEndCapture(st, &graph));
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK(cudaGraphLaunch(exec, st));
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    CHECK(cudaEventRecord(e0, st));
+    for (int r = 0; r < 10; ++r) CHECK(cudaGraphLaunch(exec, st));
+    CHECK(cudaEventRecord(e1, st));
+    CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    const double step_us = 1000.0 * ms / 10, step_gbs = (double)total / (step_us * 1e-6) / 1e9;
+    printf("%-20s %2d %3s %10zu %8s %8.2f %8.0f %7s %6.1f%%  (%s: %d products, %.1f us each)\n",
+           "step (24 layers+lm)", 1, "-", total, "", step_us, step_gbs, "", 100.0 * step_gbs / copy,
+           forms[f].name, nprod, step_us / nprod);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
   }
-  CHECK(cudaStreamEndCapture(st, &graph));
-  CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  CHECK(cudaGraphLaunch(exec, st));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  CHECK(cudaEventRecord(e0, st));
-  for (int r = 0; r < 10; ++r) CHECK(cudaGraphLaunch(exec, st));
-  CHECK(cudaEventRecord(e1, st));
-  CHECK(cudaEventSynchronize(e1));
-  float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, e0, e1));
-  const double step_us = 1000.0 * ms / 10, step_gbs = (double)total / (step_us * 1e-6) / 1e9;
-  printf("%-20s %2d %3s %10zu %9.2f %8.0f %6.1f%%  (%d products, %.1f us each)\n",
-         "step (24 layers+lm)", 1, "-", total, step_us, step_gbs, 100.0 * step_gbs / copy, nprod,
-         step_us / nprod);
   for (int i = 0; i < nprod; ++i) {
     wset_free(&ws[i]);
     prob_free(&ps[i]);
   }
   free(ps);
   free(ws);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(st);
   return 0;
 }

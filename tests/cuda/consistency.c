@@ -931,6 +931,9 @@ static void nbits_cases(void) {
       {4, 32, 0, 96, 64, 2, {17, 0}, true, "prefill"},
       {4, 64, 1, 130, 300, 3, {2, 20}, false, "prefill batched"},
       {8, 32, 2, 100, 50, 2, {40, 0}, true, "prefill 8-bit"},
+      {4, 32, 0, 96, 50, 2, {1, 0}, false, "M = 1 block sums, odd k_blocks"},
+      {4, 64, 1, 640, 77, 2, {1, 0}, true, "M = 1 block sums, block 64"},
+      {4, 128, 0, 896, 40, 3, {1, 1}, false, "M = 1 block sums, block 128"},
   };
   static const uint32_t types[] = {ONYX_DTYPE_FLOAT16, ONYX_DTYPE_BFLOAT16};
   for (size_t t = 0; t < 2; ++t)
