@@ -16,7 +16,14 @@
  * itself) and on the flash kernel (onyx__cuda_attn_force_decode = 0), then the decode
  * route's kernel variants (onyx__cuda_attn_decode_variant 1..7) and a sweep of forced
  * split counts (ONYX_BENCH_SKIP_VARIANT=N leaves variant N out); GB/s counts the
- * 2·B·Nkv·Skv·D·2 bytes of K and V read. ONYX_BENCH_DECODE_ONLY=1 skips the prefill shapes. Build:
+ * 2·B·Nkv·Skv·D·2 bytes of K and V read. Beside each decode row: the read rate of the
+ * same bytes measured in this process (tests/cuda_attention/bench_read_rate.cu, best
+ * single launch between events; again after the anchor, for drift), the op launched back
+ * to back (host time per call hidden), the op in the rounds' own CTAs and on 16 CTAs
+ * (onyx__cuda_attn_decode_grid: the tail, the rate one CTA streams), and the last table
+ * gives Onyx's and cuDNN's GB/s as % of the read rate (the anchor's "_b2b" lines, from
+ * ONYX_ANCHOR_B2B=1, for the back-to-back side). ONYX_BENCH_DECODE_ONLY=1 skips the
+ * prefill shapes. Build:
  * the tests/cuda_attention CMake project (target onyx_bench_attention_cuda).
  */
 #include <cuda_runtime_api.h>
@@ -25,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_read_rate.h"
 #include "cuda_attention_kernels.h"
 #include "cuda_attn_harness.h"
 #include "cuda_attn_impl.h"
@@ -110,10 +118,32 @@ static float time_op(void *state, bench_ctx *c, const onyx_tensor *const *in, si
   return ts[ITERS / 2];
 }
 
-/* Requirement for the current overrides, fresh views, then time_op; workspace bytes
- * out through *ws. */
-static float measure(void *state, bench_ctx *c, const onyx_tensor *const *in, size_t n,
-                     uint64_t *ws) {
+/* Milliseconds a call of ITERS calls launched back to back between one pair of events
+ * (after WARM warm-ups): the host's time per call hides behind the device's. */
+static float time_op_b2b(void *state, bench_ctx *c, const onyx_tensor *const *in, size_t n) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < WARM + ITERS; ++i) {
+    if (i == WARM) CHECK(cudaEventRecord(a, 0));
+    if (onyx_cuda_gqa_kernel.compute(state, &c->ctx, in, n) != ONYX_STATUS_OK) {
+      fprintf(stderr, "compute failed: %s\n", c->err);
+      exit(1);
+    }
+  }
+  CHECK(cudaEventRecord(b, 0));
+  CHECK(cudaEventSynchronize(b));
+  float ms = 0.0f;
+  CHECK(cudaEventElapsedTime(&ms, a, b));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms / ITERS;
+}
+
+/* Requirement for the current overrides, fresh views, then time_op (or time_op_b2b with
+ * b2b); workspace bytes out through *ws. */
+static float measure_as(void *state, bench_ctx *c, const onyx_tensor *const *in, size_t n,
+                        uint64_t *ws, bool b2b) {
   onyx_tensor geo[8];
   memset(geo, 0, sizeof geo);
   for (size_t i = 0; i < n; ++i)
@@ -134,11 +164,16 @@ static float measure(void *state, bench_ctx *c, const onyx_tensor *const *in, si
   }
   c->ctx.workspace = views;
   c->ctx.workspace_count = req.count;
-  float ms = time_op(state, c, in, n);
+  float ms = b2b ? time_op_b2b(state, c, in, n) : time_op(state, c, in, n);
   for (uint32_t i = 0; i < req.count; ++i) cudaFree(views[i].data);
   c->ctx.workspace = NULL;
   c->ctx.workspace_count = 0;
   return ms;
+}
+
+static float measure(void *state, bench_ctx *c, const onyx_tensor *const *in, size_t n,
+                     uint64_t *ws) {
+  return measure_as(state, c, in, n, ws, false);
 }
 
 /* Results, keyed like the anchor's lines. */
@@ -150,6 +185,11 @@ typedef struct result {
   double kernel64;     /* the op on the flash kernel */
   double flash, cudnn; /* anchor, 0 when missing */
   double var[8];       /* decode: GB/s of the decode kernel's variants 1..7 */
+  /* decode: the read rate of the same bytes in this process, the op back to back, the
+   * op in the rounds' own CTAs (onyx__cuda_attn_decode_grid -1) and on 16 CTAs (the
+   * per-SM rate: GB/s over 16), the anchor back to back */
+  onyx_bench_read rd;
+  double ours_b2b, grid_even, per_sm16, flash_b2b, cudnn_b2b;
 } result;
 
 static result results[16];
@@ -239,6 +279,28 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
     double bytes = 2.0 * B * hkv * (double)S_kv * D * 2.0;
     r->ours = bytes / ms / 1e6;
     r->route = onyx__cuda_attn_last_route();
+    /* The ceiling: a kernel that only reads, the same bytes, right after the op. */
+    int re = onyx_bench_read_rate((size_t)bytes, ITERS, &r->rd);
+    if (re != 0) {
+      fprintf(stderr, "read rate: CUDA error %d\n", re);
+      exit(1);
+    }
+    printf("read rate B=%d Skv=%d (%.1f MB): best %.0f GB/s (%s), median %.0f, back to back "
+           "%.0f | forms:",
+           B, S_kv, bytes / 1e6, r->rd.best, onyx_bench_read_form(r->rd.form), r->rd.median,
+           r->rd.b2b);
+    for (int f = 0; f < 4; ++f) printf(" %.0f", r->rd.form_gbps[f]);
+    printf("\n");
+    uint64_t wsb;
+    r->ours_b2b = bytes / measure_as(state, &c, in, 7, &wsb, true) / 1e6;
+    onyx__cuda_attn_decode_grid = -1;
+    r->grid_even = bytes / measure(state, &c, in, 7, &wsb) / 1e6;
+    onyx__cuda_attn_decode_grid = 16;
+    r->per_sm16 = bytes / measure(state, &c, in, 7, &wsb) / 1e6 / 16.0;
+    onyx__cuda_attn_decode_grid = 0;
+    printf("  decode B=%d Skv=%d: op back to back %.0f GB/s | rounds' own CTAs %.0f | "
+           "16 CTAs %.1f GB/s a CTA\n",
+           B, S_kv, r->ours_b2b, r->grid_even, r->per_sm16);
     /* The flash kernel on the same problem (the decode route turned off: the fill
      * writes the new row). */
     uint64_t ws2;
@@ -314,9 +376,33 @@ static void run_anchor(const char *script) {
         continue;
       if (strcmp(back, "flash") == 0) r->flash = val;
       if (strcmp(back, "cudnn") == 0) r->cudnn = val;
+      if (strcmp(back, "flash_b2b") == 0) r->flash_b2b = val;
+      if (strcmp(back, "cudnn_b2b") == 0) r->cudnn_b2b = val;
     }
   }
   pclose(f);
+}
+
+/* x as a percentage of y (0 when either is missing). */
+static double pct(double x, double y) { return x > 0.0 && y > 0.0 ? 100.0 * x / y : 0.0; }
+
+/* The decode rows against the read rate of the same bytes (the best single launch):
+ * per call between events (the issue's figures), then back to back (the device's own
+ * time; host time per call hidden). */
+static void print_ceiling(void) {
+  printf("\n%-24s %7s %7s %6s %7s %6s %7s | %7s %7s %6s %7s %6s | %7s %8s\n", "decode (bf16) GB/s",
+         "read", "onyx", "%read", "cudnn", "%read", "xcudnn", "b2b rd", "onyx", "%read", "cudnn",
+         "%read", "even", "CTA@16");
+  for (int i = 0; i < n_results; ++i) {
+    const result *r = &results[i];
+    if (r->kind[0] != 'd') continue;
+    printf("B%-2d Hq%d Hkv%d Skv%-5d D%-3d %6.0f %7.0f %6.1f %7.0f %6.1f %7.2f | %7.0f %7.0f %6.1f "
+           "%7.0f %6.1f | %7.0f %8.1f\n",
+           r->B, r->hq, r->hkv, r->s, r->d, r->rd.best, r->ours, pct(r->ours, r->rd.best), r->cudnn,
+           pct(r->cudnn, r->rd.best), r->cudnn > 0 ? r->ours / r->cudnn : 0.0, r->rd.b2b,
+           r->ours_b2b, pct(r->ours_b2b, r->rd.b2b), r->cudnn_b2b, pct(r->cudnn_b2b, r->rd.b2b),
+           r->grid_even, r->per_sm16);
+  }
 }
 
 int main(int argc, char **argv) {
@@ -349,6 +435,21 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 5; ++i)
     bench_gqa("decode", dec[i][0], dec[i][1], dec[i][2], dec[i][3], dec[i][4]);
   if (strcmp(script, "-") != 0) run_anchor(script);
+  /* The read rate once more after the anchor, on the largest decode row's bytes: how far
+   * the device drifted while the anchor ran. */
+  onyx_bench_read after;
+  memset(&after, 0, sizeof after);
+  double most = 0.0;
+  for (int i = 0; i < n_results; ++i)
+    if (results[i].kind[0] == 'd') {
+      const result *r = &results[i];
+      const double b = 2.0 * r->B * r->hkv * (double)r->s * r->d * 2.0;
+      if (b > most) most = b;
+    }
+  if (most > 0.0 && onyx_bench_read_rate((size_t)most, ITERS, &after) == 0)
+    printf("read rate after the anchor (%.1f MB): best %.0f GB/s, median %.0f, back to back "
+           "%.0f\n",
+           most / 1e6, after.best, after.median, after.b2b);
   printf("\n%-8s %-26s %-7s %10s %10s %10s %10s %8s %8s\n", "kind", "shape (bf16)", "route",
          "onyx op", "onyx flash", "torch fl", "torch cudnn", "x flash", "x cudnn");
   for (int i = 0; i < n_results; ++i) {
@@ -376,5 +477,6 @@ int main(int argc, char **argv) {
     for (int v = 1; v <= 7; ++v) printf(" %4.2f", r->var[v] / c);
     printf("\n");
   }
+  print_ceiling();
   return 0;
 }

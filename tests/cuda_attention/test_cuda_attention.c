@@ -1994,6 +1994,10 @@ static void decode_route_cases(void) {
        .causal = -1},
   };
   for (int i = 0; i < 6; ++i) check_decode_case(&cs[i], 480 + (uint64_t)i);
+  /* 192 units in the rounds' own CTAs (two rounds of 96), on every variant. */
+  onyx__cuda_attn_decode_grid = -1;
+  check_decode_case(&cs[0], 486);
+  onyx__cuda_attn_decode_grid = 0;
   short_in_large_cases();
   /* Forced splits: more units than SMs with splits (CTAs merge for units they did not
    * all run), splits with no key tile at all (a batch with 11 keys), and the appended
@@ -2147,6 +2151,14 @@ static void short_in_large_cases(void) {
   onyx__cuda_attn_pdl = 0;
   check_decode_case(&cs[0], 722);
   onyx__cuda_attn_pdl = 1;
+  /* Fewer CTAs than SMs: the rounds' own count (each CTA the same units), and 3 CTAs
+   * taking many units each, splits of one (b, kv head) in one CTA included. */
+  onyx__cuda_attn_decode_grid = -1;
+  check_decode_case(&cs[0], 727);
+  onyx__cuda_attn_decode_grid = 3;
+  check_decode_case(&cs[0], 728);
+  check_decode_case(&cs[3], 729);
+  onyx__cuda_attn_decode_grid = 0;
 }
 
 static void test_decode_route(void **state) {

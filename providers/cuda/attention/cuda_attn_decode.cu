@@ -1049,7 +1049,13 @@ static cudaError_t launch_v(const onyx__cuda_attn_params &p, int dev, cudaStream
     cudaError_t e = cudaMemsetAsync(count, 0, (size_t)heads * sizeof(uint32_t), stream);
     if (e != cudaSuccess) return e;
   }
-  const int grid = units < n ? (int)units : n;
+  int grid = units < n ? (int)units : n;
+  if (onyx__cuda_attn_decode_grid > 0 && onyx__cuda_attn_decode_grid < grid) {
+    grid = onyx__cuda_attn_decode_grid;
+  } else if (onyx__cuda_attn_decode_grid < 0) {
+    const int64_t rounds = (units + grid - 1) / grid; /* the same rounds, even CTAs */
+    grid = (int)((units + rounds - 1) / rounds);
+  }
   const int split_keys =
       onyx__cuda_attn_decode_split_keys > 0 ? onyx__cuda_attn_decode_split_keys : 0;
   const int alone = onyx__cuda_attn_decode_split0_alone != 0;

@@ -235,6 +235,10 @@ extern int onyx__cuda_attn_decode_split0_alone;
  * kernel before it, waits for it before touching global memory, and lets the next one
  * launch early. 0: plain launches (tests and the benchmark). */
 extern int onyx__cuda_attn_pdl;
+/* CTAs of a decode launch: 0 (default) one per SM (the slots); > 0 at most that many;
+ * -1 the fewest that keep the number of unit rounds (every CTA the same count of
+ * units). Tests and the benchmark only (the tail and per-SM rate); not thread-safe. */
+extern int onyx__cuda_attn_decode_grid;
 /* Tests and the benchmark only: a variant of the decode kernel (0: the production one;
  * 1..7: the variants of cuda_attn_decode.cu, a TMA one falling back to cp.async where
  * TMA cannot read the layout). Not thread-safe; production code never sets it. */

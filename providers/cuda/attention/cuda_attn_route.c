@@ -24,6 +24,7 @@ int onyx__cuda_attn_decode_variant = 0;
 int onyx__cuda_attn_decode_split_keys = ONYX__CUDA_ATTN_DECODE_SPLIT_KEYS;
 int onyx__cuda_attn_decode_split0_alone = 1;
 int onyx__cuda_attn_pdl = 1;
+int onyx__cuda_attn_decode_grid = 0;
 
 static _Atomic uint32_t last_route = ONYX__CUDA_ROUTE_FLASH;
 
