@@ -13,6 +13,8 @@
  * same route (docs/ops.md says which).
  */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_impl.h"
@@ -28,6 +30,8 @@ enum { NMM_X, NMM_SKIP, NMM_GAMMA, NMM_W, NMM_INPUTS };
 typedef struct cpu_nmm_state {
   onyx__cpu_node base;
   float epsilon;
+  onyx__cpu_packed_b packed; /* a float32 W packed at create (data NULL: per call) */
+  void *packed_mem;          /* from host->mem_alloc (weights), freed with the kernel */
 } cpu_nmm_state;
 
 /* The checks shared by compute and infer: Y's shape in dims, or a message in why. */
@@ -95,7 +99,8 @@ static void cpu_nmm_norm_row(const cpu_nmm_state *s, const onyx_tensor *x, const
 }
 
 /* The product the MatMul kernel would run for A (rows x k of T) · W, data unset. */
-static onyx__cpu_gemm cpu_nmm_gemm(uint32_t t, int64_t rows, int64_t k, int64_t n) {
+static onyx__cpu_gemm cpu_nmm_gemm(const cpu_nmm_state *s, uint32_t t, int64_t rows, int64_t k,
+                                   int64_t n) {
   return (onyx__cpu_gemm){.m = rows,
                           .n = n,
                           .k = k,
@@ -104,6 +109,7 @@ static onyx__cpu_gemm cpu_nmm_gemm(uint32_t t, int64_t rows, int64_t k, int64_t 
                           .lda = k,
                           .ldb = n,
                           .ldy = n,
+                          .packed_b = s->packed.data ? &s->packed : NULL,
                           .overwrite_y = true};
 }
 
@@ -121,7 +127,7 @@ static cpu_nmm_scratch cpu_nmm_scratch_of(const cpu_nmm_state *s, uint32_t t, in
                                           int64_t k, int64_t n) {
   cpu_nmm_scratch sc = {0};
   if (rows <= 0 || n <= 0) return sc;
-  onyx__cpu_gemm g = cpu_nmm_gemm(t, rows, k, n);
+  onyx__cpu_gemm g = cpu_nmm_gemm(s, t, rows, k, n);
   uint64_t pa = 0, pb = 0;
   onyx__cpu_sgemm_scratch(&g, s->base.provider ? s->base.provider->num_threads : 1, &pa, &pb);
   sc.pack_a = cpu_nmm_up64((uint64_t)(rows * k) * onyx_dtype_size(t));
@@ -134,7 +140,7 @@ static cpu_nmm_scratch cpu_nmm_scratch_of(const cpu_nmm_state *s, uint32_t t, in
 /* Y = A·W through the MatMul kernel's GEMM, A at the start of the scratch `ws`. */
 static void cpu_nmm_product(const cpu_nmm_state *s, uint32_t t, const cpu_nmm_scratch *sc,
                             unsigned char *ws, const onyx_tensor *w, int64_t rows, void *y) {
-  onyx__cpu_gemm g = cpu_nmm_gemm(t, rows, w->dims[0], w->dims[1]);
+  onyx__cpu_gemm g = cpu_nmm_gemm(s, t, rows, w->dims[0], w->dims[1]);
   g.a = ws;
   g.b = w->data;
   g.y = t == ONYX_DTYPE_FLOAT32 ? y : (float *)(ws + sc->acc);
@@ -147,7 +153,12 @@ static void cpu_nmm_product(const cpu_nmm_state *s, uint32_t t, const cpu_nmm_sc
 static onyx_status cpu_nmm_compute(void *state, onyx_compute_ctx *ctx, const onyx_tensor *const *in,
                                    size_t input_count) {
   const cpu_nmm_state *s = state;
-  onyx_status st = onyx__cpu_check_inputs(ctx, in, input_count, 1);
+  /* A W packed at create may come without data (the core freed the original). */
+  const onyx_tensor *checked[NMM_INPUTS] = {NULL};
+  for (size_t i = 0; i < input_count && i < NMM_INPUTS; ++i)
+    checked[i] = i == NMM_W && s->packed.data ? NULL : in[i];
+  onyx_status st =
+      onyx__cpu_check_inputs(ctx, checked, input_count < NMM_INPUTS ? input_count : NMM_INPUTS, 1);
   if (st != ONYX_STATUS_OK) return st;
   if (input_count != NMM_INPUTS || !in[NMM_X] || !in[NMM_GAMMA] || !in[NMM_W]) {
     ctx->set_error(ctx, "RMSNormMatMul takes X, skip (may be absent), gamma and W; got %zu inputs",
@@ -161,6 +172,15 @@ static onyx_status cpu_nmm_compute(void *state, onyx_compute_ctx *ctx, const ony
   if (st != ONYX_STATUS_OK) {
     ctx->set_error(ctx, "%s", why);
     return st;
+  }
+  if (s->packed.data &&
+      (x->dtype != ONYX_DTYPE_FLOAT32 || w->dims[0] != s->packed.k || w->dims[1] != s->packed.n)) {
+    ctx->set_error(ctx,
+                   "W has dtype %s and shape %s, but the kernel packed a float32 constant "
+                   "of %lldx%lld (KxN) at creation",
+                   onyx__cpu_dtype_name(w->dtype), onyx__cpu_tensor_shape(w).s,
+                   (long long)s->packed.k, (long long)s->packed.n);
+    return ONYX_STATUS_INVALID_ARGUMENT;
   }
   onyx_tensor *y = NULL, *sum = NULL;
   st = onyx__cpu_alloc_output(&s->base, ctx, x->dtype, x->rank, dims, &y);
@@ -219,6 +239,47 @@ static onyx_status cpu_nmm_infer(void *state, const onyx_tensor *in, size_t inpu
   return ONYX_STATUS_OK;
 }
 
+/* Packs W when it is a float32 matrix constant and the core offers governed memory
+ * (as the MatMul kernel does, so the product takes the MatMul's route), and tells the
+ * core it may free the original. Anything else leaves W packed per call. */
+static void cpu_nmm_prepack(cpu_nmm_state *s, const onyx_node_info *node) {
+  if (!ONYX_HAS_FIELD(node, onyx_node_info, input_constants) || node->input_constants == NULL ||
+      node->input_count != NMM_INPUTS || node->input_dtypes == NULL ||
+      node->input_dtypes[NMM_X] != ONYX_DTYPE_FLOAT32)
+    return;
+  const onyx_tensor *w = node->input_constants[NMM_W];
+  const onyx_host_table *host = s->base.provider ? s->base.provider->host : NULL;
+  if (w == NULL || w->dtype != ONYX_DTYPE_FLOAT32 || w->rank != 2 || w->data == NULL ||
+      w->device != ONYX_DEVICE_HOST || host == NULL || host->mem_alloc == NULL ||
+      host->mem_free == NULL || w->dims[0] <= 0 || w->dims[1] <= 0)
+    return;
+  onyx__cpu_gemm g = {.k = w->dims[0],
+                      .n = w->dims[1],
+                      .ab_dtype = ONYX_DTYPE_FLOAT32,
+                      .b = w->data,
+                      .ldb = w->dims[1]};
+  char label[96];
+  snprintf(label, sizeof label, "RMSNormMatMul '%s' packed W", node->name ? node->name : "");
+  uint64_t bytes = onyx__cpu_packed_b_floats(g.k, g.n) * sizeof(float);
+  if (host->mem_alloc(host->host_data, ONYX_REQUESTER_WEIGHTS, bytes, 64, label, &s->packed_mem) !=
+      ONYX_STATUS_OK) {
+    s->packed_mem = NULL;
+    return;
+  }
+  onyx__cpu_pack_b(s->base.provider, &g, s->packed_mem, &s->packed);
+  if (ONYX_HAS_FIELD(node, onyx_node_info, input_constant_copied) &&
+      node->input_constant_copied != NULL)
+    node->input_constant_copied[NMM_W] = true;
+}
+
+static void cpu_nmm_destroy(void *state) {
+  cpu_nmm_state *s = state;
+  if (s == NULL) return;
+  if (s->packed_mem != NULL)
+    s->base.provider->host->mem_free(s->base.provider->host->host_data, s->packed_mem);
+  free(s);
+}
+
 static onyx_status cpu_nmm_create(void *provider_state, const onyx_node_info *node,
                                   void **out_state, char *err, size_t err_cap) {
   cpu_nmm_state *s = onyx__cpu_state_new(sizeof *s, provider_state, node, err, err_cap);
@@ -228,6 +289,7 @@ static onyx_status cpu_nmm_create(void *provider_state, const onyx_node_info *no
     onyx__cpu_destroy(s);
     return st;
   }
+  cpu_nmm_prepack(s, node);
   *out_state = s;
   return ONYX_STATUS_OK;
 }
@@ -242,7 +304,7 @@ const onyx_kernel_table onyx__cpu_k_rms_norm_matmul = {
     .type_input = 0,
     .type_mask = CPU_NMM_TYPES,
     .create = cpu_nmm_create,
-    .destroy = onyx__cpu_destroy,
+    .destroy = cpu_nmm_destroy,
     .workspace = cpu_nmm_workspace,
     .compute = cpu_nmm_compute,
     .infer = cpu_nmm_infer,
