@@ -46,9 +46,9 @@ static onyx_status cpu_nmm_shape(const onyx_tensor *x, const onyx_tensor *skip,
     return onyx__cpu_fail(why, cap, ONYX_STATUS_INVALID_ARGUMENT,
                           "skip, gamma and W must have input 0's dtype %s",
                           onyx__cpu_dtype_name(x->dtype));
-  if (x->rank < 1 || w->rank != 2 || x->dims[x->rank - 1] != w->dims[0])
+  if (x->rank < 1 || w->rank != 2 || x->dims[x->rank - 1] != w->dims[0] || w->dims[0] < 1)
     return onyx__cpu_fail(why, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                          "input 0 %s and W %s: [..., K] and [K, N] expected",
+                          "input 0 %s and W %s: [..., K] and [K, N] with K >= 1 expected",
                           onyx__cpu_tensor_shape(x).s, onyx__cpu_tensor_shape(w).s);
   if (gamma->rank != 1 || gamma->dims[0] != w->dims[0])
     return onyx__cpu_fail(why, cap, ONYX_STATUS_INVALID_ARGUMENT,

@@ -35,9 +35,9 @@ static onyx_status nmm_shape(const onyx_tensor *x, const onyx_tensor *skip,
     return onyx__cuda_fail(why, cap, ONYX_STATUS_INVALID_ARGUMENT,
                            "skip, gamma and W must have input 0's dtype %s",
                            onyx__cuda_dtype_name(x->dtype));
-  if (x->rank < 1 || w->rank != 2 || x->dims[x->rank - 1] != w->dims[0])
+  if (x->rank < 1 || w->rank != 2 || x->dims[x->rank - 1] != w->dims[0] || w->dims[0] < 1)
     return onyx__cuda_fail(why, cap, ONYX_STATUS_INVALID_ARGUMENT,
-                           "input 0 %s and W %s: [..., K] and [K, N] expected",
+                           "input 0 %s and W %s: [..., K] and [K, N] with K >= 1 expected",
                            onyx__cuda_tensor_shape(x).s, onyx__cuda_tensor_shape(w).s);
   if (gamma->rank != 1 || gamma->dims[0] != w->dims[0])
     return onyx__cuda_fail(why, cap, ONYX_STATUS_INVALID_ARGUMENT,
@@ -156,7 +156,7 @@ static onyx_status nmm_infer(void *state, const onyx_tensor *in, size_t input_co
   char why[ONYX__CUDA_REASON_CAP] = "";
   onyx_status st = nmm_shape(&in[NMM_X], skip, &in[NMM_GAMMA], &in[NMM_W], dims, why, sizeof why);
   if (st != ONYX_STATUS_OK) return onyx__cuda_reason(state, st, why);
-  for (size_t o = 0; o < output_count && o < 2; ++o) {
+  for (size_t o = 0; o < output_count && o < (skip ? 2u : 1u); ++o) {
     memset(&outputs[o], 0, sizeof outputs[o]);
     outputs[o].dtype = in[NMM_X].dtype;
     outputs[o].device = in[NMM_X].device;
