@@ -77,7 +77,7 @@ static const onyx_kernel_table *const cuda_kernels[] = {
     &onyx__cuda_k_castlike,
     &onyx__cuda_k_matmul_nbits,
     &onyx__cuda_k_gather_block_quantized,
-    &onyx__cuda_k_silu_mul, /* ai.onyx, made by the gate_up_silu optimization */
+    &onyx__cuda_k_silu_mul,        /* ai.onyx, made by the gate_up_silu optimization */
     &onyx__cuda_k_rms_norm_matmul, /* ai.onyx, made by the norm_matmul optimization */
 #ifdef ONYX_CUDA_ATTENTION_KERNELS
     ONYX_CUDA_ATTENTION_KERNELS,
