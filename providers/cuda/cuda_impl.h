@@ -22,7 +22,8 @@
  *   cuda_elementwise.*  Add Sub Mul Div Pow Neg Sqrt Sigmoid Tanh Relu Erf Equal Where
  *   cuda_matmul.c       MatMul and Gemm through cuBLASLt (host only); decode products
  *   cuda_gemv.cu          of few 16-bit rows on a GEMV kernel of its own
- *   cuda_norm_matmul.*  ai.onyx RMSNormMatMul: an RMS norm fused into a decode GEMV
+ *   cuda_norm_matmul.*  ai.onyx RMSNormMatMul: an RMS norm fused into a decode GEMV;
+ *                       prompts on the norm kernel, then cuda_matmul.c's cuBLASLt path
  *   cuda_softmax.*      Softmax
  *   cuda_norm.*         LayerNormalization, SimplifiedLayerNormalization,
  *                       RMSNormalization, com.microsoft SkipSimplifiedLayerNormalization

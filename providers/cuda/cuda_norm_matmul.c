@@ -1,10 +1,18 @@
 /*
  * ai.onyx::RMSNormMatMul (docs/ops.md): Y = rmsnorm(X + skip)·gamma · W, S = X + skip,
- * float16 and bfloat16, in one launch (cuda_norm_matmul.cu) where the norm and the
- * decode GEMV ran before. Made by the norm_matmul optimization. The refusals are the
- * CPU kernel's, in its words, plus the launch's: N a multiple of 8, W 16-byte aligned.
- * Its SESSION region holds the K-split partials and counters (as the GEMV's), zeroed
- * where the view is new to the node.
+ * float16 and bfloat16. Made by the norm_matmul optimization. The refusals are the CPU
+ * kernel's, in its words, plus the launch's: N a multiple of 8, W 16-byte aligned.
+ *
+ * Two routes, chosen from the rows alone (so workspace and compute agree):
+ *   decode  at most ONYX__CUDA_NMM_ROWS rows: one launch (cuda_norm_matmul.cu) where the
+ *           norm and the decode GEMV ran before. Its SESSION region holds the K-split
+ *           partials and counters (as the GEMV's), zeroed where the view is new to the
+ *           node.
+ *   prompt  more rows: the norm kernel (cuda_norm.cu) writes the normed rows into a
+ *           STEP region and S into output 1, then cuda_matmul.c's cuBLASLt path
+ *           multiplies them by W with its STEP scratch: the unfused pair's kernels, one
+ *           tensor fewer. A GEMV would stream W once every 4 rows.
+ * Each route declares only its own regions; the other's are 0 bytes.
  */
 #include <string.h>
 
@@ -17,12 +25,20 @@ extern const onyx_kernel_table onyx__cuda_k_rms_norm_matmul;
 
 enum { NMM_X, NMM_SKIP, NMM_GAMMA, NMM_W, NMM_INPUTS };
 
+/* Workspace regions: the decode route's partials, the prompt route's normed rows and
+ * cuBLASLt scratch. */
+enum { NMM_WS_PARTIALS, NMM_WS_NORMED, NMM_WS_LT, NMM_WS_COUNT };
+
 typedef struct nmm_state {
   onyx__cuda_node head;
   float epsilon;
   void *zeroed; /* the SESSION view last zeroed, and its bytes */
   uint64_t zeroed_bytes;
+  onyx__cuda_lt_cache lt; /* the prompt route's cuBLASLt heuristic answer */
 } nmm_state;
+
+/* The prompt route: more rows than the decode kernel takes in one launch. */
+static bool nmm_prompt(int64_t rows) { return rows > ONYX__CUDA_NMM_ROWS; }
 
 static onyx_status nmm_shape(const onyx_tensor *x, const onyx_tensor *skip,
                              const onyx_tensor *gamma, const onyx_tensor *w, int64_t *dims,
@@ -57,8 +73,8 @@ static onyx_status nmm_shape(const onyx_tensor *x, const onyx_tensor *skip,
   return ONYX_STATUS_OK;
 }
 
-/* SESSION bytes: partials of min(rows, ROWS) rows per K split, then a counter per 256
- * columns; 0 when K is not split. */
+/* SESSION bytes of the decode route: partials of min(rows, ROWS) rows per K split,
+ * then a counter per 256 columns; 0 when K is not split. */
 static uint64_t nmm_partial_bytes(int64_t rows, int64_t k, int64_t n) {
   int64_t split = onyx__cuda_nmm_split(k, n);
   if (split <= 1 || rows <= 0) return 0;
@@ -67,17 +83,38 @@ static uint64_t nmm_partial_bytes(int64_t rows, int64_t k, int64_t n) {
 }
 
 static uint64_t nmm_session_bytes(int64_t rows, int64_t k, int64_t n) {
+  if (nmm_prompt(rows)) return 0;
   uint64_t p = nmm_partial_bytes(rows, k, n);
   return p ? p + ((uint64_t)n + 255u) / 256u * 4u : 0;
 }
 
+/* STEP bytes of the prompt route: the normed rows in T (0 on the decode route). */
+static uint64_t nmm_normed_bytes(int64_t rows, int64_t k, uint32_t dtype) {
+  return nmm_prompt(rows) ? (uint64_t)(rows * k) * onyx_dtype_size(dtype) : 0;
+}
+
+static uint64_t nmm_lt_bytes(int64_t rows, int64_t k, int64_t n) {
+  return nmm_prompt(rows) ? onyx__cuda_lt_workspace_bytes(rows, n, k) : 0;
+}
+
+/* View `i` of the step, or NULL when it is missing or shorter than `need`. */
+static const onyx_workspace_view *nmm_view(const onyx_compute_ctx *ctx, size_t i, uint64_t need) {
+  const onyx_workspace_view *v = ctx->workspace_count > i ? &ctx->workspace[i] : NULL;
+  return v != NULL && v->data != NULL && v->bytes >= need ? v : NULL;
+}
+
+static onyx_status nmm_too_small(onyx_compute_ctx *ctx, size_t i, const char *what, uint64_t need) {
+  uint64_t got = ctx->workspace_count > i ? ctx->workspace[i].bytes : 0;
+  return onyx__cuda_error(ctx, ONYX_STATUS_WORKSPACE_TOO_SMALL,
+                          "RMSNormMatMul %s view has %llu bytes, %llu required", what,
+                          (unsigned long long)got, (unsigned long long)need);
+}
+
+/* The decode route: one launch, its partials zeroed where the view is new. */
 static onyx_status nmm_run(nmm_state *s, onyx_compute_ctx *ctx, onyx__cuda_nmm_args *a) {
   uint64_t need = nmm_session_bytes(a->m, a->k, a->n);
-  const onyx_workspace_view *ws = ctx->workspace_count > 0 ? &ctx->workspace[0] : NULL;
-  if (need > 0 && (ws == NULL || ws->data == NULL || ws->bytes < need))
-    return onyx__cuda_error(ctx, ONYX_STATUS_WORKSPACE_TOO_SMALL,
-                            "RMSNormMatMul partials view has %llu bytes, %llu required",
-                            (unsigned long long)(ws ? ws->bytes : 0), (unsigned long long)need);
+  const onyx_workspace_view *ws = nmm_view(ctx, NMM_WS_PARTIALS, need);
+  if (need > 0 && ws == NULL) return nmm_too_small(ctx, NMM_WS_PARTIALS, "partials", need);
   cudaStream_t stream = (cudaStream_t)ctx->stream;
   if (need > 0 && (ws->data != s->zeroed || need > s->zeroed_bytes)) {
     onyx_status st = onyx__cuda_check(ctx, cudaMemsetAsync(ws->data, 0, (size_t)need, stream),
@@ -89,6 +126,39 @@ static onyx_status nmm_run(nmm_state *s, onyx_compute_ctx *ctx, onyx__cuda_nmm_a
   a->partial = need ? (float *)ws->data : NULL;
   a->counters = need ? (unsigned *)((char *)ws->data + nmm_partial_bytes(a->m, a->k, a->n)) : NULL;
   return onyx__cuda_check(ctx, onyx__cuda_launch_nmm(a, stream), "RMSNormMatMul");
+}
+
+/* The prompt route: the norm kernel into the normed-rows view (S into output 1), then
+ * the cuBLASLt product of those rows and W. Both views are checked before either
+ * launch, so a short one writes nothing. */
+static onyx_status nmm_prompt_run(nmm_state *s, onyx_compute_ctx *ctx,
+                                  const onyx__cuda_nmm_args *a) {
+  const uint64_t need_h = nmm_normed_bytes(a->m, a->k, a->dtype);
+  const uint64_t need_lt = nmm_lt_bytes(a->m, a->k, a->n);
+  const onyx_workspace_view *h = nmm_view(ctx, NMM_WS_NORMED, need_h);
+  const onyx_workspace_view *lt = nmm_view(ctx, NMM_WS_LT, need_lt);
+  if (h == NULL) return nmm_too_small(ctx, NMM_WS_NORMED, "normed-rows", need_h);
+  if (lt == NULL) return nmm_too_small(ctx, NMM_WS_LT, "cuBLASLt workspace", need_lt);
+  onyx__cuda_norm_args n = {.simplified = true,
+                            .x_dtype = a->dtype,
+                            .scale_dtype = a->dtype,
+                            .y_dtype = a->dtype,
+                            .sum_dtype = a->dtype,
+                            .x = a->x,
+                            .skip = a->skip,
+                            .skip_numel = a->skip ? a->m * a->k : 0,
+                            .scale = a->gamma,
+                            .scale_numel = a->k,
+                            .y = h->data,
+                            .sum = a->sum,
+                            .rows = a->m,
+                            .cols = a->k,
+                            .epsilon = a->epsilon};
+  onyx_status st = onyx__cuda_check(ctx, onyx__cuda_launch_norm(&n, (cudaStream_t)ctx->stream),
+                                    "RMSNormMatMul: the norm of the rows");
+  if (st != ONYX_STATUS_OK) return st;
+  return onyx__cuda_lt_product(s->head.provider, &s->lt, ctx, a->dtype, h->data, a->w, a->y, a->m,
+                               a->n, a->k, lt);
 }
 
 static onyx_status nmm_compute(void *state, onyx_compute_ctx *ctx, const onyx_tensor *const *in,
@@ -126,7 +196,7 @@ static onyx_status nmm_compute(void *state, onyx_compute_ctx *ctx, const onyx_te
                            .y = y->data,
                            .sum = sum ? sum->data : NULL,
                            .epsilon = s->epsilon};
-  return nmm_run(s, ctx, &a);
+  return nmm_prompt(rows) ? nmm_prompt_run(s, ctx, &a) : nmm_run(s, ctx, &a);
 }
 
 static onyx_status nmm_workspace(void *state, const onyx_tensor *in, size_t input_count,
@@ -136,13 +206,23 @@ static onyx_status nmm_workspace(void *state, const onyx_tensor *in, size_t inpu
     return ONYX_STATUS_INVALID_ARGUMENT;
   (void)state;
   const int64_t k = in[NMM_W].dims[0], n = in[NMM_W].dims[1];
-  req->count = 1;
+  const int64_t rows = onyx_tensor_numel(&in[NMM_X]) / k;
+  req->count = NMM_WS_COUNT;
   /* SESSION: kept per node, so the counters stay clean from one step to the next. */
-  req->regions[0] =
-      (onyx_workspace_region){.name = "rms_norm_matmul_partials",
-                              .bytes = nmm_session_bytes(onyx_tensor_numel(&in[NMM_X]) / k, k, n),
+  req->regions[NMM_WS_PARTIALS] = (onyx_workspace_region){.name = "rms_norm_matmul_partials",
+                                                          .bytes = nmm_session_bytes(rows, k, n),
+                                                          .alignment = 256,
+                                                          .lifetime = ONYX_LIFETIME_SESSION};
+  /* STEP: read by the product right after the norm writes them, in the same call. */
+  req->regions[NMM_WS_NORMED] =
+      (onyx_workspace_region){.name = "rms_norm_matmul_normed",
+                              .bytes = nmm_normed_bytes(rows, k, in[NMM_X].dtype),
                               .alignment = 256,
-                              .lifetime = ONYX_LIFETIME_SESSION};
+                              .lifetime = ONYX_LIFETIME_STEP};
+  req->regions[NMM_WS_LT] = (onyx_workspace_region){.name = "cublaslt_workspace",
+                                                    .bytes = nmm_lt_bytes(rows, k, n),
+                                                    .alignment = 256,
+                                                    .lifetime = ONYX_LIFETIME_STEP};
   return ONYX_STATUS_OK;
 }
 

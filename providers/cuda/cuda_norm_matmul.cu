@@ -256,8 +256,8 @@ template <class T> cudaError_t launch_typed(const onyx__cuda_nmm_args *a, cudaSt
       a->tune & ONYX__CUDA_GEMV_TUNE_SET
           ? a->tune
           : ONYX__CUDA_GEMV_TUNE_UNROLL8 | ONYX__CUDA_GEMV_TUNE_EARLY | (small ? 2 << 4 : 0);
-  /* More rows than a launch takes (a prompt) run ROWS at a time, each launch streaming W
-   * again: correct, but a prefill route of its own is the next step (docs/ops.md). */
+  /* More rows than a launch takes run ROWS at a time, each launch streaming W again:
+   * correct, but cuda_norm_matmul.c sends such prompts to the norm + cuBLASLt route. */
   for (int64_t r0 = 0; r0 < a->m; r0 += ONYX__CUDA_NMM_ROWS) {
     int64_t m = a->m - r0 < ONYX__CUDA_NMM_ROWS ? a->m - r0 : ONYX__CUDA_NMM_ROWS;
     cudaError_t e = tune & ONYX__CUDA_GEMV_TUNE_UNROLL8 ? launch_rows<T, 8>(a, r0, m, tune, stream)

@@ -12,7 +12,8 @@
 extern "C" {
 #endif
 
-/* Rows a launch takes: more are run as several launches of at most this many. */
+/* Rows a launch takes: the launcher runs more as several launches of at most this many,
+ * but the kernel sends more rows to its prompt route (cuda_norm_matmul.c) instead. */
 #define ONYX__CUDA_NMM_ROWS 4
 
 /* Y[m x n] = rmsnorm(X + skip)·gamma [m x k] · W[k x n] and S = X + skip, 16-bit T,
