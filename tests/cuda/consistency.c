@@ -1052,7 +1052,8 @@ static void silu_mul_cases(void) {
  * that alone reads its normed output: both sessions fuse (the CPU reference has the op
  * too); under test the fused node must run on the provider. Outputs: the product and,
  * with skip, the residual sum. Shapes: the Qwen2.5-0.5B qkv and gate|up products (K
- * split across blocks), rows past the 4 a launch takes, K past the 512 a block takes. */
+ * split across blocks), K past the 512 a block takes; at most 4 rows the decode
+ * kernel, more the prompt route (the norm kernel, then cuBLASLt). */
 static void norm_matmul_case(uint32_t d, bool skip, int64_t rows, int64_t k, int64_t n) {
   ocase c;
   case_begin(&c, 17, "RMSNormMatMul", "RMSNormMatMul %s %s M %lld K %lld N %lld", dname(d),
@@ -1088,11 +1089,19 @@ static void norm_matmul_cases(void) {
     norm_matmul_case(d, true, 1, 896, 1152);  /* qkv: K split across blocks */
     norm_matmul_case(d, true, 1, 896, 9728);  /* gate|up: many column blocks */
     norm_matmul_case(d, true, 4, 64, 40);     /* four rows, one launch */
-    norm_matmul_case(d, true, 9, 128, 64);    /* three launches of rows */
+    norm_matmul_case(d, true, 9, 128, 64);    /* prompt route, small */
     norm_matmul_case(d, true, 2, 3584, 512);  /* K past a block's 512 */
     norm_matmul_case(d, false, 1, 896, 2048); /* the final norm into the lm_head */
     norm_matmul_case(d, false, 3, 1000, 264); /* plain, odd K */
   }
+  /* The prompt route at the 0.5B qkv and gate|up shapes: one row past the decode
+   * kernel's 4, a short prompt, and rows that fill no tile evenly. */
+  static const int64_t prompt_rows[] = {5, 32, 130}, prompt_n[] = {1152, 9728};
+  for (size_t t = 0; t < 2; ++t)
+    for (size_t r = 0; r < 3; ++r)
+      for (size_t j = 0; j < 2; ++j)
+        for (int skip = 1; skip >= 0; --skip)
+          norm_matmul_case(half_types[t], skip != 0, prompt_rows[r], 896, prompt_n[j]);
 }
 
 int main(int argc, char **argv) {
