@@ -6,7 +6,7 @@
  *                 [--max-new-tokens N] [--do-sample | --greedy] [--temperature T]
  *                 [--top-k K] [--top-p P] [--repetition-penalty R] [--seed S]
  *                 [--eos ID[,ID...] | --eos none] [--kv-growth in-place|copy]
- *                 [--graphs on|off] [--fixed-mask] [--profile] [--no-optimize] [--quiet]
+ *                 [--graphs on|off] [--fixed-mask] [--profile] [--no-optimize[=PASSES]] [--quiet]
  *
  * MODEL is a model folder, or a model file inside one. The loop is the generation
  * library's (genai/onyx_genai.h): this command parses arguments, turns --prompt into
@@ -42,7 +42,8 @@ typedef struct options {
   uint64_t seed;
   uint32_t kv_growth;
   bool quiet, graphs, fixed_mask, profile;
-  bool no_optimize; /* skip the graph optimizations at session creation */
+  bool no_optimize;               /* skip the graph optimizations at session creation */
+  const char *no_optimize_passes; /* --no-optimize=PASSES: only these (NULL: all) */
 } options;
 
 static void usage(void) {
@@ -52,7 +53,7 @@ static void usage(void) {
           "       [--max-new-tokens N] [--do-sample | --greedy] [--temperature T] [--top-k K]\n"
           "       [--top-p P] [--repetition-penalty R] [--seed S] [--eos ID[,ID...] | none]\n"
           "       [--kv-growth in-place|copy] [--graphs on|off] [--fixed-mask] [--profile]\n"
-          "       [--no-optimize] [--quiet]\n");
+          "       [--no-optimize[=PASSES]] [--quiet]\n");
 }
 
 static int bad_value(const char *option, const char *want, const char *got) {
@@ -125,7 +126,10 @@ static int parse_flag(const char *a, options *o) {
     o->profile = true;
   else if (!strcmp(a, "--no-optimize"))
     o->no_optimize = true;
-  else if (!strcmp(a, "--do-sample"))
+  else if (!strncmp(a, "--no-optimize=", 14)) {
+    o->no_optimize = true;
+    o->no_optimize_passes = a + 14;
+  } else if (!strcmp(a, "--do-sample"))
     o->sample = 1;
   else if (!strcmp(a, "--greedy"))
     o->sample = 0;
@@ -423,7 +427,9 @@ int main(int argc, char **argv) {
   int rc = 1;
   onyx_session_options so = {.struct_size = sizeof so,
                              .profile = o.profile,
-                             .disable_optimizations = o.no_optimize ? "all" : NULL};
+                             .disable_optimizations = !o.no_optimize         ? NULL
+                                                      : o.no_optimize_passes ? o.no_optimize_passes
+                                                                             : "all"};
   onyx_genai_model_options mo = {.struct_size = sizeof mo, .session = &so};
   if (onyx_runtime_create(config, &rt, &e) != ONYX_STATUS_OK)
     rc = fail(config, e);

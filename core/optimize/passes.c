@@ -6,8 +6,9 @@
  * Order: dead nodes go first so that nothing is folded for nobody; Identity next, so
  * that folding sees through it; folding next. Neither of the later passes makes a
  * node dead (a folded node's outputs become initializers its readers keep reading).
- * gate_up_silu last: it merges weights that folding may have made (a transposed
- * weight), and only rewires live nodes.
+ * gate_up_silu after: it merges weights that folding may have made (a transposed
+ * weight), and only rewires live nodes. norm_matmul last: the product it fuses may be
+ * gate_up_silu's merged one.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,11 @@ static const onyx__opt_pass passes[] = {
      "weights) into one and fuses Sigmoid, Mul, Mul into ai.onyx::SiluMul, where the providers "
      "have SiluMul; frees the original weights",
      onyx__opt_gate_up_silu},
+    {"norm_matmul",
+     "fuses an RMS norm (SkipSimplifiedLayerNormalization or SimplifiedLayerNormalization) "
+     "whose normed output only a MatMul with a constant weight reads into "
+     "ai.onyx::RMSNormMatMul, where the provider has it",
+     onyx__opt_norm_matmul},
 };
 
 #define PASS_COUNT (sizeof passes / sizeof passes[0])

@@ -20,7 +20,8 @@
 #include "cpu_nbits.h"
 #include "pc_factory.h"
 
-extern const onyx_kernel_table onyx__cpu_k_silu_mul; /* cpu_silu_mul.c */
+extern const onyx_kernel_table onyx__cpu_k_silu_mul;        /* cpu_silu_mul.c */
+extern const onyx_kernel_table onyx__cpu_k_rms_norm_matmul; /* cpu_norm_matmul.c */
 
 /* Every kernel this provider offers. Placement walks the list in order, so when two
  * tables could match a node the first wins; the opset ranges here do not overlap. */
@@ -116,6 +117,8 @@ static const onyx_kernel_table *const cpu_kernels[] = {
     &onyx_cpu_ms_rotary_kernel,
     /* ai.onyx SiluMul (cpu_silu_mul.c), made by the gate_up_silu optimization */
     &onyx__cpu_k_silu_mul,
+    /* ai.onyx RMSNormMatMul (cpu_norm_matmul.c), made by the norm_matmul optimization */
+    &onyx__cpu_k_rms_norm_matmul,
 };
 
 /* Parses a thread count; false on anything but a plain non-negative integer. */

@@ -22,6 +22,8 @@
  *   cuda_elementwise.*  Add Sub Mul Div Pow Neg Sqrt Sigmoid Tanh Relu Erf Equal Where
  *   cuda_matmul.c       MatMul and Gemm through cuBLASLt (host only); decode products
  *   cuda_gemv.cu          of few 16-bit rows on a GEMV kernel of its own
+ *   cuda_norm_matmul.*  ai.onyx RMSNormMatMul: an RMS norm fused into a decode GEMV;
+ *                       prompts on the norm kernel, then cuda_matmul.c's cuBLASLt path
  *   cuda_softmax.*      Softmax
  *   cuda_norm.*         LayerNormalization, SimplifiedLayerNormalization,
  *                       RMSNormalization, com.microsoft SkipSimplifiedLayerNormalization
@@ -423,6 +425,27 @@ extern const onyx_kernel_table onyx__cuda_k_matmul, onyx__cuda_k_gemm;
  * (cuda_matmul.c): cuBLASLt's start-up happens here. Milliseconds it took, or -1 when
  * a step failed (the provider still works: the first real product pays instead). */
 double onyx__cuda_matmul_warm_up(const onyx__cuda_provider *p);
+/* A node's last cuBLASLt heuristic answer, reused while its problem stays the same
+ * (steps repeat their shapes); zero-initialised it holds none. Owned by the node. */
+typedef struct onyx__cuda_lt_cache {
+  bool valid;
+  uint32_t dtype;
+  int64_t m, n, k, batch, stride_a, stride_b;
+  bool beta_nonzero;
+  uint64_t ws_bytes;
+  uint32_t align[3];
+  cublasLtMatmulAlgo_t algo;
+} onyx__cuda_lt_cache;
+/* The STEP scratch bytes the MatMul kernel declares for an m x n x k product (0 when
+ * it is empty); onyx__cuda_lt_product is given a view of at least this many. */
+uint64_t onyx__cuda_lt_workspace_bytes(int64_t m, int64_t n, int64_t k);
+/* Y[m x n] = A[m x k] · B[k x n], dense row-major, on the MatMul kernel's cuBLASLt path
+ * (cuda_matmul.c: float32 accumulation, the heuristic told ws's bytes), on ctx's
+ * stream. Errors go to ctx, naming cuBLASLt's step. */
+onyx_status onyx__cuda_lt_product(const onyx__cuda_provider *p, onyx__cuda_lt_cache *cache,
+                                  onyx_compute_ctx *ctx, uint32_t dtype, const void *a,
+                                  const void *b, void *y, int64_t m, int64_t n, int64_t k,
+                                  const onyx_workspace_view *ws);
 extern const onyx_kernel_table onyx__cuda_k_softmax_1, onyx__cuda_k_softmax_13;
 extern const onyx_kernel_table onyx__cuda_k_layernorm, onyx__cuda_k_simplified_layernorm,
     onyx__cuda_k_rmsnorm, onyx__cuda_k_skip_simplified_layernorm;

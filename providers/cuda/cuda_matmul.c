@@ -15,7 +15,9 @@
  *
  * Workspace: cuBLASLt's scratch is declared as a STEP region sized from the output
  * geometry (split-K partial sums), never cudaMalloc'd; the heuristic is told the size
- * of the view it got, so every algorithm it returns fits.
+ * of the view it got, so every algorithm it returns fits. Other kernels reach the
+ * same path for a plain row-major product through onyx__cuda_lt_product (the prompt
+ * route of RMSNormMatMul), their scratch sized by onyx__cuda_lt_workspace_bytes.
  *
  * Decode: a 16-bit MatMul of at most 4 rows takes cuda_gemv.cu's kernel instead (one
  * launch, the weights streamed at the copy bandwidth; option.gemv = false keeps
@@ -48,24 +50,18 @@ typedef struct mm_geo {
   int64_t a_bstride[ONYX_MAX_RANK], b_bstride[ONYX_MAX_RANK];
 } mm_geo;
 
-/* The last heuristic answer, reused while the problem stays the same (decode steps
- * repeat the same shapes every token). */
-typedef struct mm_cache {
-  bool valid;
-  uint32_t dtype;
-  int64_t m, n, k, batch, stride_a, stride_b;
-  bool beta_nonzero;
-  uint64_t ws_bytes;
-  uint32_t align[3];
-  cublasLtMatmulAlgo_t algo;
-} mm_cache;
+/* How a node's products take their operands: cuBLASLt's transposes and alpha. */
+typedef struct lt_op {
+  bool trans_a, trans_b;
+  float alpha;
+} lt_op;
 
 typedef struct mm_state {
   onyx__cuda_node head;
   bool gemm;
   bool trans_a, trans_b;
   float alpha, beta;
-  mm_cache cache;
+  onyx__cuda_lt_cache cache;
   /* The GEMV route's SESSION block: where it was zeroed last, and how many bytes. */
   void *gemv_zeroed;
   uint64_t gemv_zeroed_bytes;
@@ -172,13 +168,22 @@ static onyx_status mm_geometry(const mm_state *s, const onyx_tensor *a, const on
 /* cuBLASLt's scratch for this output: room for split-K partial sums of the whole
  * output in float32 (several splits), at least 1 MiB and at most the 32 MiB that
  * cuBLAS itself uses on Hopper. 0 when there is nothing to multiply. */
-static uint64_t mm_workspace_bytes(const mm_geo *g) {
-  if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return 0;
+static uint64_t lt_scratch_bytes(double rows, int64_t n, int64_t k) {
+  if (rows == 0 || n == 0 || k == 0) return 0;
   const uint64_t lo = 1u << 20, hi = 32u << 20;
-  double want = (double)g->m * (double)g->n * (double)(g->mode == MM_LOOP ? 1 : g->batch) * 16.0;
+  double want = rows * (double)n * 16.0;
   if (want <= (double)lo) return lo;
   if (want >= (double)hi) return hi;
   return ((uint64_t)want + 255u) / 256u * 256u;
+}
+
+static uint64_t mm_workspace_bytes(const mm_geo *g) {
+  if (g->batch == 0) return 0;
+  return lt_scratch_bytes((double)g->m * (double)(g->mode == MM_LOOP ? 1 : g->batch), g->n, g->k);
+}
+
+uint64_t onyx__cuda_lt_workspace_bytes(int64_t m, int64_t n, int64_t k) {
+  return lt_scratch_bytes((double)m, n, k);
 }
 
 /* The GEMV route (cuda_gemv.cu): a MatMul of at most ONYX__CUDA_GEMV_MAX_ROWS rows
@@ -333,11 +338,11 @@ static cublasStatus_t lt_layout(cublasLtMatrixLayout_t *out, cudaDataType_t t, i
  * One (possibly strided-batched) product: Y[M x N] = alpha op(A) op(B) + beta Y.
  * `align` holds the alignments of A, B and Y over every matrix of the call.
  */
-static onyx_status lt_matmul(mm_state *s, onyx_compute_ctx *ctx, uint32_t dtype, const void *a,
+static onyx_status lt_matmul(const onyx__cuda_provider *p, onyx__cuda_lt_cache *cache,
+                             const lt_op *op, onyx_compute_ctx *ctx, uint32_t dtype, const void *a,
                              const void *b, void *y, int64_t m, int64_t n, int64_t k, int32_t batch,
                              int64_t stride_a, int64_t stride_b, float beta,
                              const uint32_t align[3], const onyx_workspace_view *ws) {
-  const onyx__cuda_provider *p = s->head.provider;
   cudaDataType_t t = lt_type(dtype);
   cublasComputeType_t compute = dtype == ONYX_DTYPE_FLOAT32 && p->allow_tf32
                                     ? CUBLAS_COMPUTE_32F_FAST_TF32
@@ -345,19 +350,19 @@ static onyx_status lt_matmul(mm_state *s, onyx_compute_ctx *ctx, uint32_t dtype,
   lt_call c;
   memset(&c, 0, sizeof c);
   cublasStatus_t bs = cublasLtMatmulDescCreate(&c.desc, compute, CUDA_R_32F);
-  int32_t op_a = s->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLASLt's A is our B */
-  int32_t op_b = s->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int32_t op_a = op->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLASLt's A is our B */
+  int32_t op_b = op->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (bs == CUBLAS_STATUS_SUCCESS)
     bs = cublasLtMatmulDescSetAttribute(c.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a);
   if (bs == CUBLAS_STATUS_SUCCESS)
     bs = cublasLtMatmulDescSetAttribute(c.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b);
   /* Our B (K x N row-major, or N x K when transposed) as column-major. */
   if (bs == CUBLAS_STATUS_SUCCESS)
-    bs = s->trans_b ? lt_layout(&c.la, t, k, n, k, batch, stride_b)
-                    : lt_layout(&c.la, t, n, k, n, batch, stride_b);
+    bs = op->trans_b ? lt_layout(&c.la, t, k, n, k, batch, stride_b)
+                     : lt_layout(&c.la, t, n, k, n, batch, stride_b);
   if (bs == CUBLAS_STATUS_SUCCESS)
-    bs = s->trans_a ? lt_layout(&c.lb, t, m, k, m, batch, stride_a)
-                    : lt_layout(&c.lb, t, k, m, k, batch, stride_a);
+    bs = op->trans_a ? lt_layout(&c.lb, t, m, k, m, batch, stride_a)
+                     : lt_layout(&c.lb, t, k, m, k, batch, stride_a);
   if (bs == CUBLAS_STATUS_SUCCESS) bs = lt_layout(&c.lc, t, n, m, n, batch, m * n);
   if (bs == CUBLAS_STATUS_SUCCESS) bs = cublasLtMatmulPreferenceCreate(&c.pref);
   uint64_t ws_bytes = ws != NULL && ws->data != NULL ? ws->bytes : 0;
@@ -377,7 +382,6 @@ static onyx_status lt_matmul(mm_state *s, onyx_compute_ctx *ctx, uint32_t dtype,
     return lt_fail(ctx, "descriptor setup", bs);
   }
 
-  mm_cache *cache = &s->cache;
   bool hit = cache->valid && cache->dtype == dtype && cache->m == m && cache->n == n &&
              cache->k == k && cache->batch == batch && cache->stride_a == stride_a &&
              cache->stride_b == stride_b && cache->beta_nonzero == (beta != 0.0f) &&
@@ -397,20 +401,20 @@ static onyx_status lt_matmul(mm_state *s, onyx_compute_ctx *ctx, uint32_t dtype,
                               onyx__cuda_dtype_name(dtype), (long long)m, (long long)n,
                               (long long)k, (int)batch, (unsigned long long)ws_bytes);
     }
-    *cache = (mm_cache){.valid = true,
-                        .dtype = dtype,
-                        .m = m,
-                        .n = n,
-                        .k = k,
-                        .batch = batch,
-                        .stride_a = stride_a,
-                        .stride_b = stride_b,
-                        .beta_nonzero = beta != 0.0f,
-                        .ws_bytes = ws_bytes,
-                        .algo = result.algo};
+    *cache = (onyx__cuda_lt_cache){.valid = true,
+                                   .dtype = dtype,
+                                   .m = m,
+                                   .n = n,
+                                   .k = k,
+                                   .batch = batch,
+                                   .stride_a = stride_a,
+                                   .stride_b = stride_b,
+                                   .beta_nonzero = beta != 0.0f,
+                                   .ws_bytes = ws_bytes,
+                                   .algo = result.algo};
     memcpy(cache->align, align, sizeof cache->align);
   }
-  float alpha = s->alpha;
+  float alpha = op->alpha;
   bs =
       cublasLtMatmul(p->lt, c.desc, &alpha, b, c.la, a, c.lb, &beta, y, c.lc, y, c.lc, &cache->algo,
                      ws_bytes ? ws->data : NULL, (size_t)ws_bytes, (cudaStream_t)ctx->stream);
@@ -420,6 +424,17 @@ static onyx_status lt_matmul(mm_state *s, onyx_compute_ctx *ctx, uint32_t dtype,
     return lt_fail(ctx, "matmul", bs);
   }
   return ONYX_STATUS_OK;
+}
+
+onyx_status onyx__cuda_lt_product(const onyx__cuda_provider *p, onyx__cuda_lt_cache *cache,
+                                  onyx_compute_ctx *ctx, uint32_t dtype, const void *a,
+                                  const void *b, void *y, int64_t m, int64_t n, int64_t k,
+                                  const onyx_workspace_view *ws) {
+  static const lt_op plain = {.trans_a = false, .trans_b = false, .alpha = 1.0f};
+  size_t es = onyx_dtype_size(dtype);
+  const uint32_t align[3] = {alignment_of(a, 0, es), alignment_of(b, 0, es),
+                             alignment_of(y, 0, es)};
+  return lt_matmul(p, cache, &plain, ctx, dtype, a, b, y, m, n, k, 1, 0, 0, 0.0f, align, ws);
 }
 
 /* ------------------------------------------------------------------ start-up */
@@ -574,14 +589,16 @@ static onyx_status mm_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   const char *ap = a->data, *bp = b->data;
   char *yp = y->data;
   uint32_t align[3];
+  const onyx__cuda_provider *p = s->head.provider;
+  const lt_op op = {.trans_a = s->trans_a, .trans_b = s->trans_b, .alpha = s->alpha};
   if (gemv_route(s, &g, a->dtype) && beta == 0.0f && ((uintptr_t)bp & 15u) == 0)
     return gemv_run(s, ctx, &g, a->dtype, ap, bp, yp);
   if (g.mode == MM_FOLD) {
     align[0] = alignment_of(ap, 0, es);
     align[1] = alignment_of(bp, 0, es);
     align[2] = alignment_of(yp, 0, es);
-    return lt_matmul(s, ctx, a->dtype, ap, bp, yp, g.m * g.batch, g.n, g.k, 1, 0, 0, beta, align,
-                     ws);
+    return lt_matmul(p, &s->cache, &op, ctx, a->dtype, ap, bp, yp, g.m * g.batch, g.n, g.k, 1, 0, 0,
+                     beta, align, ws);
   }
   if (g.mode == MM_STRIDED) {
     if (g.batch > INT32_MAX)
@@ -590,8 +607,8 @@ static onyx_status mm_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
     align[0] = alignment_of(ap, g.stride_a, es);
     align[1] = alignment_of(bp, g.stride_b, es);
     align[2] = alignment_of(yp, g.m * g.n, es);
-    return lt_matmul(s, ctx, a->dtype, ap, bp, yp, g.m, g.n, g.k, (int32_t)g.batch, g.stride_a,
-                     g.stride_b, beta, align, ws);
+    return lt_matmul(p, &s->cache, &op, ctx, a->dtype, ap, bp, yp, g.m, g.n, g.k, (int32_t)g.batch,
+                     g.stride_a, g.stride_b, beta, align, ws);
   }
   /* Loop: one product per output matrix, operands found through the batch strides. */
   align[0] = alignment_of(ap, g.m * g.k, es);
@@ -605,7 +622,7 @@ static onyx_status mm_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
       oa += idx * g.a_bstride[d];
       ob += idx * g.b_bstride[d];
     }
-    st = lt_matmul(s, ctx, a->dtype, ap + oa * (int64_t)es, bp + ob * (int64_t)es,
+    st = lt_matmul(p, &s->cache, &op, ctx, a->dtype, ap + oa * (int64_t)es, bp + ob * (int64_t)es,
                    yp + i * g.m * g.n * (int64_t)es, g.m, g.n, g.k, 1, 0, 0, beta, align, ws);
     if (st != ONYX_STATUS_OK) return st;
   }

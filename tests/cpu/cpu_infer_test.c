@@ -227,6 +227,12 @@ static void test_infer_elementwise(void **st) {
   CHECK(fast, F(3, (int64_t)2, (int64_t)3, (int64_t)5), F(1, (int64_t)5));
   kh_node silu_mul = {.op = "SiluMul", .domain = "ai.onyx", .opset = 1};
   CHECK(silu_mul, F(3, (int64_t)2, (int64_t)3, (int64_t)10));
+  kh_node nmm = {.op = "RMSNormMatMul", .domain = "ai.onyx", .opset = 1, .output_count = 2};
+  CHECK(nmm, F(3, (int64_t)1, (int64_t)2, (int64_t)8), F(3, (int64_t)1, (int64_t)2, (int64_t)8),
+        F(1, (int64_t)8), F(2, (int64_t)8, (int64_t)6));
+  kh_node nmm_plain = {.op = "RMSNormMatMul", .domain = "ai.onyx", .opset = 1};
+  CHECK(nmm_plain, F(2, (int64_t)3, (int64_t)8), ABSENT, F(1, (int64_t)8),
+        F(2, (int64_t)8, (int64_t)5));
 
   static const char *const cmp[] = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"};
   for (size_t i = 0; i < 5; ++i) {

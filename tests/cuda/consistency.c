@@ -1050,6 +1050,63 @@ static void silu_mul_cases(void) {
   }
 }
 
+/* ai.onyx::RMSNormMatMul, as the norm_matmul optimization makes it from a decoder's
+ * SkipSimplifiedLayerNormalization (or SimplifiedLayerNormalization) and the MatMul
+ * that alone reads its normed output: both sessions fuse (the CPU reference has the op
+ * too); under test the fused node must run on the provider. Outputs: the product and,
+ * with skip, the residual sum. Shapes: the Qwen2.5-0.5B qkv and gate|up products (K
+ * split across blocks), K past the 512 a block takes; at most 4 rows the decode
+ * kernel, more the prompt route (the norm kernel, then cuBLASLt). */
+static void norm_matmul_case(uint32_t d, bool skip, int64_t rows, int64_t k, int64_t n) {
+  ocase c;
+  case_begin(&c, 17, "RMSNormMatMul", "RMSNormMatMul %s %s M %lld K %lld N %lld", dname(d),
+             skip ? "skip" : "plain", (long long)rows, (long long)k, (long long)n);
+  int64_t x_dims[] = {1, rows, k}, g_dims[] = {k}, w_dims[] = {k, n};
+  case_input(&c, "x", d, 3, x_dims, -3.0f, 3.0f);
+  if (skip) case_input(&c, "skip", d, 3, x_dims, -3.0f, 3.0f);
+  case_weight(&c, "gamma", d, 1, g_dims, 0.5f, 1.5f);
+  case_weight(&c, "w", d, 2, w_dims, -0.3f, 0.3f);
+  if (skip) {
+    const char *in[] = {"x", "skip", "gamma"}, *out[] = {"h", "", "", "sum"};
+    mb_attr_float(
+        mb_add_node(c.m, "SkipSimplifiedLayerNormalization", "com.microsoft", in, 3, out, 4),
+        "epsilon", 1e-6f);
+  } else {
+    const char *in[] = {"x", "gamma"}, *out[] = {"h"};
+    mb_attr_float(mb_add_node(c.m, "SimplifiedLayerNormalization", "", in, 2, out, 1), "epsilon",
+                  1e-6f);
+  }
+  const char *mm_in[] = {"h", "w"}, *mm_out[] = {"y"};
+  mb_add_node(c.m, "MatMul", "", mm_in, 2, mm_out, 1);
+  mb_output(c.m, "y", d);
+  if (skip) mb_output(c.m, "sum", d);
+  c.tol_scale = 2.0; /* a norm, then a product of its rounded output */
+  c.all_nodes = true;
+  case_run(&c);
+}
+
+static void norm_matmul_cases(void) {
+  static const uint32_t half_types[] = {ONYX_DTYPE_FLOAT16, ONYX_DTYPE_BFLOAT16};
+  for (size_t t = 0; t < 2; ++t) {
+    uint32_t d = half_types[t];
+    norm_matmul_case(d, true, 1, 896, 1152);  /* qkv: K split across blocks */
+    norm_matmul_case(d, true, 1, 896, 9728);  /* gate|up: many column blocks */
+    norm_matmul_case(d, true, 4, 64, 40);     /* four rows, one launch */
+    norm_matmul_case(d, true, 9, 128, 64);    /* prompt route, small */
+    norm_matmul_case(d, true, 2, 3584, 512);  /* K past a block's 512 */
+    norm_matmul_case(d, false, 1, 896, 2048); /* the final norm into the lm_head */
+    norm_matmul_case(d, false, 3, 1000, 264); /* plain, odd K */
+  }
+  /* The prompt route at the 0.5B qkv and gate|up shapes: one row past the decode
+   * kernel's 4, a short prompt, and rows that fill no tile evenly. */
+  static const int64_t prompt_rows[] = {5, 32, 130}, prompt_n[] = {1152, 9728};
+  for (size_t t = 0; t < 2; ++t)
+    for (size_t r = 0; r < 3; ++r)
+      for (size_t j = 0; j < 2; ++j)
+        for (int skip = 1; skip >= 0; --skip)
+          norm_matmul_case(half_types[t], skip != 0, prompt_rows[r], 896, prompt_n[j]);
+}
+
 int main(int argc, char **argv) {
   if (argc < 4) {
     fprintf(stderr, "usage: %s REFERENCE.ini UNDER_TEST.ini PROVIDER [SEED]\n", argv[0]);
@@ -1101,6 +1158,7 @@ int main(int argc, char **argv) {
   nbits_cases();
   gbq_cases();
   silu_mul_cases();
+  norm_matmul_cases();
   printf("consistency: %d passed, %d failed, %d without a reference (seed %llu)\n", g.passed,
          g.failed, g.no_reference, (unsigned long long)g.first_seed);
   /* Everything the runs allocated must be back with the governor. */

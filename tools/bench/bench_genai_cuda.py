@@ -132,9 +132,10 @@ def transformers_decode(model, ids, new_tokens, cache):
     return (new_tokens - 1) / (tn - t1), toks
 
 
-def onyx_generate(binary, folder, ini, ids, new_tokens, graphs):
+def onyx_generate(binary, folder, ini, ids, new_tokens, graphs, extra=()):
     cmd = [binary, folder, "--config", ini, "--prompt-ids", ",".join(map(str, ids)),
-           "--max-new-tokens", str(new_tokens), "--eos", "none", "--graphs", graphs, "--quiet"]
+           "--max-new-tokens", str(new_tokens), "--eos", "none", "--graphs", graphs, "--quiet",
+           *extra]
     p = subprocess.run(cmd, capture_output=True, text=True)
     text = p.stdout + p.stderr
     r = {"ok": p.returncode == 0, "text": text}
@@ -193,8 +194,8 @@ def main():
     ap.add_argument("--cpu-tokens", type=int, default=8, help="0: no CPU run")
     ap.add_argument("--precision", default="fp16", choices=["fp16", "bf16", "int4"])
     ap.add_argument("--skip", default="", help="comma-separated runs to leave out (for a "
-                    "short device lease): off (graphs off), profile, static (transformers' "
-                    "static cache), cpu")
+                    "short device lease): off (graphs off), nofuse (norm_matmul off), profile, "
+                    "static (transformers' static cache), cpu")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     if "cpu" in skip:
@@ -225,13 +226,17 @@ def main():
 
     rows = []
     runs = {}
-    for key, ini, graphs, name in (("on", strict_ini, "on", "graphs on"),
-                                   ("lt", lt_ini, "on", "graphs on, cuBLASLt GEMV"),
-                                   ("nopdl", nopdl_ini, "on", "graphs on, no PDL"),
-                                   ("off", strict_ini, "off", "graphs off")):
+    # nofuse: the norm_matmul optimization off (each RMS norm its own kernel again).
+    nofuse = ["--no-optimize=norm_matmul"]
+    for key, ini, graphs, name, extra in (("on", strict_ini, "on", "graphs on", []),
+                                          ("nofuse", strict_ini, "on", "graphs on, norm_matmul off",
+                                           nofuse),
+                                          ("lt", lt_ini, "on", "graphs on, cuBLASLt GEMV", []),
+                                          ("nopdl", nopdl_ini, "on", "graphs on, no PDL", []),
+                                          ("off", strict_ini, "off", "graphs off", [])):
         if key in skip:
             continue
-        r = onyx_generate(args.onyx_generate, out, ini, ids, args.new_tokens, graphs)
+        r = onyx_generate(args.onyx_generate, out, ini, ids, args.new_tokens, graphs, extra)
         runs[key] = r
         if not r["ok"] or "decode_ms" not in r:
             log(f"onyx-generate (cuda strict, {name}) FAILED:\n" + r["text"][-3000:])
@@ -276,6 +281,11 @@ def main():
     d = runs.get("nopdl", {}).get("ids")
     if a and d:
         log(f"tokens: PDL on and off {'identical' if a == d else 'DIFFER'} ({len(a)} ids)")
+    f = runs.get("nofuse", {}).get("ids")
+    if a and f:
+        same = next((i for i, (u, v) in enumerate(zip(a, f)) if u != v), min(len(a), len(f)))
+        log(f"tokens: norm_matmul on and off {'identical' if a == f else f'part at token {same}'}"
+            f" ({len(a)} ids; the fused kernel sums the squares in its own order)")
     c = runs.get("lt", {}).get("ids")
     if a and c:
         same = next((i for i, (u, v) in enumerate(zip(a, c)) if u != v), min(len(a), len(c)))
