@@ -35,8 +35,9 @@ struct onyx_generator {
   bool done, admitted, graphs;
   void *ids, *mask, *pos; /* step inputs, int64 or int32 as the model wants */
   int64_t mask_cap;
-  int64_t vocab; /* 0 until known */
-  float *row;    /* [vocab] the last logits row, as float */
+  int64_t mask_valid, mask_ones; /* mask[0, valid) holds `ones` ones, then zeros */
+  int64_t vocab;                 /* 0 until known */
+  float *row;                    /* [vocab] the last logits row, as float */
   onyx__sampler smp;
   bool sampler_ready;
   onyx_generator_stats stats;
@@ -236,6 +237,18 @@ static void put_index(void *buf, uint32_t dtype, int64_t i, int64_t v) {
     ((int64_t *)buf)[i] = v;
 }
 
+/* The first `mask_len` mask entries as `ones` ones then zeros. The buffer keeps its
+ * contents between steps and only what changed is written: with graphs a decode mask
+ * spans the whole KV view (thousands of entries) for one new token. */
+static void fill_mask(onyx_generator *g, int64_t mask_len, int64_t ones) {
+  uint32_t dtype = g->model->io.mask_dtype;
+  for (; g->mask_valid < mask_len; ++g->mask_valid) put_index(g->mask, dtype, g->mask_valid, 0);
+  int64_t lo = ones < g->mask_ones ? ones : g->mask_ones;
+  int64_t hi = ones < g->mask_ones ? g->mask_ones : ones;
+  for (int64_t i = lo; i < hi; ++i) put_index(g->mask, dtype, i, i < ones);
+  g->mask_ones = ones;
+}
+
 /* The step's index inputs: ids, a mask of `mask_len` (ones for live tokens), positions. */
 static void fill_inputs(onyx_generator *g, int64_t mask_len) {
   const onyx__decoder_io *io = &g->model->io;
@@ -251,7 +264,7 @@ static void fill_inputs(onyx_generator *g, int64_t mask_len) {
     st->inputs[io->position_ids] =
         (onyx_tensor){.dtype = io->pos_dtype, .rank = 2, .dims = {1, st->count}, .data = g->pos};
   if (io->attention_mask != SIZE_MAX) {
-    for (int64_t i = 0; i < mask_len; ++i) put_index(g->mask, io->mask_dtype, i, i < total);
+    fill_mask(g, mask_len, total);
     st->inputs[io->attention_mask] =
         (onyx_tensor){.dtype = io->mask_dtype, .rank = 2, .dims = {1, mask_len}, .data = g->mask};
   }
