@@ -196,7 +196,7 @@ def main():
     ap.add_argument("--nofuse", default="norm_matmul",
                     help="the passes the 'nofuse' run switches off (comma-separated)")
     ap.add_argument("--skip", default="", help="comma-separated runs to leave out (for a "
-                    "short device lease): off (graphs off), nofuse (norm_matmul off), profile, "
+                    "short device lease): off (graphs off), nofuse (the --nofuse passes off), profile, "
                     "static (transformers' static cache), cpu")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
