@@ -48,6 +48,7 @@ onyx_status onyx__opt_identity(onyx__opt_ctx *ctx);         /* identity.c */
 onyx_status onyx__opt_constant_folding(onyx__opt_ctx *ctx); /* constant_folding.c */
 onyx_status onyx__opt_gate_up_silu(onyx__opt_ctx *ctx);     /* gate_up_silu.c */
 onyx_status onyx__opt_norm_matmul(onyx__opt_ctx *ctx);      /* norm_matmul.c */
+onyx_status onyx__opt_silu_matmul(onyx__opt_ctx *ctx);      /* silu_matmul.c */
 
 /* Releases every constant initializer no node reads and no graph output names,
  * counting its bytes in ctx->stats->bytes_released. */

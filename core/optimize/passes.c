@@ -7,8 +7,9 @@
  * that folding sees through it; folding next. Neither of the later passes makes a
  * node dead (a folded node's outputs become initializers its readers keep reading).
  * gate_up_silu after: it merges weights that folding may have made (a transposed
- * weight), and only rewires live nodes. norm_matmul last: the product it fuses may be
- * gate_up_silu's merged one.
+ * weight), and only rewires live nodes. norm_matmul next: the product it fuses may be
+ * gate_up_silu's merged one. silu_matmul last: it fuses gate_up_silu's SiluMul into
+ * the down product.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,10 @@ static const onyx__opt_pass passes[] = {
      "whose normed output only a MatMul with a constant weight reads into "
      "ai.onyx::RMSNormMatMul, where the provider has it",
      onyx__opt_norm_matmul},
+    {"silu_matmul",
+     "fuses an ai.onyx::SiluMul whose output only a MatMul with a constant weight reads (the "
+     "MLP's down product) into ai.onyx::SiluMulMatMul, where the provider has it",
+     onyx__opt_silu_matmul},
 };
 
 #define PASS_COUNT (sizeof passes / sizeof passes[0])

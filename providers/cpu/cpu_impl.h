@@ -73,6 +73,12 @@ void onyx__cpu_parallel_range(const onyx__cpu_provider *p, int64_t total, int64_
  * x and y may be the same array. */
 void onyx__cpu_sigmoid_f32(const float *x, float *y, int64_t n);
 
+/* ai.onyx::SiluMul of `rows` rows of H (2n each) into Y (n each), float32, float16 or
+ * bfloat16, on the provider's threads (cpu_silu_mul.c): the SiluMul kernel's bits, for
+ * kernels that fuse it (cpu_silu_matmul.c). */
+void onyx__cpu_silu_mul_rows(const onyx__cpu_provider *p, uint32_t dtype, const void *h, void *y,
+                             int64_t rows, int64_t n);
+
 /* Items below which elementwise work stays on one thread (thread hand-off costs a
  * few microseconds; this many simple float ops take about as long). */
 #define ONYX__CPU_PARALLEL_GRAIN 32768

@@ -84,6 +84,14 @@ static void cpu_silu_mul_slice(void *arg, int64_t begin, int64_t end) {
   }
 }
 
+void onyx__cpu_silu_mul_rows(const onyx__cpu_provider *p, uint32_t dtype, const void *h, void *y,
+                             int64_t rows, int64_t n) {
+  if (rows <= 0 || n <= 0) return;
+  cpu_silu_job j = {dtype, h, y, n};
+  /* A transcendental and two products an element: slices as small as Sigmoid's. */
+  onyx__cpu_parallel_range(p, rows * n, ONYX__CPU_PARALLEL_GRAIN / 8, cpu_silu_mul_slice, &j);
+}
+
 static onyx_status cpu_silu_mul_compute(void *state, onyx_compute_ctx *ctx,
                                         const onyx_tensor *const *inputs, size_t input_count) {
   const onyx__cpu_node *s = state;
@@ -102,10 +110,8 @@ static onyx_status cpu_silu_mul_compute(void *state, onyx_compute_ctx *ctx,
   if (st != ONYX_STATUS_OK || y == NULL) return st;
   int64_t total = onyx_tensor_numel(y);
   if (total == 0) return ONYX_STATUS_OK;
-  cpu_silu_job j = {h->dtype, h->data, y->data, dims[rank - 1]};
-  /* A transcendental and two products an element: slices as small as Sigmoid's. */
-  onyx__cpu_parallel_range(s->provider, total, ONYX__CPU_PARALLEL_GRAIN / 8, cpu_silu_mul_slice,
-                           &j);
+  onyx__cpu_silu_mul_rows(s->provider, h->dtype, h->data, y->data, total / dims[rank - 1],
+                          dims[rank - 1]);
   return ONYX_STATUS_OK;
 }
 

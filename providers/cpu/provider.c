@@ -22,6 +22,7 @@
 
 extern const onyx_kernel_table onyx__cpu_k_silu_mul;        /* cpu_silu_mul.c */
 extern const onyx_kernel_table onyx__cpu_k_rms_norm_matmul; /* cpu_norm_matmul.c */
+extern const onyx_kernel_table onyx__cpu_k_silu_mul_matmul; /* cpu_silu_matmul.c */
 
 /* Every kernel this provider offers. Placement walks the list in order, so when two
  * tables could match a node the first wins; the opset ranges here do not overlap. */
@@ -119,6 +120,8 @@ static const onyx_kernel_table *const cpu_kernels[] = {
     &onyx__cpu_k_silu_mul,
     /* ai.onyx RMSNormMatMul (cpu_norm_matmul.c), made by the norm_matmul optimization */
     &onyx__cpu_k_rms_norm_matmul,
+    /* ai.onyx SiluMulMatMul (cpu_silu_matmul.c), made by the silu_matmul optimization */
+    &onyx__cpu_k_silu_mul_matmul,
 };
 
 /* Parses a thread count; false on anything but a plain non-negative integer. */

@@ -24,6 +24,9 @@
  *   cuda_gemv.cu          of few 16-bit rows on a GEMV kernel of its own
  *   cuda_norm_matmul.*  ai.onyx RMSNormMatMul: an RMS norm fused into a decode GEMV;
  *                       prompts on the norm kernel, then cuda_matmul.c's cuBLASLt path
+ *   cuda_silu_matmul.*  ai.onyx SiluMulMatMul: SiluMul fused into the down product's decode
+ *                       GEMV (the GEMV body shared in cuda_gemv_a.cuh); prompts on the
+ *                       SiluMul kernel, then the cuBLASLt path
  *   cuda_softmax.*      Softmax
  *   cuda_norm.*         LayerNormalization, SimplifiedLayerNormalization,
  *                       RMSNormalization, com.microsoft SkipSimplifiedLayerNormalization

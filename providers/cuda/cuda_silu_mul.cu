@@ -11,24 +11,12 @@
 #include <math.h>
 
 #include "cuda_device.cuh"
+#include "cuda_silu.cuh"
 #include "cuda_silu_mul.h"
 
 using namespace onyx_cuda;
 
 namespace {
-
-__device__ __forceinline__ float silu_mul(float a, float b) {
-  /* Sigmoid stable on both tails: exp of a non-positive number only. */
-  float s;
-  if (a >= 0.0f) {
-    s = 1.0f / (1.0f + expf(-a));
-  } else {
-    float z = expf(a);
-    s = z / (1.0f + z);
-  }
-  float act = a * s;
-  return act * b;
-}
 
 template <class T>
 __global__ void silu_mul_scalar(const typename T::raw *h, typename T::raw *y, int64_t n,

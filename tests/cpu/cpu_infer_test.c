@@ -233,6 +233,8 @@ static void test_infer_elementwise(void **st) {
   kh_node nmm_plain = {.op = "RMSNormMatMul", .domain = "ai.onyx", .opset = 1};
   CHECK(nmm_plain, F(2, (int64_t)3, (int64_t)8), ABSENT, F(1, (int64_t)8),
         F(2, (int64_t)8, (int64_t)5));
+  kh_node smm = {.op = "SiluMulMatMul", .domain = "ai.onyx", .opset = 1};
+  CHECK(smm, F(3, (int64_t)1, (int64_t)2, (int64_t)16), F(2, (int64_t)8, (int64_t)6));
 
   static const char *const cmp[] = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"};
   for (size_t i = 0; i < 5; ++i) {

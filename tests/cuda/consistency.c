@@ -1107,6 +1107,49 @@ static void norm_matmul_cases(void) {
           norm_matmul_case(half_types[t], skip != 0, prompt_rows[r], 896, prompt_n[j]);
 }
 
+/* ai.onyx::SiluMulMatMul, as the silu_matmul optimization makes it from gate_up_silu's
+ * SiluMul and the down MatMul that alone reads it: a whole MLP, x · [Wg | Wu] (one
+ * MatMul after gate_up_silu), silu(gate)·up, · Wd, at the Qwen2.5-0.5B shape (hidden
+ * 896, GU 9728, intermediate 4864). Both sessions fuse; under test every node must run
+ * on the provider. At most 4 rows the decode kernel (K split across blocks, A computed
+ * per block), more the prompt route (the SiluMul kernel, then cuBLASLt). Weights small
+ * enough that the gate stays in silu's curved range and Y near 1. */
+static void silu_matmul_case(uint32_t d, int64_t rows, int64_t hidden, int64_t inter) {
+  ocase c;
+  case_begin(&c, 17, "SiluMulMatMul", "SiluMulMatMul %s M %lld hidden %lld I %lld", dname(d),
+             (long long)rows, (long long)hidden, (long long)inter);
+  int64_t x_dims[] = {1, rows, hidden}, gu_dims[] = {hidden, inter}, d_dims[] = {inter, hidden};
+  case_input(&c, "x", d, 3, x_dims, -1.0f, 1.0f);
+  case_weight(&c, "gate_w", d, 2, gu_dims, -0.1f, 0.1f);
+  case_weight(&c, "up_w", d, 2, gu_dims, -0.1f, 0.1f);
+  case_weight(&c, "down_w", d, 2, d_dims, -0.05f, 0.05f);
+  const char *g_in[] = {"x", "gate_w"}, *g_out[] = {"gate_y"};
+  const char *u_in[] = {"x", "up_w"}, *u_out[] = {"up_y"};
+  mb_add_node(c.m, "MatMul", "", g_in, 2, g_out, 1);
+  mb_add_node(c.m, "MatMul", "", u_in, 2, u_out, 1);
+  const char *sig_in[] = {"gate_y"}, *sig_out[] = {"s"};
+  mb_add_node(c.m, "Sigmoid", "", sig_in, 1, sig_out, 1);
+  const char *act_in[] = {"gate_y", "s"}, *act_out[] = {"a"};
+  mb_add_node(c.m, "Mul", "", act_in, 2, act_out, 1);
+  const char *fin_in[] = {"a", "up_y"}, *fin_out[] = {"m"};
+  mb_add_node(c.m, "Mul", "", fin_in, 2, fin_out, 1);
+  const char *dn_in[] = {"m", "down_w"}, *dn_out[] = {"y"};
+  mb_add_node(c.m, "MatMul", "", dn_in, 2, dn_out, 1);
+  mb_output(c.m, "y", d);
+  c.tol_scale = 2.0; /* two products, the second of the rounded activation */
+  c.all_nodes = true;
+  case_run(&c);
+}
+
+static void silu_matmul_cases(void) {
+  static const uint32_t half_types[] = {ONYX_DTYPE_FLOAT16, ONYX_DTYPE_BFLOAT16};
+  /* 1 and 3 rows: the decode kernel; 5 (one past its 4) and 32: the prompt route. */
+  static const int64_t rows[] = {1, 3, 5, 32};
+  for (size_t t = 0; t < 2; ++t)
+    for (size_t r = 0; r < 4; ++r) silu_matmul_case(half_types[t], rows[r], 896, 4864);
+  silu_matmul_case(ONYX_DTYPE_FLOAT16, 2, 64, 40); /* K in one block, N of one column block */
+}
+
 int main(int argc, char **argv) {
   if (argc < 4) {
     fprintf(stderr, "usage: %s REFERENCE.ini UNDER_TEST.ini PROVIDER [SEED]\n", argv[0]);
@@ -1159,6 +1202,7 @@ int main(int argc, char **argv) {
   gbq_cases();
   silu_mul_cases();
   norm_matmul_cases();
+  silu_matmul_cases();
   printf("consistency: %d passed, %d failed, %d without a reference (seed %llu)\n", g.passed,
          g.failed, g.no_reference, (unsigned long long)g.first_seed);
   /* Everything the runs allocated must be back with the governor. */

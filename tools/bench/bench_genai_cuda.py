@@ -193,8 +193,10 @@ def main():
     ap.add_argument("--layers", type=int, default=24)
     ap.add_argument("--cpu-tokens", type=int, default=8, help="0: no CPU run")
     ap.add_argument("--precision", default="fp16", choices=["fp16", "bf16", "int4"])
+    ap.add_argument("--nofuse", default="norm_matmul",
+                    help="the passes the 'nofuse' run switches off (comma-separated)")
     ap.add_argument("--skip", default="", help="comma-separated runs to leave out (for a "
-                    "short device lease): off (graphs off), nofuse (norm_matmul off), profile, "
+                    "short device lease): off (graphs off), nofuse (the --nofuse passes off), profile, "
                     "static (transformers' static cache), cpu")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
@@ -226,10 +228,10 @@ def main():
 
     rows = []
     runs = {}
-    # nofuse: the norm_matmul optimization off (each RMS norm its own kernel again).
-    nofuse = ["--no-optimize=norm_matmul"]
+    # nofuse: the --nofuse passes off (norm_matmul: each RMS norm its own kernel again).
+    nofuse = [f"--no-optimize={args.nofuse}"]
     for key, ini, graphs, name, extra in (("on", strict_ini, "on", "graphs on", []),
-                                          ("nofuse", strict_ini, "on", "graphs on, norm_matmul off",
+                                          ("nofuse", strict_ini, "on", f"graphs on, {args.nofuse} off",
                                            nofuse),
                                           ("lt", lt_ini, "on", "graphs on, cuBLASLt GEMV", []),
                                           ("nopdl", nopdl_ini, "on", "graphs on, no PDL", []),
@@ -284,7 +286,7 @@ def main():
     f = runs.get("nofuse", {}).get("ids")
     if a and f:
         same = next((i for i, (u, v) in enumerate(zip(a, f)) if u != v), min(len(a), len(f)))
-        log(f"tokens: norm_matmul on and off {'identical' if a == f else f'part at token {same}'}"
+        log(f"tokens: {args.nofuse} on and off {'identical' if a == f else f'part at token {same}'}"
             f" ({len(a)} ids; the fused kernel sums the squares in its own order)")
     c = runs.get("lt", {}).get("ids")
     if a and c:

@@ -1,0 +1,192 @@
+/*
+ * Activation into product: a decoder MLP's SiluMul (made by gate_up_silu) and the down
+ * projection that reads it,
+ *
+ *   a = SiluMul(gu)    y = MatMul(a, W)
+ *
+ * become one ai.onyx::SiluMulMatMul(gu, W) -> y (docs/ops.md). On a GPU a decode step
+ * is bound by kernel count: SiluMul is one small launch before each layer's down
+ * product, and the fused kernel computes its blocks' slices of a while it streams W,
+ * so a never goes to memory. The arithmetic is the pair's: a rounded to the type as
+ * SiluMul stored it, then the product with float32 accumulation.
+ *
+ * It fires only when nothing else can see a: SiluMul's output has the MatMul as its
+ * only reader (as A) and is no graph output; W a constant [I, N] of float32, float16
+ * or bfloat16 with N a multiple of 8 (the CUDA kernel's 16-byte loads), I half of gu's
+ * last dim where that is known; and the provider that would run SiluMul and the
+ * product has a SiluMulMatMul kernel for the type (the kernel index is read as
+ * placement will read it). No weight is copied.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "error_impl.h"
+#include "model_load_impl.h" /* onyx__strdup */
+#include "optimize_impl.h"
+
+typedef struct smm_match {
+  size_t act, mm; /* node indices: the SiluMul, the MatMul */
+  int32_t gu, w, a, y;
+  uint32_t dtype;
+} smm_match;
+
+static bool is_op(const onyx__node *n, const char *domain, const char *op) {
+  return !strcmp(n->domain, domain) && !strcmp(n->op_type, op);
+}
+
+static bool float_type(uint32_t d) {
+  return d == ONYX_DTYPE_FLOAT32 || d == ONYX_DTYPE_FLOAT16 || d == ONYX_DTYPE_BFLOAT16;
+}
+
+static bool usable_constant(const onyx__value *v) {
+  return onyx__value_is_constant(v) && (v->init.data != NULL || onyx__init_bytes(v) == 0);
+}
+
+/* W's conditions against gu's known type and shape. */
+static const char *check_weight(const onyx__graph *g, smm_match *m) {
+  const onyx__value *wv = &g->values[m->w], *gv = &g->values[m->gu];
+  if (!usable_constant(wv) || wv->init.rank != 2) return "W is not a constant matrix";
+  if (wv->init.dims[0] <= 0 || wv->init.dims[1] <= 0) return "W is empty";
+  if (wv->init.dims[1] % 8 != 0) return "N is not a multiple of 8 (the GPU kernel's vector)";
+  if (!float_type(wv->init.dtype)) return "W is not float32, float16 or bfloat16";
+  if (gv->dtype != ONYX_DTYPE_UNDEFINED && gv->dtype != wv->init.dtype)
+    return "the gate|up input's type differs from W's";
+  if (gv->rank > 0 && gv->dims[gv->rank - 1] >= 0 && gv->dims[gv->rank - 1] != 2 * wv->init.dims[0])
+    return "the gate|up input's last dim is not twice W's K";
+  m->dtype = wv->init.dtype;
+  return NULL;
+}
+
+/* The pattern at SiluMul node i, or why not. *candidate: node i is a SiluMul. */
+static const char *match_at(const onyx__graph *g, size_t i, const uint32_t *readers,
+                            const int32_t *reader, smm_match *m, bool *candidate) {
+  const onyx__node *n = &g->nodes[i];
+  memset(m, 0, sizeof *m);
+  m->act = i;
+  *candidate = is_op(n, "ai.onyx", "SiluMul");
+  if (!*candidate) return "not a SiluMul";
+  if (n->input_count != 1 || n->output_count != 1 || n->inputs[0] < 0 || n->outputs[0] < 0)
+    return "not one input and one output";
+  m->gu = n->inputs[0];
+  m->a = n->outputs[0];
+  if (readers[m->a] != 1 || g->values[m->a].is_output)
+    return "its output has another reader or is a graph output";
+  m->mm = (size_t)reader[m->a];
+  const onyx__node *p = &g->nodes[m->mm];
+  if (!is_op(p, "", "MatMul") || p->input_count != 2 || p->output_count != 1 ||
+      p->inputs[0] != m->a || p->inputs[1] == m->a || p->inputs[1] < 0 || p->outputs[0] < 0)
+    return "its output feeds no MatMul as A";
+  m->w = p->inputs[1];
+  m->y = p->outputs[0];
+  return check_weight(g, m);
+}
+
+/* The provider placement would pick for (domain, op) with these inputs (constants
+ * with their types, the rest of type d), or NULL. */
+static onyx__provider *provider_for(onyx_runtime *rt, const onyx__graph *g, const onyx__node *like,
+                                    const char *domain, const char *op, int64_t opset,
+                                    const int32_t *inputs, size_t input_count, uint32_t d) {
+  bool present[2] = {false}, out_present[1] = {true};
+  uint32_t dtypes[2] = {0};
+  if (input_count > 2) return NULL;
+  for (size_t k = 0; k < input_count; ++k) {
+    int32_t v = inputs[k];
+    present[k] = v >= 0;
+    dtypes[k] = v < 0                                    ? ONYX_DTYPE_UNDEFINED
+                : onyx__value_is_constant(&g->values[v]) ? g->values[v].init.dtype
+                                                         : d;
+  }
+  onyx_node_info info = {.struct_size = sizeof info,
+                         .version = ONYX_ABI_VERSION,
+                         .name = like->name,
+                         .domain = domain,
+                         .op_type = op,
+                         .opset = opset,
+                         .input_count = input_count,
+                         .output_count = 1,
+                         .input_present = present,
+                         .output_present = out_present,
+                         .input_dtypes = dtypes,
+                         .attrs = like->attrs,
+                         .attr_count = like->attr_count};
+  onyx__provider *p = NULL;
+  const onyx__kernel *k = NULL;
+  return onyx__kernel_search(rt, &info, NULL, false, &p, &k, NULL, 0) ? p : NULL;
+}
+
+static const char *check_providers(onyx__opt_ctx *ctx, const smm_match *m) {
+  onyx_runtime *rt = ctx->session->runtime;
+  const onyx__graph *g = ctx->graph;
+  const onyx__node *n = &g->nodes[m->act], *p = &g->nodes[m->mm];
+  const int32_t fused_in[2] = {m->gu, m->w};
+  onyx__provider *pa =
+      provider_for(rt, g, n, n->domain, n->op_type, n->opset, n->inputs, n->input_count, m->dtype);
+  onyx__provider *pm = provider_for(rt, g, p, "", "MatMul", p->opset, p->inputs, 2, m->dtype);
+  onyx__provider *pf = provider_for(rt, g, n, "ai.onyx", "SiluMulMatMul", 1, fused_in, 2, m->dtype);
+  if (pa == NULL || pa != pm) return "SiluMul and the product would run on different providers";
+  if (pf != pa) return "their provider has no SiluMulMatMul kernel";
+  return NULL;
+}
+
+/* Node m->act becomes SiluMulMatMul(gu, W) -> y; the MatMul is flagged dead (its
+ * output now the fused node's). */
+static onyx_status rewrite(onyx__graph *g, const smm_match *m, bool *dead) {
+  int32_t *in = malloc(2 * sizeof *in);
+  char *op = onyx__strdup("SiluMulMatMul");
+  if (in == NULL || op == NULL) {
+    free(in), free(op);
+    return ONYX_STATUS_OUT_OF_MEMORY;
+  }
+  onyx__node *n = &g->nodes[m->act];
+  g->values[m->a].producer = -1;
+  in[0] = m->gu, in[1] = m->w;
+  free(n->inputs), free(n->op_type);
+  n->inputs = in, n->input_count = 2;
+  n->outputs[0] = m->y;
+  n->op_type = op, n->opset = 1;
+  g->nodes[m->mm].outputs[0] = -1;
+  g->values[m->y].producer = (int32_t)m->act;
+  dead[m->mm] = true;
+  return ONYX_STATUS_OK;
+}
+
+/* A reader of each value (the last in node order); -1 for none. */
+static int32_t *value_reader(const onyx__graph *g) {
+  int32_t *reader = malloc((g->value_count + 1) * sizeof *reader);
+  if (reader == NULL) return NULL;
+  for (size_t v = 0; v <= g->value_count; ++v) reader[v] = -1;
+  for (size_t i = 0; i < g->node_count; ++i)
+    for (size_t k = 0; k < g->nodes[i].input_count; ++k)
+      if (g->nodes[i].inputs[k] >= 0) reader[g->nodes[i].inputs[k]] = (int32_t)i;
+  return reader;
+}
+
+onyx_status onyx__opt_silu_matmul(onyx__opt_ctx *ctx) {
+  onyx__graph *g = ctx->graph;
+  size_t nodes = g->node_count, fused = 0;
+  uint32_t *readers = onyx__value_readers(g);
+  int32_t *reader = value_reader(g);
+  bool *dead = calloc(nodes + 1, sizeof *dead);
+  onyx_status st = readers && reader && dead ? ONYX_STATUS_OK : ONYX_STATUS_OUT_OF_MEMORY;
+  for (size_t i = 0; i < nodes && st == ONYX_STATUS_OK; ++i) {
+    if (dead[i]) continue;
+    smm_match m;
+    bool candidate = false;
+    const char *why = match_at(g, i, readers, reader, &m, &candidate);
+    if (why == NULL) why = check_providers(ctx, &m);
+    if (why == NULL) {
+      st = rewrite(g, &m, dead);
+      fused += st == ONYX_STATUS_OK;
+      continue;
+    }
+    if (!candidate) continue;
+    ctx->stats->nodes_skipped++;
+    onyx__log(ONYX_LOG_DEBUG, "silu_matmul: SiluMul '%s' (#%zu) stays: %s", g->nodes[i].name, i,
+              why);
+  }
+  if (fused > 0) ctx->stats->nodes_removed += onyx__graph_remove_nodes(g, dead);
+  free(readers);
+  free(reader);
+  free(dead);
+  return st;
+}
