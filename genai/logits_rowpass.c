@@ -12,6 +12,7 @@
 #include "genai_impl.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define ROW_X86 1
 #define ROW_AVX2 __attribute__((target("avx2,f16c")))
@@ -99,8 +100,11 @@ ROW_AVX2 static int64_t first_max_avx2(const float *x, int64_t n) {
   return first_max_scalar(x, n, n, best);
 }
 
+/* F16C from cpuid (leaf 1, ECX bit 29): clang before 15 cannot name it in
+ * __builtin_cpu_supports. */
 static bool have_avx2(void) {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  unsigned a, b, c, d;
+  return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
 }
 #endif
 
