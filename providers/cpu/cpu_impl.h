@@ -492,6 +492,38 @@ void onyx__cpu_sgemm_scratch(const onyx__cpu_gemm *g, uint32_t tasks, uint64_t *
 void onyx__cpu_sgemm(const onyx__cpu_provider *p, const onyx__cpu_gemm *g, float *pack_a,
                      float *pack_b);
 
+/* The product half of the fused ops (cpu_fused_product.c): Y = A · W through the
+ * GEMM above, A written by the op at the start of its scratch, a float32 constant W
+ * packed at create. */
+typedef struct onyx__cpu_fused_w {
+  onyx__cpu_packed_b packed; /* W packed at create (data NULL: packed per call) */
+  void *mem;                 /* from host->mem_alloc (weights), freed with the kernel */
+} onyx__cpu_fused_w;
+
+/* Byte offsets in the op's scratch (A at 0, in T): the GEMM's packing buffers, the
+ * float32 accumulator of 16-bit T; then the size. Each part 64-byte aligned. */
+typedef struct onyx__cpu_fused_scratch {
+  uint64_t pack_a, pack_b, acc, total;
+} onyx__cpu_fused_scratch;
+
+/* Packs W (input w_input) when it is a float32 matrix constant, A (input a_input) is
+ * float32 and the core offers governed memory, and tells the core it may free the
+ * original; anything else leaves W packed per call. `op` labels the memory. */
+void onyx__cpu_fused_w_pack(onyx__cpu_fused_w *fw, const onyx__cpu_provider *p,
+                            const onyx_node_info *node, size_t a_input, size_t w_input,
+                            size_t input_count, const char *op);
+void onyx__cpu_fused_w_free(onyx__cpu_fused_w *fw, const onyx__cpu_provider *p);
+/* W's dtype and shape against what was packed: an error naming both, or OK. */
+onyx_status onyx__cpu_fused_check_packed(const onyx__cpu_fused_w *fw, onyx_compute_ctx *ctx,
+                                         uint32_t a_dtype, const onyx_tensor *w);
+/* The scratch of rows x k of A in T times W [k, n]; all zero when nothing is to run. */
+onyx__cpu_fused_scratch onyx__cpu_fused_scratch_of(const onyx__cpu_fused_w *fw,
+                                                   const onyx__cpu_provider *p, uint32_t t,
+                                                   int64_t rows, int64_t k, int64_t n);
+void onyx__cpu_fused_product(const onyx__cpu_fused_w *fw, const onyx__cpu_provider *p, uint32_t t,
+                             const onyx__cpu_fused_scratch *sc, unsigned char *ws,
+                             const onyx_tensor *w, int64_t rows, void *y);
+
 /* The float64 product Y = alpha·op(A)·op(B) + Y with loop orders that keep the
  * innermost loop contiguous. No scratch. */
 void onyx__cpu_dgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,

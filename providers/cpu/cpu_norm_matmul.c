@@ -30,8 +30,7 @@ enum { NMM_X, NMM_SKIP, NMM_GAMMA, NMM_W, NMM_INPUTS };
 typedef struct cpu_nmm_state {
   onyx__cpu_node base;
   float epsilon;
-  onyx__cpu_packed_b packed; /* a float32 W packed at create (data NULL: per call) */
-  void *packed_mem;          /* from host->mem_alloc (weights), freed with the kernel */
+  onyx__cpu_fused_w w; /* W, packed at create where it can be */
 } cpu_nmm_state;
 
 /* The checks shared by compute and infer: Y's shape in dims, or a message in why. */
@@ -98,65 +97,13 @@ static void cpu_nmm_norm_row(const cpu_nmm_state *s, const onyx_tensor *x, const
   }
 }
 
-/* The product the MatMul kernel would run for A (rows x k of T) · W, data unset. */
-static onyx__cpu_gemm cpu_nmm_gemm(const cpu_nmm_state *s, uint32_t t, int64_t rows, int64_t k,
-                                   int64_t n) {
-  return (onyx__cpu_gemm){.m = rows,
-                          .n = n,
-                          .k = k,
-                          .alpha = 1.0f,
-                          .ab_dtype = t,
-                          .lda = k,
-                          .ldb = n,
-                          .ldy = n,
-                          .packed_b = s->packed.data ? &s->packed : NULL,
-                          .overwrite_y = true};
-}
-
-/* Scratch a run takes, in one region: the normed rows (T), the GEMM's packing
- * buffers and, for 16-bit T, its float32 accumulator; each part 64-byte aligned. The
- * region is SESSION, kept by the node per geometry, not STEP: a STEP block is granted
- * anew every run, and a decode step should allocate nothing (plan_cache_test). */
-typedef struct cpu_nmm_scratch {
-  uint64_t a, pack_a, pack_b, acc, total; /* byte offsets, then the size */
-} cpu_nmm_scratch;
-
-static uint64_t cpu_nmm_up64(uint64_t b) { return (b + 63) / 64 * 64; }
-
-static cpu_nmm_scratch cpu_nmm_scratch_of(const cpu_nmm_state *s, uint32_t t, int64_t rows,
-                                          int64_t k, int64_t n) {
-  cpu_nmm_scratch sc = {0};
-  if (rows <= 0 || n <= 0) return sc;
-  onyx__cpu_gemm g = cpu_nmm_gemm(s, t, rows, k, n);
-  uint64_t pa = 0, pb = 0;
-  onyx__cpu_sgemm_scratch(&g, s->base.provider ? s->base.provider->num_threads : 1, &pa, &pb);
-  sc.pack_a = cpu_nmm_up64((uint64_t)(rows * k) * onyx_dtype_size(t));
-  sc.pack_b = sc.pack_a + cpu_nmm_up64(pa * sizeof(float));
-  sc.acc = sc.pack_b + cpu_nmm_up64(pb * sizeof(float));
-  sc.total = sc.acc + (t == ONYX_DTYPE_FLOAT32 ? 0 : (uint64_t)(rows * n) * sizeof(float));
-  return sc;
-}
-
-/* Y = A·W through the MatMul kernel's GEMM, A at the start of the scratch `ws`. */
-static void cpu_nmm_product(const cpu_nmm_state *s, uint32_t t, const cpu_nmm_scratch *sc,
-                            unsigned char *ws, const onyx_tensor *w, int64_t rows, void *y) {
-  onyx__cpu_gemm g = cpu_nmm_gemm(s, t, rows, w->dims[0], w->dims[1]);
-  g.a = ws;
-  g.b = w->data;
-  g.y = t == ONYX_DTYPE_FLOAT32 ? y : (float *)(ws + sc->acc);
-  onyx__cpu_sgemm(s->base.provider, &g, sc->pack_b > sc->pack_a ? (float *)(ws + sc->pack_a) : NULL,
-                  sc->acc > sc->pack_b ? (float *)(ws + sc->pack_b) : NULL);
-  if (t != ONYX_DTYPE_FLOAT32)
-    for (int64_t i = 0; i < rows * w->dims[1]; ++i) onyx__cpu_store_f32(t, y, i, g.y[i]);
-}
-
 static onyx_status cpu_nmm_compute(void *state, onyx_compute_ctx *ctx, const onyx_tensor *const *in,
                                    size_t input_count) {
   const cpu_nmm_state *s = state;
   /* A W packed at create may come without data (the core freed the original). */
   const onyx_tensor *checked[NMM_INPUTS] = {NULL};
   for (size_t i = 0; i < input_count && i < NMM_INPUTS; ++i)
-    checked[i] = i == NMM_W && s->packed.data ? NULL : in[i];
+    checked[i] = i == NMM_W && s->w.packed.data ? NULL : in[i];
   onyx_status st =
       onyx__cpu_check_inputs(ctx, checked, input_count < NMM_INPUTS ? input_count : NMM_INPUTS, 1);
   if (st != ONYX_STATUS_OK) return st;
@@ -173,22 +120,16 @@ static onyx_status cpu_nmm_compute(void *state, onyx_compute_ctx *ctx, const ony
     ctx->set_error(ctx, "%s", why);
     return st;
   }
-  if (s->packed.data &&
-      (x->dtype != ONYX_DTYPE_FLOAT32 || w->dims[0] != s->packed.k || w->dims[1] != s->packed.n)) {
-    ctx->set_error(ctx,
-                   "W has dtype %s and shape %s, but the kernel packed a float32 constant "
-                   "of %lldx%lld (KxN) at creation",
-                   onyx__cpu_dtype_name(w->dtype), onyx__cpu_tensor_shape(w).s,
-                   (long long)s->packed.k, (long long)s->packed.n);
-    return ONYX_STATUS_INVALID_ARGUMENT;
-  }
+  st = onyx__cpu_fused_check_packed(&s->w, ctx, x->dtype, w);
+  if (st != ONYX_STATUS_OK) return st;
   onyx_tensor *y = NULL, *sum = NULL;
   st = onyx__cpu_alloc_output(&s->base, ctx, x->dtype, x->rank, dims, &y);
   if (st == ONYX_STATUS_OK && skip)
     st = onyx__cpu_alloc_output_at(&s->base, ctx, 1, x->dtype, x->rank, x->dims, &sum);
   if (st != ONYX_STATUS_OK) return st;
   const int64_t k = w->dims[0], n = w->dims[1], rows = k ? onyx_tensor_numel(x) / k : 0;
-  const cpu_nmm_scratch sc = cpu_nmm_scratch_of(s, x->dtype, rows, k, n);
+  const onyx__cpu_fused_scratch sc =
+      onyx__cpu_fused_scratch_of(&s->w, s->base.provider, x->dtype, rows, k, n);
   if (sc.total == 0 || y == NULL) {
     for (int64_t r = 0; sum && r < rows; ++r) /* no product: S alone */
       cpu_nmm_norm_row(s, x, skip, gamma, r, k, sum->data, sum->data);
@@ -203,17 +144,22 @@ static onyx_status cpu_nmm_compute(void *state, onyx_compute_ctx *ctx, const ony
   }
   for (int64_t r = 0; r < rows; ++r)
     cpu_nmm_norm_row(s, x, skip, gamma, r, k, v->data, sum ? sum->data : NULL);
-  cpu_nmm_product(s, x->dtype, &sc, v->data, w, rows, y->data);
+  onyx__cpu_fused_product(&s->w, s->base.provider, x->dtype, &sc, v->data, w, rows, y->data);
   return ONYX_STATUS_OK;
 }
 
+/* One region: the normed rows (T), then the GEMM's scratch (onyx__cpu_fused_scratch).
+ * SESSION, kept by the node per geometry, not STEP: a STEP block is granted anew every
+ * run, and a decode step should allocate nothing (plan_cache_test). */
 static onyx_status cpu_nmm_workspace(void *state, const onyx_tensor *in, size_t input_count,
                                      onyx_workspace_requirement *req) {
   req->count = 0;
   if (input_count != NMM_INPUTS || in[NMM_W].rank != 2) return ONYX_STATUS_INVALID_ARGUMENT;
   const int64_t k = in[NMM_W].dims[0], n = in[NMM_W].dims[1];
   const int64_t rows = k > 0 ? onyx_tensor_numel(&in[NMM_X]) / k : 0;
-  const cpu_nmm_scratch sc = cpu_nmm_scratch_of(state, in[NMM_X].dtype, rows, k, n);
+  const cpu_nmm_state *s = state;
+  const onyx__cpu_fused_scratch sc =
+      onyx__cpu_fused_scratch_of(&s->w, s->base.provider, in[NMM_X].dtype, rows, k, n);
   if (sc.total == 0) return ONYX_STATUS_OK;
   req->count = 1;
   req->regions[0] = (onyx_workspace_region){.name = "rms_norm_matmul_scratch",
@@ -239,44 +185,10 @@ static onyx_status cpu_nmm_infer(void *state, const onyx_tensor *in, size_t inpu
   return ONYX_STATUS_OK;
 }
 
-/* Packs W when it is a float32 matrix constant and the core offers governed memory
- * (as the MatMul kernel does, so the product takes the MatMul's route), and tells the
- * core it may free the original. Anything else leaves W packed per call. */
-static void cpu_nmm_prepack(cpu_nmm_state *s, const onyx_node_info *node) {
-  if (!ONYX_HAS_FIELD(node, onyx_node_info, input_constants) || node->input_constants == NULL ||
-      node->input_count != NMM_INPUTS || node->input_dtypes == NULL ||
-      node->input_dtypes[NMM_X] != ONYX_DTYPE_FLOAT32)
-    return;
-  const onyx_tensor *w = node->input_constants[NMM_W];
-  const onyx_host_table *host = s->base.provider ? s->base.provider->host : NULL;
-  if (w == NULL || w->dtype != ONYX_DTYPE_FLOAT32 || w->rank != 2 || w->data == NULL ||
-      w->device != ONYX_DEVICE_HOST || host == NULL || host->mem_alloc == NULL ||
-      host->mem_free == NULL || w->dims[0] <= 0 || w->dims[1] <= 0)
-    return;
-  onyx__cpu_gemm g = {.k = w->dims[0],
-                      .n = w->dims[1],
-                      .ab_dtype = ONYX_DTYPE_FLOAT32,
-                      .b = w->data,
-                      .ldb = w->dims[1]};
-  char label[96];
-  snprintf(label, sizeof label, "RMSNormMatMul '%s' packed W", node->name ? node->name : "");
-  uint64_t bytes = onyx__cpu_packed_b_floats(g.k, g.n) * sizeof(float);
-  if (host->mem_alloc(host->host_data, ONYX_REQUESTER_WEIGHTS, bytes, 64, label, &s->packed_mem) !=
-      ONYX_STATUS_OK) {
-    s->packed_mem = NULL;
-    return;
-  }
-  onyx__cpu_pack_b(s->base.provider, &g, s->packed_mem, &s->packed);
-  if (ONYX_HAS_FIELD(node, onyx_node_info, input_constant_copied) &&
-      node->input_constant_copied != NULL)
-    node->input_constant_copied[NMM_W] = true;
-}
-
 static void cpu_nmm_destroy(void *state) {
   cpu_nmm_state *s = state;
   if (s == NULL) return;
-  if (s->packed_mem != NULL)
-    s->base.provider->host->mem_free(s->base.provider->host->host_data, s->packed_mem);
+  onyx__cpu_fused_w_free(&s->w, s->base.provider);
   free(s);
 }
 
@@ -289,7 +201,7 @@ static onyx_status cpu_nmm_create(void *provider_state, const onyx_node_info *no
     onyx__cpu_destroy(s);
     return st;
   }
-  cpu_nmm_prepack(s, node);
+  onyx__cpu_fused_w_pack(&s->w, s->base.provider, node, NMM_X, NMM_W, NMM_INPUTS, "RMSNormMatMul");
   *out_state = s;
   return ONYX_STATUS_OK;
 }
