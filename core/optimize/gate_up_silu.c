@@ -428,22 +428,11 @@ static onyx_status rewrite(onyx__opt_ctx *ctx, const gus_match *m, uint32_t *rea
 
 /* ------------------------------------------------------------ the pass */
 
-/* A reader of each value (the last one in node order); -1 for none. */
-static int32_t *value_reader(const onyx__graph *g) {
-  int32_t *reader = malloc((g->value_count + 1) * sizeof *reader);
-  if (reader == NULL) return NULL;
-  for (size_t v = 0; v <= g->value_count; ++v) reader[v] = -1;
-  for (size_t i = 0; i < g->node_count; ++i)
-    for (size_t k = 0; k < g->nodes[i].input_count; ++k)
-      if (g->nodes[i].inputs[k] >= 0) reader[g->nodes[i].inputs[k]] = (int32_t)i;
-  return reader;
-}
-
 onyx_status onyx__opt_gate_up_silu(onyx__opt_ctx *ctx) {
   onyx__graph *g = ctx->graph;
   size_t nodes = g->node_count;
   uint32_t *readers = onyx__value_readers(g);
-  int32_t *reader = value_reader(g);
+  int32_t *reader = onyx__value_last_reader(g);
   bool *dead = calloc(nodes + 1, sizeof *dead);
   onyx_status st = readers && reader && dead ? ONYX_STATUS_OK : ONYX_STATUS_OUT_OF_MEMORY;
   size_t fused = 0;

@@ -54,6 +54,9 @@ void onyx__weights_unbook_all(struct onyx_session *session);
 /* Per value, how many node inputs read it (a node reading it twice counts twice);
  * calloc'ed, value_count + 1 entries, NULL when out of memory. */
 uint32_t *onyx__value_readers(const onyx__graph *graph);
+/* Per value, the last node in node order that reads it, -1 for none; value_count + 1
+ * entries, NULL when out of memory (with the counts: "the only reader"). */
+int32_t *onyx__value_last_reader(const onyx__graph *graph);
 
 /*
  * After node `node`'s kernel was created: for each constant input whose

@@ -142,6 +142,16 @@ uint32_t *onyx__value_readers(const onyx__graph *g) {
   return readers;
 }
 
+int32_t *onyx__value_last_reader(const onyx__graph *g) {
+  int32_t *reader = malloc((g->value_count + 1) * sizeof *reader);
+  if (reader == NULL) return NULL;
+  for (size_t v = 0; v <= g->value_count; ++v) reader[v] = -1;
+  for (size_t i = 0; i < g->node_count; ++i)
+    for (size_t k = 0; k < g->nodes[i].input_count; ++k)
+      if (g->nodes[i].inputs[k] >= 0) reader[g->nodes[i].inputs[k]] = (int32_t)i;
+  return reader;
+}
+
 bool onyx__input_copied(const onyx_session *s, size_t node, size_t k) {
   const onyx__placed_node *pn = &s->nodes[node];
   return pn->input_constant_copied != NULL && k < pn->info.input_count &&
