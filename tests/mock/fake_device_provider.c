@@ -283,6 +283,29 @@ EXPORT void onyx_fake_device_stats_get(onyx_fake_device_stats *out) {
 
 /* ------------------------------------------------------------------ kernels */
 
+/* The core's callbacks run without g_mu. A kernel's compute holds it (once), and the
+ * core's allocation takes the stream lock and then calls fake_device_alloc, which takes
+ * g_mu: holding g_mu across the call would order the two locks both ways (TSan reports
+ * the inversion). The compute's device is put back with the lock. */
+static onyx_status core_alloc_output(onyx_compute_ctx *ctx, size_t index, uint32_t dtype,
+                                     uint32_t rank, const int64_t *dims, onyx_tensor **out) {
+  int dev = g_dev;
+  pthread_mutex_unlock(&g_mu);
+  onyx_status st = ctx->alloc_output(ctx, index, dtype, rank, dims, out);
+  pthread_mutex_lock(&g_mu);
+  g_dev = dev;
+  return st;
+}
+
+static onyx_status core_alias_output(onyx_compute_ctx *ctx, size_t index, size_t input_index) {
+  int dev = g_dev;
+  pthread_mutex_unlock(&g_mu);
+  onyx_status st = ctx->alias_output(ctx, index, input_index);
+  pthread_mutex_lock(&g_mu);
+  g_dev = dev;
+  return st;
+}
+
 static onyx_status need_device(onyx_compute_ctx *ctx, const onyx_tensor *t, size_t i) {
   if (t == NULL || t->device != FAKE_KIND || t->device_id != g_dev ||
       !on_dev(t->data, tensor_bytes(t), g_dev)) {
@@ -318,7 +341,7 @@ static onyx_status unary_output(onyx_compute_ctx *ctx, const onyx_tensor *const 
                                 size_t input_count, onyx_tensor **y) {
   onyx_status st = need_device(ctx, input_count > 0 ? inputs[0] : NULL, 0);
   if (st != ONYX_STATUS_OK) return st;
-  return ctx->alloc_output(ctx, 0, ONYX_DTYPE_FLOAT32, inputs[0]->rank, inputs[0]->dims, y);
+  return core_alloc_output(ctx, 0, ONYX_DTYPE_FLOAT32, inputs[0]->rank, inputs[0]->dims, y);
 }
 
 static onyx_status twice_compute(void *state, onyx_compute_ctx *ctx,
@@ -377,7 +400,7 @@ static onyx_status scale_run(onyx_compute_ctx *ctx, const onyx_tensor *const *in
    * (ScaleOld) reading it here stands for a kernel's read at run time. */
   float k = (float)((const int64_t *)n->data)[0];
   onyx_tensor *y = NULL;
-  st = ctx->alloc_output(ctx, 0, ONYX_DTYPE_FLOAT32, x->rank, x->dims, &y);
+  st = core_alloc_output(ctx, 0, ONYX_DTYPE_FLOAT32, x->rank, x->dims, &y);
   if (st != ONYX_STATUS_OK) return st;
   return submit((op){.fn = op_scale,
                      .x = x->data,
@@ -406,7 +429,7 @@ static onyx_status count_compute(void *state, onyx_compute_ctx *ctx,
   if (st != ONYX_STATUS_OK) return st;
   onyx_tensor *c = NULL;
   int64_t one = 1;
-  st = ctx->alloc_output(ctx, 0, ONYX_DTYPE_INT64, 1, &one, &c);
+  st = core_alloc_output(ctx, 0, ONYX_DTYPE_INT64, 1, &one, &c);
   if (st != ONYX_STATUS_OK) return st;
   return submit((op){.fn = op_count, .y = c->data, .n = onyx_tensor_numel(inputs[0])});
 }
@@ -426,11 +449,11 @@ static onyx_status inplace_compute(void *state, onyx_compute_ctx *ctx,
   onyx_status st = need_device(ctx, input_count > 0 ? inputs[0] : NULL, 0);
   if (st != ONYX_STATUS_OK) return st;
   const onyx_tensor *x = inputs[0];
-  g_stats.inplace_aliased = ctx->alias_output(ctx, 0, 0) == ONYX_STATUS_OK;
+  g_stats.inplace_aliased = core_alias_output(ctx, 0, 0) == ONYX_STATUS_OK;
   float *out = x->data;
   if (!g_stats.inplace_aliased) {
     onyx_tensor *y = NULL;
-    st = ctx->alloc_output(ctx, 0, ONYX_DTYPE_FLOAT32, x->rank, x->dims, &y);
+    st = core_alloc_output(ctx, 0, ONYX_DTYPE_FLOAT32, x->rank, x->dims, &y);
     if (st != ONYX_STATUS_OK) return st;
     out = y->data;
   }
