@@ -16,12 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cmocka.h>
 
 #include "kernel_expect.h"
 #include "kernel_harness.h"
+#include "kernel_values.h"
 
 #ifndef ONYX_CPU_SO
 #define ONYX_CPU_SO "libonyx_cpu.so"
@@ -29,76 +29,6 @@
 
 static const char *g_so_path = ONYX_CPU_SO;
 static kh_provider g_cpu, g_cpu_mt;
-static uint64_t g_rng;
-
-static float rng_float(float lo, float hi) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return lo + (hi - lo) * (float)((g_rng >> 40) * (1.0 / 16777216.0));
-}
-
-/* float32 → float16 / bfloat16 bits, round to nearest even (normal range only: the
- * inputs here are in [-9, 9]); and back. */
-static uint16_t to_f16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
-  uint32_t mant = x & 0x7fffffu;
-  if (exp <= 0) return (uint16_t)sign; /* tiny: flush (never drawn here) */
-  uint32_t h = sign | ((uint32_t)exp << 10) | (mant >> 13);
-  uint32_t rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
-  return (uint16_t)h;
-}
-static double from_f16(uint16_t h) {
-  int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  double v = exp == 0 ? ldexp(mant, -24) : ldexp(1024 + mant, exp - 25);
-  return (h & 0x8000) ? -v : v;
-}
-static uint16_t to_bf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t r = x + 0x7fffu + ((x >> 16) & 1u);
-  return (uint16_t)(r >> 16);
-}
-static double from_bf16(uint16_t b) {
-  uint32_t x = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-
-/* A random tensor of `dtype` in [lo, hi) and the float64 values it holds. */
-static void *random_t(uint32_t dtype, int64_t n, float lo, float hi, double *values) {
-  void *p = malloc((size_t)(n > 0 ? n : 1) * onyx_dtype_size(dtype));
-  for (int64_t i = 0; i < n; ++i) {
-    float v = rng_float(lo, hi);
-    if (dtype == ONYX_DTYPE_FLOAT32) {
-      ((float *)p)[i] = v;
-      values[i] = v;
-    } else if (dtype == ONYX_DTYPE_FLOAT16) {
-      ((uint16_t *)p)[i] = to_f16(v);
-      values[i] = from_f16(((uint16_t *)p)[i]);
-    } else {
-      ((uint16_t *)p)[i] = to_bf16(v);
-      values[i] = from_bf16(((uint16_t *)p)[i]);
-    }
-  }
-  return p;
-}
-
-static double out_value(uint32_t dtype, const void *p, int64_t i) {
-  if (dtype == ONYX_DTYPE_FLOAT32) return ((const float *)p)[i];
-  if (dtype == ONYX_DTYPE_FLOAT16) return from_f16(((const uint16_t *)p)[i]);
-  return from_bf16(((const uint16_t *)p)[i]);
-}
-
-static const char *dtype_name(uint32_t d) {
-  return d == ONYX_DTYPE_FLOAT32 ? "float32" : d == ONYX_DTYPE_FLOAT16 ? "float16" : "bfloat16";
-}
-
 static const kh_node g_fused = {.op = "SiluMulMatMul", .domain = "ai.onyx", .opset = 1};
 
 typedef struct smm_case {
@@ -111,8 +41,8 @@ static smm_case case_new(uint32_t dtype, int64_t rows, int64_t k, int64_t n) {
   smm_case c;
   c.gu = malloc((size_t)(rows * 2 * k) * sizeof(double));
   c.w = malloc((size_t)(k * n) * sizeof(double));
-  c.dgu = random_t(dtype, rows * 2 * k, -6.0f, 6.0f, c.gu);
-  c.dw = random_t(dtype, k * n, -0.5f, 0.5f, c.w);
+  c.dgu = kv_random(dtype, rows * 2 * k, -6.0f, 6.0f, c.gu);
+  c.dw = kv_random(dtype, k * n, -0.5f, 0.5f, c.w);
   return c;
 }
 
@@ -145,11 +75,11 @@ static void check_float64(kh_provider *p, uint32_t dtype, int64_t rows, int64_t 
         want += a[j] * c.w[j * n + col];
         scale += fabs(a[j] * c.w[j * n + col]);
       }
-      double got = out_value(dtype, r.out[0].data, row * n + col);
+      double got = kv_value(dtype, r.out[0].data, row * n + col);
       if (!(fabs(got - want) <= rtol * (scale + fabs(want))))
-        fail_msg("%s rows %lld K %lld N %lld: Y[%lld, %lld] got %.9g, want %.9g", dtype_name(dtype),
-                 (long long)rows, (long long)k, (long long)n, (long long)row, (long long)col, got,
-                 want);
+        fail_msg("%s rows %lld K %lld N %lld: Y[%lld, %lld] got %.9g, want %.9g",
+                 kv_dtype_name(dtype), (long long)rows, (long long)k, (long long)n, (long long)row,
+                 (long long)col, got, want);
     }
   }
   free(a);
@@ -176,7 +106,7 @@ static void check_unfused(kh_provider *p, uint32_t dtype, int64_t rows, int64_t 
   size_t bytes = (size_t)(rows * n) * onyx_dtype_size(dtype);
   if (memcmp(fused.out[0].data, y.out[0].data, bytes) != 0)
     fail_msg("%s rows %lld K %lld N %lld: fused Y differs from SiluMul then MatMul",
-             dtype_name(dtype), (long long)rows, (long long)k, (long long)n);
+             kv_dtype_name(dtype), (long long)rows, (long long)k, (long long)n);
   kh_result_free(&fused);
   kh_result_free(&a);
   kh_result_free(&y);
@@ -241,10 +171,7 @@ static void test_refusals(void **st) {
 
 static int group_setup(void **st) {
   (void)st;
-  const char *seed = getenv("SILU_MATMUL_SEED");
-  g_rng = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL) * 2654435761u;
-  if (g_rng == 0) g_rng = 1;
-  printf("cpu_silu_matmul: seed %llu (SILU_MATMUL_SEED repeats it)\n", (unsigned long long)g_rng);
+  kv_seed("cpu_silu_matmul", "SILU_MATMUL_SEED");
   char err[512];
   if (kh_load(&g_cpu, g_so_path, NULL, 0, 1, err, sizeof err) != ONYX_STATUS_OK ||
       kh_load(&g_cpu_mt, g_so_path, NULL, 0, 4, err, sizeof err) != ONYX_STATUS_OK) {

@@ -18,12 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cmocka.h>
 
 #include "kernel_expect.h"
 #include "kernel_harness.h"
+#include "kernel_values.h"
 
 #ifndef ONYX_CPU_SO
 #define ONYX_CPU_SO "libonyx_cpu.so"
@@ -31,72 +31,6 @@
 
 static const char *g_so_path = ONYX_CPU_SO;
 static kh_provider g_cpu, g_cpu_mt;
-static uint64_t g_rng;
-
-static float rng_float(float lo, float hi) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return lo + (hi - lo) * (float)((g_rng >> 40) * (1.0 / 16777216.0));
-}
-
-/* float32 → float16 / bfloat16 bits, round to nearest even (normal range only: the
- * inputs here are in [-9, 9]); and back. */
-static uint16_t to_f16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
-  uint32_t mant = x & 0x7fffffu;
-  if (exp <= 0) return (uint16_t)sign; /* tiny: flush (never drawn here) */
-  uint32_t h = sign | ((uint32_t)exp << 10) | (mant >> 13);
-  uint32_t rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
-  return (uint16_t)h;
-}
-static double from_f16(uint16_t h) {
-  int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  double v = exp == 0 ? ldexp(mant, -24) : ldexp(1024 + mant, exp - 25);
-  return (h & 0x8000) ? -v : v;
-}
-static uint16_t to_bf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t r = x + 0x7fffu + ((x >> 16) & 1u);
-  return (uint16_t)(r >> 16);
-}
-static double from_bf16(uint16_t b) {
-  uint32_t x = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-
-/* A random H of `dtype` and the float64 values it holds. */
-static void *random_h(uint32_t dtype, int64_t n, double *values) {
-  void *p = malloc((size_t)(n > 0 ? n : 1) * onyx_dtype_size(dtype));
-  for (int64_t i = 0; i < n; ++i) {
-    float v = rng_float(-9.0f, 9.0f);
-    if (dtype == ONYX_DTYPE_FLOAT32) {
-      ((float *)p)[i] = v;
-      values[i] = v;
-    } else if (dtype == ONYX_DTYPE_FLOAT16) {
-      ((uint16_t *)p)[i] = to_f16(v);
-      values[i] = from_f16(((uint16_t *)p)[i]);
-    } else {
-      ((uint16_t *)p)[i] = to_bf16(v);
-      values[i] = from_bf16(((uint16_t *)p)[i]);
-    }
-  }
-  return p;
-}
-
-static double out_value(uint32_t dtype, const void *p, int64_t i) {
-  if (dtype == ONYX_DTYPE_FLOAT32) return ((const float *)p)[i];
-  if (dtype == ONYX_DTYPE_FLOAT16) return from_f16(((const uint16_t *)p)[i]);
-  return from_bf16(((const uint16_t *)p)[i]);
-}
-
 static const kh_node g_node = {.op = "SiluMul", .domain = "ai.onyx", .opset = 1};
 
 /* One shape, one dtype, one provider: the output against float64. */
@@ -105,7 +39,7 @@ static void check_case(kh_provider *p, uint32_t dtype, uint32_t rank, const int6
   for (uint32_t i = 0; i < rank; ++i) n_in *= dims[i];
   const int64_t half = dims[rank - 1] / 2, rows = half > 0 ? n_in / (2 * half) : 0;
   double *h = malloc((size_t)(n_in > 0 ? n_in : 1) * sizeof *h);
-  void *data = random_h(dtype, n_in, h);
+  void *data = kv_random(dtype, n_in, -9.0f, 9.0f, h);
   onyx_tensor th = kh_tensor(dtype, rank, dims, data);
   const onyx_tensor *in[] = {&th};
   kh_result r;
@@ -124,7 +58,7 @@ static void check_case(kh_provider *p, uint32_t dtype, uint32_t rank, const int6
     for (int64_t j = 0; j < half; ++j) {
       double a = h[row * 2 * half + j], b = h[row * 2 * half + half + j];
       double want = a / (1.0 + exp(-a)) * b;
-      double got = out_value(dtype, r.out[0].data, row * half + j);
+      double got = kv_value(dtype, r.out[0].data, row * half + j);
       if (!(fabs(got - want) <= 1e-6 + rtol * fabs(want)))
         fail_msg("%s [%lld] row %lld col %lld: got %.9g, want %.9g (a %.6g, b %.6g)",
                  dtype == ONYX_DTYPE_FLOAT32   ? "float32"
@@ -183,7 +117,7 @@ static void test_silu_mul_f32_matches_unfused(void **st) {
   const int64_t rows = 3, n = 301;
   float *h = malloc((size_t)(rows * 2 * n) * sizeof *h);
   float *g = malloc((size_t)(rows * n) * sizeof *g), *u = malloc((size_t)(rows * n) * sizeof *u);
-  for (int64_t i = 0; i < rows * 2 * n; ++i) h[i] = rng_float(-12.0f, 12.0f);
+  for (int64_t i = 0; i < rows * 2 * n; ++i) h[i] = kv_rng_float(-12.0f, 12.0f);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < n; ++j) {
       g[r * n + j] = h[r * 2 * n + j];
@@ -266,10 +200,7 @@ static void test_silu_mul_refusals(void **st) {
 
 static int group_setup(void **st) {
   (void)st;
-  const char *seed = getenv("SILU_MUL_SEED");
-  g_rng = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL) * 2654435761u;
-  if (g_rng == 0) g_rng = 1;
-  printf("cpu_silu_mul: seed %llu (SILU_MUL_SEED repeats it)\n", (unsigned long long)g_rng);
+  kv_seed("cpu_silu_mul", "SILU_MUL_SEED");
   char err[512];
   if (kh_load(&g_cpu, g_so_path, NULL, 0, 1, err, sizeof err) != ONYX_STATUS_OK ||
       kh_load(&g_cpu_mt, g_so_path, NULL, 0, 4, err, sizeof err) != ONYX_STATUS_OK) {
