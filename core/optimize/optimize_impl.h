@@ -50,6 +50,14 @@ onyx_status onyx__opt_gate_up_silu(onyx__opt_ctx *ctx);     /* gate_up_silu.c */
 onyx_status onyx__opt_norm_matmul(onyx__opt_ctx *ctx);      /* norm_matmul.c */
 onyx_status onyx__opt_silu_matmul(onyx__opt_ctx *ctx);      /* silu_matmul.c */
 
+/* The provider placement would pick for a node of (domain, op, opset) with `inputs`
+ * (constants with their types, the rest of type d) and `like`'s name and attributes,
+ * or NULL (provider_probe.c). */
+onyx__provider *onyx__opt_provider_for(onyx_runtime *rt, const onyx__graph *g,
+                                       const onyx__node *like, const char *domain, const char *op,
+                                       int64_t opset, const int32_t *inputs, size_t input_count,
+                                       uint32_t d);
+
 /* Releases every constant initializer no node reads and no graph output names,
  * counting its bytes in ctx->stats->bytes_released. */
 onyx_status onyx__opt_release_unread(onyx__opt_ctx *ctx);

@@ -81,48 +81,17 @@ static const char *match_at(const onyx__graph *g, size_t i, const uint32_t *read
   return check_weight(g, m);
 }
 
-/* The provider placement would pick for (domain, op) with these inputs (constants
- * with their types, the rest of type d), or NULL. */
-static onyx__provider *provider_for(onyx_runtime *rt, const onyx__graph *g, const onyx__node *like,
-                                    const char *domain, const char *op, int64_t opset,
-                                    const int32_t *inputs, size_t input_count, uint32_t d) {
-  bool present[2] = {false}, out_present[1] = {true};
-  uint32_t dtypes[2] = {0};
-  if (input_count > 2) return NULL;
-  for (size_t k = 0; k < input_count; ++k) {
-    int32_t v = inputs[k];
-    present[k] = v >= 0;
-    dtypes[k] = v < 0                                    ? ONYX_DTYPE_UNDEFINED
-                : onyx__value_is_constant(&g->values[v]) ? g->values[v].init.dtype
-                                                         : d;
-  }
-  onyx_node_info info = {.struct_size = sizeof info,
-                         .version = ONYX_ABI_VERSION,
-                         .name = like->name,
-                         .domain = domain,
-                         .op_type = op,
-                         .opset = opset,
-                         .input_count = input_count,
-                         .output_count = 1,
-                         .input_present = present,
-                         .output_present = out_present,
-                         .input_dtypes = dtypes,
-                         .attrs = like->attrs,
-                         .attr_count = like->attr_count};
-  onyx__provider *p = NULL;
-  const onyx__kernel *k = NULL;
-  return onyx__kernel_search(rt, &info, NULL, false, &p, &k, NULL, 0) ? p : NULL;
-}
-
 static const char *check_providers(onyx__opt_ctx *ctx, const smm_match *m) {
   onyx_runtime *rt = ctx->session->runtime;
   const onyx__graph *g = ctx->graph;
   const onyx__node *n = &g->nodes[m->act], *p = &g->nodes[m->mm];
   const int32_t fused_in[2] = {m->gu, m->w};
-  onyx__provider *pa =
-      provider_for(rt, g, n, n->domain, n->op_type, n->opset, n->inputs, n->input_count, m->dtype);
-  onyx__provider *pm = provider_for(rt, g, p, "", "MatMul", p->opset, p->inputs, 2, m->dtype);
-  onyx__provider *pf = provider_for(rt, g, n, "ai.onyx", "SiluMulMatMul", 1, fused_in, 2, m->dtype);
+  onyx__provider *pa = onyx__opt_provider_for(rt, g, n, n->domain, n->op_type, n->opset, n->inputs,
+                                              n->input_count, m->dtype);
+  onyx__provider *pm =
+      onyx__opt_provider_for(rt, g, p, "", "MatMul", p->opset, p->inputs, 2, m->dtype);
+  onyx__provider *pf =
+      onyx__opt_provider_for(rt, g, n, "ai.onyx", "SiluMulMatMul", 1, fused_in, 2, m->dtype);
   if (pa == NULL || pa != pm) return "SiluMul and the product would run on different providers";
   if (pf != pa) return "their provider has no SiluMulMatMul kernel";
   return NULL;
