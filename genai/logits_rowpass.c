@@ -7,6 +7,7 @@
  * floats and the same index everywhere else.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "genai_impl.h"
@@ -101,10 +102,17 @@ ROW_AVX2 static int64_t first_max_avx2(const float *x, int64_t n) {
 }
 
 /* F16C from cpuid (leaf 1, ECX bit 29): clang before 15 cannot name it in
- * __builtin_cpu_supports. */
+ * __builtin_cpu_supports. Asked once: cpuid traps to the hypervisor in a VM, and the
+ * passes run a few times a token. */
 static bool have_avx2(void) {
-  unsigned a, b, c, d;
-  return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+  static atomic_int known = -1;
+  int k = atomic_load_explicit(&known, memory_order_relaxed);
+  if (k < 0) {
+    unsigned a, b, c, d;
+    k = __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+    atomic_store_explicit(&known, k, memory_order_relaxed);
+  }
+  return k != 0;
 }
 #endif
 
