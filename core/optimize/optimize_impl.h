@@ -43,12 +43,13 @@ typedef struct onyx__opt_pass {
 } onyx__opt_pass;
 
 /* One file per pass. */
-onyx_status onyx__opt_dead_nodes(onyx__opt_ctx *ctx);       /* dead_nodes.c */
-onyx_status onyx__opt_identity(onyx__opt_ctx *ctx);         /* identity.c */
-onyx_status onyx__opt_constant_folding(onyx__opt_ctx *ctx); /* constant_folding.c */
-onyx_status onyx__opt_gate_up_silu(onyx__opt_ctx *ctx);     /* gate_up_silu.c */
-onyx_status onyx__opt_norm_matmul(onyx__opt_ctx *ctx);      /* norm_matmul.c */
-onyx_status onyx__opt_silu_matmul(onyx__opt_ctx *ctx);      /* silu_matmul.c */
+onyx_status onyx__opt_dead_nodes(onyx__opt_ctx *ctx);        /* dead_nodes.c */
+onyx_status onyx__opt_identity(onyx__opt_ctx *ctx);          /* identity.c */
+onyx_status onyx__opt_constant_folding(onyx__opt_ctx *ctx);  /* constant_folding.c */
+onyx_status onyx__opt_gate_up_silu(onyx__opt_ctx *ctx);      /* gate_up_silu.c */
+onyx_status onyx__opt_norm_matmul(onyx__opt_ctx *ctx);       /* norm_matmul.c */
+onyx_status onyx__opt_silu_matmul(onyx__opt_ctx *ctx);       /* silu_matmul.c */
+onyx_status onyx__opt_transpose_weights(onyx__opt_ctx *ctx); /* transpose_weights.c */
 
 /* The provider placement would pick for a node of (domain, op, opset) with `inputs`
  * (constants with their types, the rest of type d) and `like`'s name and attributes,

@@ -8,8 +8,10 @@
  * node dead (a folded node's outputs become initializers its readers keep reading).
  * gate_up_silu after: it merges weights that folding may have made (a transposed
  * weight), and only rewires live nodes. norm_matmul next: the product it fuses may be
- * gate_up_silu's merged one. silu_matmul last: it fuses gate_up_silu's SiluMul into
- * the down product.
+ * gate_up_silu's merged one. silu_matmul next: it fuses gate_up_silu's SiluMul into
+ * the down product. transpose_weights last: it rewrites the products the fusions made
+ * (RMSNormMatMul, SiluMulMatMul) and the MatMuls they left, storing their weights as
+ * [N, K] where the provider prefers it; no pass after it looks for a MatMul.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +46,12 @@ static const onyx__opt_pass passes[] = {
      "fuses an ai.onyx::SiluMul whose output only a MatMul with a constant weight reads (the "
      "MLP's down product) into ai.onyx::SiluMulMatMul, where the provider has it",
      onyx__opt_silu_matmul},
+    {"transpose_weights",
+     "stores a float16 or bfloat16 constant weight read by one MatMul (which becomes "
+     "com.microsoft::FusedMatMul), RMSNormMatMul or SiluMulMatMul as [N, K] (transB = 1), "
+     "where the node's provider takes that layout (the CUDA decode GEMV's); the copy is booked "
+     "as weights, the original freed",
+     onyx__opt_transpose_weights},
 };
 
 #define PASS_COUNT (sizeof passes / sizeof passes[0])

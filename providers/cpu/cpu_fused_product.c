@@ -103,3 +103,13 @@ void onyx__cpu_fused_w_free(onyx__cpu_fused_w *fw, const onyx__cpu_provider *p) 
   if (fw->mem != NULL) p->host->mem_free(p->host->host_data, fw->mem);
   fw->mem = NULL;
 }
+
+onyx_status onyx__cpu_fused_w_kn_only(const onyx_node_info *node, char *err, size_t err_cap) {
+  int64_t trans_b = 0;
+  onyx_status st = onyx__cpu_attr_int(node, "transB", 0, &trans_b, err, err_cap);
+  if (st != ONYX_STATUS_OK || trans_b == 0) return st;
+  return onyx__cpu_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
+                        "transB = %lld (W as [N, K]) is the CUDA decode layout; the CPU kernel "
+                        "reads W as [K, N]",
+                        (long long)trans_b);
+}

@@ -523,6 +523,10 @@ onyx__cpu_fused_scratch onyx__cpu_fused_scratch_of(const onyx__cpu_fused_w *fw,
 void onyx__cpu_fused_product(const onyx__cpu_fused_w *fw, const onyx__cpu_provider *p, uint32_t t,
                              const onyx__cpu_fused_scratch *sc, unsigned char *ws,
                              const onyx_tensor *w, int64_t rows, void *y);
+/* The fused ops read W as [K, N]: UNSUPPORTED with the reason in err where the node's
+ * transB attribute says [N, K] (the transpose_weights optimization asks through
+ * supports, so it never makes one here); a malformed transB is INVALID_ARGUMENT. */
+onyx_status onyx__cpu_fused_w_kn_only(const onyx_node_info *node, char *err, size_t err_cap);
 
 /* The float64 product Y = alpha·op(A)·op(B) + Y with loop orders that keep the
  * innermost loop contiguous. No scratch. */

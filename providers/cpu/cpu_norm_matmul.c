@@ -10,7 +10,8 @@
  * the sum in float, the squares summed in double; 16-bit: double throughout, rounded to
  * T once) into a buffer of T, and the product runs through the same float32 GEMM as
  * the MatMul kernel, so float32 gives the unfused pair's bits where that MatMul takes the
- * same route (docs/ops.md says which).
+ * same route (docs/ops.md says which). W is read as [K, N] only: transB = 1 (the [N, K]
+ * layout the transpose_weights optimization gives a provider that takes it) is declined.
  */
 #include <math.h>
 #include <stdio.h>
@@ -192,8 +193,15 @@ static void cpu_nmm_destroy(void *state) {
   free(s);
 }
 
+/* transpose_weights asks first: declining transB = 1 keeps W as [K, N] here. */
+static bool cpu_nmm_supports(const onyx_node_info *node, char *reason, size_t reason_cap) {
+  return onyx__cpu_fused_w_kn_only(node, reason, reason_cap) != ONYX_STATUS_UNSUPPORTED;
+}
+
 static onyx_status cpu_nmm_create(void *provider_state, const onyx_node_info *node,
                                   void **out_state, char *err, size_t err_cap) {
+  onyx_status tb = onyx__cpu_fused_w_kn_only(node, err, err_cap);
+  if (tb != ONYX_STATUS_OK) return tb;
   cpu_nmm_state *s = onyx__cpu_state_new(sizeof *s, provider_state, node, err, err_cap);
   if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
   onyx_status st = onyx__cpu_attr_float(node, "epsilon", 1e-5f, &s->epsilon, err, err_cap);
@@ -215,6 +223,7 @@ const onyx_kernel_table onyx__cpu_k_rms_norm_matmul = {
     .until_opset = 0,
     .type_input = 0,
     .type_mask = CPU_NMM_TYPES,
+    .supports = cpu_nmm_supports,
     .create = cpu_nmm_create,
     .destroy = cpu_nmm_destroy,
     .workspace = cpu_nmm_workspace,

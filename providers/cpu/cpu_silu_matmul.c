@@ -8,7 +8,8 @@
  * its output's only reader. A is computed by the SiluMul kernel's own code
  * (onyx__cpu_silu_mul_rows) into a buffer of T, and the product runs through the same
  * float32 GEMM as the MatMul kernel, W packed at create as that kernel packs it, so the
- * fused node gives the unfused pair's bits where that MatMul takes the same route.
+ * fused node gives the unfused pair's bits where that MatMul takes the same route. W is
+ * read as [K, N] only: transB = 1 (transpose_weights' [N, K] layout) is declined.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,8 +132,15 @@ static void cpu_smm_destroy(void *state) {
   free(s);
 }
 
+/* transpose_weights asks first: declining transB = 1 keeps W as [K, N] here. */
+static bool cpu_smm_supports(const onyx_node_info *node, char *reason, size_t reason_cap) {
+  return onyx__cpu_fused_w_kn_only(node, reason, reason_cap) != ONYX_STATUS_UNSUPPORTED;
+}
+
 static onyx_status cpu_smm_create(void *provider_state, const onyx_node_info *node,
                                   void **out_state, char *err, size_t err_cap) {
+  onyx_status tb = onyx__cpu_fused_w_kn_only(node, err, err_cap);
+  if (tb != ONYX_STATUS_OK) return tb;
   cpu_smm_state *s = onyx__cpu_state_new(sizeof *s, provider_state, node, err, err_cap);
   if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
   onyx__cpu_fused_w_pack(&s->w, s->base.provider, node, SMM_GU, SMM_W, SMM_INPUTS, "SiluMulMatMul");
@@ -149,6 +157,7 @@ const onyx_kernel_table onyx__cpu_k_silu_mul_matmul = {
     .until_opset = 0,
     .type_input = 0,
     .type_mask = CPU_SMM_TYPES,
+    .supports = cpu_smm_supports,
     .create = cpu_smm_create,
     .destroy = cpu_smm_destroy,
     .workspace = cpu_smm_workspace,

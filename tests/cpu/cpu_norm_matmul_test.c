@@ -1,9 +1,9 @@
 /*
  * ai.onyx::RMSNormMatMul on the CPU provider: Y = rmsnorm(X + skip)·gamma · W and
  * S = X + skip against a float64 reference, for float32, float16 and bfloat16, with and
- * without skip, odd K and N, one row and several, one thread and four; refusals and
- * infer. Inputs are fresh each run (the seed is printed; NORM_MATMUL_SEED repeats one);
- * outputs start poisoned (the harness fills them with 0xFF bytes).
+ * without skip, odd K and N, one row and several, one thread and four; refusals (W as
+ * [N, K], transB = 1, among them) and infer. Inputs are fresh each run (the seed is printed;
+ * NORM_MATMUL_SEED repeats one); outputs start poisoned (the harness fills them with 0xFF bytes).
  *
  * Usage: cpu_norm_matmul_test [path/to/libonyx_cpu.so]   (default: ONYX_CPU_SO)
  */
@@ -166,6 +166,8 @@ static void test_refusals(void **st) {
   kh_infer_result ir;
   kh_infer(&g_cpu, &node, bad_k, 4, false, &ir);
   assert_int_equal(ir.status, ONYX_STATUS_INVALID_ARGUMENT);
+  const onyx_tensor *fine[] = {&tx, NULL, &tg, &tw};
+  expect_w_kn_refused(&g_cpu, &node, fine, 4);
 }
 
 static int group_setup(void **st) {

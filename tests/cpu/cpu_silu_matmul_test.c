@@ -2,9 +2,9 @@
  * ai.onyx::SiluMulMatMul on the CPU provider: Y = (silu(GU[..., :K]) · GU[..., K:]) · W
  * against a float64 reference, for float32, float16 and bfloat16, one row and several,
  * odd K and N, one thread and four; against the unfused SiluMul and MatMul kernels bit
- * for bit; refusals (shapes named) and infer. Inputs are fresh each run (the seed is
- * printed; SILU_MATMUL_SEED repeats one); outputs start poisoned (the harness fills them
- * with 0xFF bytes).
+ * for bit; refusals (shapes named; W as [N, K], transB = 1) and infer. Inputs are fresh each run
+ * (the seed is printed; SILU_MATMUL_SEED repeats one); outputs start poisoned (the harness fills
+ * them with 0xFF bytes).
  *
  * Usage: cpu_silu_matmul_test [path/to/libonyx_cpu.so]   (default: ONYX_CPU_SO)
  */
@@ -167,6 +167,8 @@ static void test_refusals(void **st) {
   expect_refused(&tg, &tw0, ONYX_STATUS_INVALID_ARGUMENT, "with K >= 1 expected");
   expect_refused(&tg, &tw16, ONYX_STATUS_INVALID_ARGUMENT,
                  "W has dtype float16; input 0's dtype float32 expected");
+  const onyx_tensor *fine[] = {&tg, &tw};
+  expect_w_kn_refused(&g_cpu, &g_fused, fine, 2);
 }
 
 static int group_setup(void **st) {

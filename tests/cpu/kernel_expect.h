@@ -24,6 +24,27 @@ static inline void expect_fail(const kh_result *r, onyx_status st, const char *f
   assert_false(r->allocated_on_error);
 }
 
+/* A fused product (RMSNormMatMul, SiluMulMatMul) given transB = 1 — W as [N, K], the
+ * layout transpose_weights writes where a provider takes it — on otherwise valid `in`:
+ * declined at placement (supports) and refused at create, both naming the layout. */
+static inline void expect_w_kn_refused(kh_provider *p, const kh_node *node,
+                                       const onyx_tensor *const *in, size_t n) {
+  static const char why[] =
+      "transB = 1 (W as [N, K]) is the CUDA decode layout; the CPU kernel reads W as [K, N]";
+  onyx_attr tb = kh_attr_int("transB", 1);
+  kh_node nk = *node;
+  nk.attrs = &tb;
+  nk.attr_count = 1;
+  kh_result r;
+  kh_run(p, &nk, in, n, &r); /* placement's supports first */
+  expect_fail(&r, ONYX_STATUS_UNSUPPORTED, why);
+  kh_result_free(&r);
+  kh_infer_result ir;
+  kh_infer(p, &nk, in, n, false, &ir); /* create without supports */
+  assert_int_equal(ir.status, ONYX_STATUS_UNSUPPORTED);
+  if (strstr(ir.error, why) == NULL) fail_msg("create's message '%s' lacks '%s'", ir.error, why);
+}
+
 static inline void expect_shape(const onyx_tensor *t, uint32_t dtype, uint32_t rank,
                                 const int64_t *dims) {
   assert_int_equal(t->dtype, dtype);
