@@ -130,11 +130,12 @@ static __device__ __forceinline__ void launch_dependents_now() {
 #endif
 }
 
+/* launch_dependent with `smem` bytes of dynamic shared memory. */
 template <class... P, class... A>
-static inline cudaError_t launch_dependent(void (*kernel)(P...), dim3 grid, unsigned threads,
-                                           cudaStream_t stream, A... args) {
+static inline cudaError_t launch_dependent_smem(void (*kernel)(P...), dim3 grid, unsigned threads,
+                                                size_t smem, cudaStream_t stream, A... args) {
   if (!onyx__cuda_pdl) {
-    kernel<<<grid, threads, 0, stream>>>(args...);
+    kernel<<<grid, threads, smem, stream>>>(args...);
     return cudaGetLastError();
   }
   cudaLaunchAttribute attr[1];
@@ -143,11 +144,17 @@ static inline cudaError_t launch_dependent(void (*kernel)(P...), dim3 grid, unsi
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = 0;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
+template <class... P, class... A>
+static inline cudaError_t launch_dependent(void (*kernel)(P...), dim3 grid, unsigned threads,
+                                           cudaStream_t stream, A... args) {
+  return launch_dependent_smem(kernel, grid, threads, 0, stream, args...);
 }
 
 /* A grid-stride launch: enough blocks to fill the device several times over, capped

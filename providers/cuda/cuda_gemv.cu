@@ -23,6 +23,8 @@
 #include <stdlib.h>
 
 #include "cuda_device.cuh"
+#include "cuda_half8.cuh"
+#include "cuda_gemv_nk.cuh"
 
 using onyx_cuda::dependent_wait;
 using onyx_cuda::launch_dependent;
@@ -32,40 +34,13 @@ namespace {
 
 constexpr int kThreads = 256, kGroups = 8, kCols = 256;
 
-__device__ __forceinline__ void widen8(uint4 v, const __half *, float *f) {
-  const __half2 *h = reinterpret_cast<const __half2 *>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 t = __half22float2(h[i]);
-    f[2 * i] = t.x;
-    f[2 * i + 1] = t.y;
-  }
-}
-
-__device__ __forceinline__ void widen8(uint4 v, const __nv_bfloat16 *, float *f) {
-  const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 t = __bfloat1622float2(h[i]);
-    f[2 * i] = t.x;
-    f[2 * i + 1] = t.y;
-  }
-}
-
-__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
-__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ void narrow(__half *p, float v) { *p = __float2half_rn(v); }
-__device__ __forceinline__ void narrow(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+using onyx_cuda::narrow;
+using onyx_cuda::widen;
+using onyx_cuda::widen8;
 
 /* 512 bytes (one warp's columns of a row) of W asked into L2 (Hopper bulk prefetch). */
 __device__ __forceinline__ void l2_prefetch_row(const void *p, unsigned bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint64_t g;
-  asm("cvta.to.global.u64 %0, %1;" : "=l"(g) : "l"(p));
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(g), "r"(bytes) : "memory");
-#else
-  (void)p, (void)bytes;
-#endif
+  onyx_cuda::l2_prefetch_bytes(p, bytes);
 }
 
 /* One step of U rows k, k + 8, ... of the thread's 8 columns: loads, then FMAs. */
@@ -234,7 +209,26 @@ extern "C" int64_t onyx__cuda_gemv_split(int64_t k, int64_t n) {
   return want < 1 ? 1 : want;
 }
 
+extern "C" bool onyx__cuda_gemv_nk_fits(int64_t m, int64_t k, int64_t n, size_t esize) {
+  return onyx_cuda::gemv_nk::fits(m, k, n, esize);
+}
+
+/* W as [N, K]: cuda_gemv_nk.cuh's kernel, A copied into shared memory. */
+template <class T>
+static cudaError_t launch_nk(const onyx__cuda_gemv_args *a, cudaStream_t stream) {
+  using namespace onyx_cuda::gemv_nk;
+  copy_prologue<T> pro = {static_cast<const T *>(a->x), a->k};
+  return launch<T>(pro, a->w, a->y, a->m, a->k, a->n, a->alpha, a->tune, stream);
+}
+
 extern "C" cudaError_t onyx__cuda_launch_gemv(const onyx__cuda_gemv_args *a, cudaStream_t stream) {
+  if (a->w_nk) {
+    if (a->m > ONYX__CUDA_GEMV_MAX_ROWS || (((uintptr_t)a->x | (uintptr_t)a->w) & 15u) != 0)
+      return cudaErrorInvalidValue;
+    if (a->dtype == ONYX_DTYPE_FLOAT16) return launch_nk<__half>(a, stream);
+    if (a->dtype == ONYX_DTYPE_BFLOAT16) return launch_nk<__nv_bfloat16>(a, stream);
+    return cudaErrorInvalidValue;
+  }
   if (a->m < 1 || a->m > ONYX__CUDA_GEMV_MAX_ROWS || a->n < 8 || a->n % 8 != 0 || a->k < 1 ||
       a->k > INT32_MAX || a->n > INT32_MAX)
     return cudaErrorInvalidValue;

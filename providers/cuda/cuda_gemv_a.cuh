@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "cuda_device.cuh"
+#include "cuda_half8.cuh"
 
 namespace onyx_cuda {
 namespace gemv_a {
@@ -32,46 +33,13 @@ constexpr int kThreads = 256, kGroups = 8, kCols = 256, kChunk = 512, kWarps = k
 constexpr int kRows = 4;                          /* rows a launch */
 constexpr int64_t kPrefetchMaxBytes = 16ll << 20; /* as cuda_gemv.cu's */
 
-__device__ __forceinline__ void widen8(uint4 v, const __half *, float *f) {
-  const __half2 *h = reinterpret_cast<const __half2 *>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 t = __half22float2(h[i]);
-    f[2 * i] = t.x;
-    f[2 * i + 1] = t.y;
-  }
-}
-
-__device__ __forceinline__ void widen8(uint4 v, const __nv_bfloat16 *, float *f) {
-  const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 t = __bfloat1622float2(h[i]);
-    f[2 * i] = t.x;
-    f[2 * i + 1] = t.y;
-  }
-}
-
-__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
-__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ void narrow(__half *p, float v) { *p = __float2half_rn(v); }
-__device__ __forceinline__ void narrow(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
-/* v rounded to T and back: A as the unfused producer would have stored it. */
-__device__ __forceinline__ float round_to(const __half *, float v) {
-  return __half2float(__float2half_rn(v));
-}
-__device__ __forceinline__ float round_to(const __nv_bfloat16 *, float v) {
-  return __bfloat162float(__float2bfloat16_rn(v));
-}
+using onyx_cuda::narrow;
+using onyx_cuda::round_to;
+using onyx_cuda::widen;
+using onyx_cuda::widen8;
 
 __device__ __forceinline__ void l2_prefetch_row(const void *p, unsigned bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint64_t g;
-  asm("cvta.to.global.u64 %0, %1;" : "=l"(g) : "l"(p));
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(g), "r"(bytes) : "memory");
-#else
-  (void)p, (void)bytes;
-#endif
+  onyx_cuda::l2_prefetch_bytes(p, bytes);
 }
 
 /* One step of U rows k, k + 8, ... of the thread's 8 columns, A from shared memory. */

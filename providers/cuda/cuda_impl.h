@@ -399,7 +399,9 @@ cudaError_t onyx__cuda_launch_reduce_sum(const onyx__cuda_reduce_args *a, cudaSt
  * m <= ONYX__CUDA_GEMV_MAX_ROWS, n a multiple of 8 and w 16-byte aligned. With
  * S = onyx__cuda_gemv_split(k, n) > 1 the K range is split across S blocks: `partial`
  * holds S x m x n float32 sums and `counters` one unsigned per 256 columns, which must
- * be zero at the first call; each call leaves them zero again. */
+ * be zero at the first call; each call leaves them zero again.
+ * w_nk: w is [n x k] instead (cuda_gemv_nk.cuh; onyx__cuda_gemv_nk_fits(m, k, n, esize)
+ * says which shapes; x, w 16-byte aligned; no partials), y = alpha·x·w^T. */
 #define ONYX__CUDA_GEMV_MAX_ROWS 4
 typedef struct onyx__cuda_gemv_args {
   uint32_t dtype; /* float16 or bfloat16 */
@@ -409,12 +411,16 @@ typedef struct onyx__cuda_gemv_args {
   float *partial;
   unsigned *counters;
   int tune; /* 0: the default; else ONYX__CUDA_GEMV_TUNE_SET | bits (the device bench) */
+  bool w_nk;
+  float alpha; /* w_nk only */
 } onyx__cuda_gemv_args;
 #define ONYX__CUDA_GEMV_TUNE_SET 0x100
-#define ONYX__CUDA_GEMV_TUNE_UNROLL8 0x1 /* 8 rows of W in flight a thread, not 4 */
-#define ONYX__CUDA_GEMV_TUNE_EARLY 0x2   /* the next kernel let in at the start */
+#define ONYX__CUDA_GEMV_TUNE_UNROLL8 0x1   /* 8 rows of W in flight a thread, not 4 */
+#define ONYX__CUDA_GEMV_TUNE_EARLY 0x2     /* the next kernel let in at the start */
+#define ONYX__CUDA_GEMV_TUNE_NK_SPLIT4 0x4 /* [N, K]: four warps a row (else one) */
 /* bits 4-7: rows of W a warp asks into L2 ahead of its loads, in 32s (0: none) */
 int64_t onyx__cuda_gemv_split(int64_t k, int64_t n);
+bool onyx__cuda_gemv_nk_fits(int64_t m, int64_t k, int64_t n, size_t esize);
 cudaError_t onyx__cuda_launch_gemv(const onyx__cuda_gemv_args *a, cudaStream_t stream);
 
 /* ------------------------------------------------------------------ kernel tables */
@@ -423,7 +429,7 @@ extern const onyx_kernel_table onyx__cuda_k_add, onyx__cuda_k_sub, onyx__cuda_k_
     onyx__cuda_k_div, onyx__cuda_k_pow, onyx__cuda_k_equal, onyx__cuda_k_where;
 extern const onyx_kernel_table onyx__cuda_k_neg, onyx__cuda_k_sqrt, onyx__cuda_k_sigmoid,
     onyx__cuda_k_tanh, onyx__cuda_k_relu, onyx__cuda_k_erf;
-extern const onyx_kernel_table onyx__cuda_k_matmul, onyx__cuda_k_gemm;
+extern const onyx_kernel_table onyx__cuda_k_matmul, onyx__cuda_k_gemm, onyx__cuda_k_fused_matmul;
 /* One tiny cuBLASLt product of each type on the provider's stream, synchronised
  * (cuda_matmul.c): cuBLASLt's start-up happens here. Milliseconds it took, or -1 when
  * a step failed (the provider still works: the first real product pays instead). */
@@ -442,13 +448,17 @@ typedef struct onyx__cuda_lt_cache {
 /* The STEP scratch bytes the MatMul kernel declares for an m x n x k product (0 when
  * it is empty); onyx__cuda_lt_product is given a view of at least this many. */
 uint64_t onyx__cuda_lt_workspace_bytes(int64_t m, int64_t n, int64_t k);
-/* Y[m x n] = A[m x k] · B[k x n], dense row-major, on the MatMul kernel's cuBLASLt path
- * (cuda_matmul.c: float32 accumulation, the heuristic told ws's bytes), on ctx's
- * stream. Errors go to ctx, naming cuBLASLt's step. */
+/* Y[m x n] = A[m x k] · B[k x n] (B stored [n x k] when trans_b), dense row-major, on
+ * the MatMul kernel's cuBLASLt path (cuda_matmul.c: float32 accumulation, the heuristic
+ * told ws's bytes), on ctx's stream. Errors go to ctx, naming cuBLASLt's step. */
 onyx_status onyx__cuda_lt_product(const onyx__cuda_provider *p, onyx__cuda_lt_cache *cache,
                                   onyx_compute_ctx *ctx, uint32_t dtype, const void *a,
-                                  const void *b, void *y, int64_t m, int64_t n, int64_t k,
-                                  const onyx_workspace_view *ws);
+                                  const void *b, bool trans_b, void *y, int64_t m, int64_t n,
+                                  int64_t k, const onyx_workspace_view *ws);
+/* The fused products' transB attribute (0 or 1; 1: W stored [N, K], what the
+ * transpose_weights pass writes), refused with a message otherwise. */
+onyx_status onyx__cuda_attr_trans_b(const onyx_node_info *node, bool *out, char *err,
+                                    size_t err_cap);
 extern const onyx_kernel_table onyx__cuda_k_softmax_1, onyx__cuda_k_softmax_13;
 extern const onyx_kernel_table onyx__cuda_k_layernorm, onyx__cuda_k_simplified_layernorm,
     onyx__cuda_k_rmsnorm, onyx__cuda_k_skip_simplified_layernorm;

@@ -24,6 +24,11 @@
  * cuBLASLt), with a SESSION region of float32 partials per K split where K is split
  * (added in a fixed order: the result does not depend on block timing).
  *
+ * com.microsoft FusedMatMul is MatMul with alpha and a transposed B (transB), the form
+ * the transpose_weights pass gives a decode product's constant weight: B as [N, K]
+ * takes the [N, K] GEMV (cuda_gemv_nk.cuh: no partials), and prompts cuBLASLt with B
+ * transposed. transA and the transBatch attributes are declined at placement.
+ *
  * Start-up: cuBLASLt sets itself up on its first product (tens of milliseconds: the
  * library, its first heuristic, its first kernels loaded). The provider runs one tiny
  * product of each type when it opens (onyx__cuda_matmul_warm_up), so that the cost
@@ -59,6 +64,7 @@ typedef struct lt_op {
 typedef struct mm_state {
   onyx__cuda_node head;
   bool gemm;
+  bool fused; /* FusedMatMul: MatMul's broadcasting, alpha, transB */
   bool trans_a, trans_b;
   float alpha, beta;
   onyx__cuda_lt_cache cache;
@@ -69,8 +75,8 @@ typedef struct mm_state {
 
 /* ------------------------------------------------------------------ geometry */
 
-static onyx_status matmul_geometry(const onyx_tensor *a, const onyx_tensor *b, mm_geo *g, char *err,
-                                   size_t err_cap) {
+static onyx_status matmul_geometry(const onyx_tensor *a, const onyx_tensor *b, bool trans_b,
+                                   mm_geo *g, char *err, size_t err_cap) {
   memset(g, 0, sizeof *g);
   if (a->rank < 1 || b->rank < 1 || a->rank > ONYX_MAX_RANK || b->rank > ONYX_MAX_RANK)
     return onyx__cuda_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
@@ -79,8 +85,10 @@ static onyx_status matmul_geometry(const onyx_tensor *a, const onyx_tensor *b, m
   /* A vector A is a 1 x K matrix, a vector B a K x 1 one; the axis is dropped again. */
   g->m = a->rank == 1 ? 1 : a->dims[a->rank - 2];
   int64_t ka = a->dims[a->rank - 1];
-  int64_t kb = b->rank == 1 ? b->dims[0] : b->dims[b->rank - 2];
-  g->n = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+  /* transB: B's last two axes are [N, K] (a vector B has none to swap). */
+  const bool tb = trans_b && b->rank > 1;
+  int64_t kb = b->rank == 1 ? b->dims[0] : b->dims[b->rank - (tb ? 1 : 2)];
+  g->n = b->rank == 1 ? 1 : b->dims[b->rank - (tb ? 2 : 1)];
   if (ka != kb)
     return onyx__cuda_fail(err, err_cap, ONYX_STATUS_INVALID_ARGUMENT,
                            "MatMul inner dimensions differ: A %s has K = %lld, B %s has K = %lld",
@@ -162,7 +170,8 @@ static onyx_status gemm_geometry(const mm_state *s, const onyx_tensor *a, const 
 
 static onyx_status mm_geometry(const mm_state *s, const onyx_tensor *a, const onyx_tensor *b,
                                mm_geo *g, char *err, size_t err_cap) {
-  return s->gemm ? gemm_geometry(s, a, b, g, err, err_cap) : matmul_geometry(a, b, g, err, err_cap);
+  return s->gemm ? gemm_geometry(s, a, b, g, err, err_cap)
+                 : matmul_geometry(a, b, s->fused && s->trans_b, g, err, err_cap);
 }
 
 /* cuBLASLt's scratch for this output: room for split-K partial sums of the whole
@@ -188,13 +197,17 @@ uint64_t onyx__cuda_lt_workspace_bytes(int64_t m, int64_t n, int64_t k) {
 
 /* The GEMV route (cuda_gemv.cu): a MatMul of at most ONYX__CUDA_GEMV_MAX_ROWS rows
  * (a decode step) in a 16-bit type with B shared by every row (fold), N a multiple of
- * 8. Taken at compute when B is also 16-byte aligned; cuBLASLt otherwise. */
+ * 8 — or, B as [N, K] (FusedMatMul transB), the shapes the [N, K] kernel takes. Taken
+ * at compute when the operands are also 16-byte aligned; cuBLASLt otherwise. */
 static bool gemv_route(const mm_state *s, const mm_geo *g, uint32_t dtype) {
   int64_t rows = g->m * g->batch;
-  return !s->gemm && s->head.provider->gemv && g->mode == MM_FOLD && rows >= 1 &&
-         rows <= ONYX__CUDA_GEMV_MAX_ROWS &&
-         (dtype == ONYX_DTYPE_FLOAT16 || dtype == ONYX_DTYPE_BFLOAT16) && g->n >= 8 &&
-         g->n % 8 == 0 && g->n <= INT32_MAX && g->k >= 1 && g->k <= INT32_MAX;
+  bool base = !s->gemm && s->head.provider->gemv && g->mode == MM_FOLD && rows >= 1 &&
+              rows <= ONYX__CUDA_GEMV_MAX_ROWS &&
+              (dtype == ONYX_DTYPE_FLOAT16 || dtype == ONYX_DTYPE_BFLOAT16);
+  if (!base) return false;
+  if (s->trans_b) return onyx__cuda_gemv_nk_fits(rows, g->k, g->n, onyx_dtype_size(dtype));
+  return s->alpha == 1.0f && g->n >= 8 && g->n % 8 == 0 && g->n <= INT32_MAX && g->k >= 1 &&
+         g->k <= INT32_MAX;
 }
 
 /* Its SESSION region: float32 partial sums of each K split, then a counter per 256
@@ -205,25 +218,54 @@ static uint64_t gemv_partial_bytes(const mm_geo *g) {
 }
 
 static uint64_t gemv_session_bytes(const mm_state *s, const mm_geo *g, uint32_t dtype) {
-  if (!gemv_route(s, g, dtype) || onyx__cuda_gemv_split(g->k, g->n) <= 1) return 0;
+  if (!gemv_route(s, g, dtype) || s->trans_b || onyx__cuda_gemv_split(g->k, g->n) <= 1) return 0;
   return gemv_partial_bytes(g) + ((uint64_t)g->n + 255u) / 256u * 4u;
 }
 
 /* ------------------------------------------------------------------ create */
 
-static onyx_status mm_create(void *provider_state, const onyx_node_info *node, bool gemm,
+enum { MM_MATMUL, MM_GEMM, MM_FUSED };
+
+/* FusedMatMul's attributes this kernel takes: transB and alpha, no transA or batch
+ * transposes; *reason says which it does not. */
+static onyx_status fused_attrs(const onyx_node_info *node, int64_t *tb, float *alpha, char *err,
+                               size_t err_cap) {
+  static const char *const declined[] = {"transA", "transBatchA", "transBatchB"};
+  onyx_status st;
+  for (size_t i = 0; i < sizeof declined / sizeof declined[0]; ++i) {
+    int64_t v = 0;
+    if ((st = onyx__cuda_attr_int(node, declined[i], 0, &v, err, err_cap))) return st;
+    if (v != 0)
+      return onyx__cuda_fail(err, err_cap, ONYX_STATUS_UNSUPPORTED,
+                             "FusedMatMul with %s = %lld is not supported on CUDA (only transB "
+                             "and alpha)",
+                             declined[i], (long long)v);
+  }
+  if ((st = onyx__cuda_attr_int(node, "transB", 0, tb, err, err_cap))) return st;
+  return onyx__cuda_attr_float(node, "alpha", 1.0f, alpha, err, err_cap);
+}
+
+static bool fused_supports(const onyx_node_info *node, char *reason, size_t reason_cap) {
+  int64_t tb = 0;
+  float alpha = 1.0f;
+  return fused_attrs(node, &tb, &alpha, reason, reason_cap) == ONYX_STATUS_OK;
+}
+
+static onyx_status mm_create(void *provider_state, const onyx_node_info *node, int kind,
                              void **out_state, char *err, size_t err_cap) {
   int64_t ta = 0, tb = 0;
   float alpha = 1.0f, beta = 1.0f;
   onyx_status st;
-  if (gemm && ((st = onyx__cuda_attr_int(node, "transA", 0, &ta, err, err_cap)) ||
-               (st = onyx__cuda_attr_int(node, "transB", 0, &tb, err, err_cap)) ||
-               (st = onyx__cuda_attr_float(node, "alpha", 1.0f, &alpha, err, err_cap)) ||
-               (st = onyx__cuda_attr_float(node, "beta", 1.0f, &beta, err, err_cap))))
+  if (kind == MM_GEMM && ((st = onyx__cuda_attr_int(node, "transA", 0, &ta, err, err_cap)) ||
+                          (st = onyx__cuda_attr_int(node, "transB", 0, &tb, err, err_cap)) ||
+                          (st = onyx__cuda_attr_float(node, "alpha", 1.0f, &alpha, err, err_cap)) ||
+                          (st = onyx__cuda_attr_float(node, "beta", 1.0f, &beta, err, err_cap))))
     return st;
+  if (kind == MM_FUSED && (st = fused_attrs(node, &tb, &alpha, err, err_cap))) return st;
   mm_state *s = onyx__cuda_state_new(sizeof *s, provider_state, node, err, err_cap);
   if (s == NULL) return ONYX_STATUS_OUT_OF_MEMORY;
-  s->gemm = gemm;
+  s->gemm = kind == MM_GEMM;
+  s->fused = kind == MM_FUSED;
   s->trans_a = ta != 0;
   s->trans_b = tb != 0;
   s->alpha = alpha;
@@ -234,12 +276,17 @@ static onyx_status mm_create(void *provider_state, const onyx_node_info *node, b
 
 static onyx_status matmul_create(void *provider_state, const onyx_node_info *node, void **out_state,
                                  char *err, size_t err_cap) {
-  return mm_create(provider_state, node, false, out_state, err, err_cap);
+  return mm_create(provider_state, node, MM_MATMUL, out_state, err, err_cap);
+}
+
+static onyx_status fused_create(void *provider_state, const onyx_node_info *node, void **out_state,
+                                char *err, size_t err_cap) {
+  return mm_create(provider_state, node, MM_FUSED, out_state, err, err_cap);
 }
 
 static onyx_status gemm_create(void *provider_state, const onyx_node_info *node, void **out_state,
                                char *err, size_t err_cap) {
-  return mm_create(provider_state, node, true, out_state, err, err_cap);
+  return mm_create(provider_state, node, MM_GEMM, out_state, err, err_cap);
 }
 
 /* ------------------------------------------------------------------ workspace, infer */
@@ -428,9 +475,9 @@ static onyx_status lt_matmul(const onyx__cuda_provider *p, onyx__cuda_lt_cache *
 
 onyx_status onyx__cuda_lt_product(const onyx__cuda_provider *p, onyx__cuda_lt_cache *cache,
                                   onyx_compute_ctx *ctx, uint32_t dtype, const void *a,
-                                  const void *b, void *y, int64_t m, int64_t n, int64_t k,
-                                  const onyx_workspace_view *ws) {
-  static const lt_op plain = {.trans_a = false, .trans_b = false, .alpha = 1.0f};
+                                  const void *b, bool trans_b, void *y, int64_t m, int64_t n,
+                                  int64_t k, const onyx_workspace_view *ws) {
+  const lt_op plain = {.trans_a = false, .trans_b = trans_b, .alpha = 1.0f};
   size_t es = onyx_dtype_size(dtype);
   const uint32_t align[3] = {alignment_of(a, 0, es), alignment_of(b, 0, es),
                              alignment_of(y, 0, es)};
@@ -512,7 +559,9 @@ static onyx_status gemv_run(mm_state *s, onyx_compute_ctx *ctx, const mm_geo *g,
       .w = b,
       .y = y,
       .partial = need ? (float *)ws->data : NULL,
-      .counters = need ? (unsigned *)((char *)ws->data + gemv_partial_bytes(g)) : NULL};
+      .counters = need ? (unsigned *)((char *)ws->data + gemv_partial_bytes(g)) : NULL,
+      .w_nk = s->trans_b,
+      .alpha = s->alpha};
   return onyx__cuda_check(ctx, onyx__cuda_launch_gemv(&args, stream), "GEMV");
 }
 
@@ -591,7 +640,8 @@ static onyx_status mm_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   uint32_t align[3];
   const onyx__cuda_provider *p = s->head.provider;
   const lt_op op = {.trans_a = s->trans_a, .trans_b = s->trans_b, .alpha = s->alpha};
-  if (gemv_route(s, &g, a->dtype) && beta == 0.0f && ((uintptr_t)bp & 15u) == 0)
+  const uintptr_t operand_bits = (uintptr_t)bp | (s->trans_b ? (uintptr_t)ap : 0);
+  if (gemv_route(s, &g, a->dtype) && beta == 0.0f && (operand_bits & 15u) == 0)
     return gemv_run(s, ctx, &g, a->dtype, ap, bp, yp);
   if (g.mode == MM_FOLD) {
     align[0] = alignment_of(ap, 0, es);
@@ -657,6 +707,23 @@ const onyx_kernel_table onyx__cuda_k_gemm = {
     .type_mask = ONYX__CUDA_FLOAT_TYPES,
     .supports = NULL,
     .create = gemm_create,
+    .destroy = onyx__cuda_destroy,
+    .workspace = mm_workspace,
+    .compute = mm_compute,
+    .infer = mm_infer,
+};
+
+const onyx_kernel_table onyx__cuda_k_fused_matmul = {
+    .struct_size = sizeof(onyx_kernel_table),
+    .version = ONYX_ABI_VERSION,
+    .domain = "com.microsoft",
+    .op_type = "FusedMatMul",
+    .since_opset = 1,
+    .until_opset = 0,
+    .type_input = 0,
+    .type_mask = ONYX__CUDA_FLOAT_TYPES,
+    .supports = fused_supports,
+    .create = fused_create,
     .destroy = onyx__cuda_destroy,
     .workspace = mm_workspace,
     .compute = mm_compute,

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "cuda_gemv_a.cuh"
+#include "cuda_gemv_nk.cuh"
 #include "cuda_silu.cuh"
 #include "cuda_silu_matmul.h"
 
@@ -43,7 +44,41 @@ template <class T> struct silu_prologue {
   }
 };
 
+/* The same A for the [N, K] kernel: all K of each row, as T, into hx[m * k + i]. */
+template <class T> struct silu_prologue_nk {
+  const T *gu;
+  int k_total;
+
+  silu_prologue_nk from_row(int64_t r0) const {
+    silu_prologue_nk p = *this;
+    p.gu = gu + r0 * 2 * (int64_t)k_total;
+    return p;
+  }
+
+  /* Every block computes all of A (K up to a few thousand): 16-byte loads, all of a
+   * thread's issued before any is used, so it costs about one L2 round trip. GU's rows
+   * are 16-byte aligned (the launcher checks; K is a multiple of 8 on this route). */
+  template <int M> __device__ __forceinline__ void fill(T *hx, int k) const {
+    const int chunks = k / 8;
+    for (int c = threadIdx.x; c < M * chunks; c += onyx_cuda::gemv_nk::kThreads) {
+      const int m = c / chunks, i = (c - m * chunks) * 8;
+      const T *r = gu + (int64_t)m * 2 * k + i;
+      float a[8], b[8], o[8];
+      onyx_cuda::widen8(__ldg(reinterpret_cast<const uint4 *>(r)), r, a);
+      onyx_cuda::widen8(__ldg(reinterpret_cast<const uint4 *>(r + k)), r, b);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) o[j] = onyx_cuda::silu_mul(a[j], b[j]);
+      *reinterpret_cast<uint4 *>(hx + (int64_t)m * k + i) = onyx_cuda::pack8<T>(o);
+    }
+    __syncthreads();
+  }
+};
+
 template <class T> cudaError_t launch_typed(const onyx__cuda_smm_args *a, cudaStream_t stream) {
+  if (a->w_nk) {
+    silu_prologue_nk<T> nk = {static_cast<const T *>(a->gu), (int)a->k};
+    return onyx_cuda::gemv_nk::launch<T>(nk, a->w, a->y, a->m, a->k, a->n, 1.0f, a->tune, stream);
+  }
   silu_prologue<T> pro = {static_cast<const T *>(a->gu), (int)a->k};
   return launch<T>(pro, a->w, a->y, a->partial, a->counters, a->m, a->k, a->n, a->tune, stream);
 }
@@ -57,8 +92,10 @@ extern "C" int64_t onyx__cuda_smm_split(int64_t k, int64_t n) {
 }
 
 extern "C" cudaError_t onyx__cuda_launch_smm(const onyx__cuda_smm_args *a, cudaStream_t stream) {
-  if (a->m < 1 || a->n < 8 || a->n % 8 != 0 || a->k < 1 || a->k > INT32_MAX / 2 ||
-      a->n > INT32_MAX || onyx__cuda_smm_split(a->k, a->n) > 65535)
+  if (a->w_nk && (a->k > INT32_MAX / 2 || (((uintptr_t)a->w | (uintptr_t)a->gu) & 15u) != 0))
+    return cudaErrorInvalidValue;
+  if (!a->w_nk && (a->m < 1 || a->n < 8 || a->n % 8 != 0 || a->k < 1 || a->k > INT32_MAX / 2 ||
+                   a->n > INT32_MAX || onyx__cuda_smm_split(a->k, a->n) > 65535))
     return cudaErrorInvalidValue;
   if (a->dtype == ONYX_DTYPE_FLOAT16) return launch_typed<__half>(a, stream);
   if (a->dtype == ONYX_DTYPE_BFLOAT16) return launch_typed<__nv_bfloat16>(a, stream);

@@ -6,6 +6,7 @@
 #define ONYX_CUDA_SILU_MATMUL_H
 
 #include <cuda_runtime.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -29,6 +30,7 @@ typedef struct onyx__cuda_smm_args {
   float *partial;
   unsigned *counters;
   int tune; /* 0: the default; else ONYX__CUDA_GEMV_TUNE_SET | bits, as the GEMV's */
+  bool w_nk; /* W is [n x k] (transB = 1): cuda_gemv_nk.cuh's kernel, no partials */
 } onyx__cuda_smm_args;
 
 int64_t onyx__cuda_smm_split(int64_t k, int64_t n);

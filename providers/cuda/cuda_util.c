@@ -215,6 +215,19 @@ onyx_status onyx__cuda_attr_int(const onyx_node_info *node, const char *name, in
                          "%s: attribute '%s' must be an int", node->op_type, name);
 }
 
+onyx_status onyx__cuda_attr_trans_b(const onyx_node_info *node, bool *out, char *err,
+                                    size_t err_cap) {
+  int64_t v = 0;
+  onyx_status st = onyx__cuda_attr_int(node, "transB", 0, &v, err, err_cap);
+  if (st != ONYX_STATUS_OK) return st;
+  if (v != 0 && v != 1)
+    return onyx__cuda_fail(err, err_cap, ONYX_STATUS_INVALID_MODEL,
+                           "%s: attribute 'transB' must be 0 or 1, got %lld", node->op_type,
+                           (long long)v);
+  *out = v == 1;
+  return ONYX_STATUS_OK;
+}
+
 onyx_status onyx__cuda_attr_float(const onyx_node_info *node, const char *name, float dflt,
                                   float *out, char *err, size_t err_cap) {
   if (onyx__pc_attr_float(node, name, dflt, out)) return ONYX_STATUS_OK;

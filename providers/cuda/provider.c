@@ -52,6 +52,7 @@ static const onyx_kernel_table *const cuda_kernels[] = {
     &onyx__cuda_k_erf,
     &onyx__cuda_k_matmul,
     &onyx__cuda_k_gemm,
+    &onyx__cuda_k_fused_matmul,
     &onyx__cuda_k_softmax_1,
     &onyx__cuda_k_softmax_13,
     &onyx__cuda_k_layernorm,

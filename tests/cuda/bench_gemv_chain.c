@@ -19,7 +19,10 @@
  * asked into L2 64 ahead; default = what the launchers choose; no-pdl = the default
  * with ordinary launches (each kernel after the one before has ended: the isolated
  * figure); int4 v1 = the default and no-pdl on the per-weight-scale kernel, beside the
- * block-sum kernel (v2) that the others use (fp16: v1 forms = the default). Every form's outputs
+ * block-sum kernel (v2) that the others use (fp16: v1 forms = the default); nk = fp16 W stored
+ * [N, K] (the transpose_weights layout, cuda_gemv_nk.cuh): default (the next kernel let in as
+ * blocks end), early (at the start), pf (rows asked into L2 before the wait), g4 (four warps a
+ * row), no-pdl. Every form's outputs
  * are checked against the definition in double on sampled columns (rel: worst error over the
  * largest |y|). Prints ratios; asserts nothing.
  */
@@ -88,7 +91,7 @@ typedef struct prod {
   int fp16;
   uint8_t *hb;
   uint16_t *hs, *hw;
-  void *b, *s, *w, *y;
+  void *b, *s, *w, *wt, *y; /* wt: W^T (fp16) */
   float *partial;
   unsigned *counters;
   size_t bytes; /* weight bytes streamed */
@@ -105,6 +108,11 @@ static void prod_init(prod *p, int64_t n, int64_t k, int fp16) {
     p->hw = malloc(cnt * 2);
     for (size_t i = 0; i < cnt; ++i) p->hw[i] = f2h(urand(-0.05f, 0.05f));
     p->w = dev_upload(p->hw, cnt * 2);
+    uint16_t *t = malloc(cnt * 2); /* W^T for the [N, K] forms */
+    for (int64_t kk = 0; kk < k; ++kk)
+      for (int64_t nn = 0; nn < n; ++nn) t[nn * k + kk] = p->hw[kk * n + nn];
+    p->wt = dev_upload(t, cnt * 2);
+    free(t);
     p->bytes = cnt * 2;
     const int64_t split = onyx__cuda_gemv_split(k, n);
     if (split > 1) {
@@ -132,6 +140,7 @@ static void prod_free(prod *p) {
   cudaFree(p->b);
   cudaFree(p->s);
   cudaFree(p->w);
+  cudaFree(p->wt);
   cudaFree(p->y);
   cudaFree(p->partial);
   cudaFree(p->counters);
@@ -142,6 +151,7 @@ typedef struct form {
   const char *name;
   int nb_tune, mm_tune;
   bool plain;
+  bool nk; /* fp16 only: W as [N, K] */
 } form;
 
 static cudaError_t prod_launch(const prod *p, const void *x, const form *f, int sms,
@@ -156,7 +166,10 @@ static cudaError_t prod_launch(const prod *p, const void *x, const form *f, int 
                               .y = p->y,
                               .partial = p->partial,
                               .counters = p->counters,
-                              .tune = f->mm_tune};
+                              .tune = f->mm_tune,
+                              .w_nk = f->nk,
+                              .alpha = 1.0f};
+    if (f->nk) a.w = p->wt;
     onyx__cuda_pdl = !f->plain;
     return onyx__cuda_launch_gemv(&a, st);
   }
@@ -274,22 +287,29 @@ static const shape layer[4] = {{"qkv 1152x896", 1152, 896},
 static const shape lm_head = {"lm_head 151936x896", 151936, 896};
 
 static const form forms[] = {
-    {"no-pdl", 0, 0, true},
-    {"late", ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2, ONYX__CUDA_GEMV_TUNE_SET, false},
+    {"no-pdl", 0, 0, true, false},
+    {"late", ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2, ONYX__CUDA_GEMV_TUNE_SET, false,
+     false},
     {"early/u8", ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2 | ONYX__CUDA_NBITS_TUNE_EARLY,
-     ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY | ONYX__CUDA_GEMV_TUNE_UNROLL8, false},
+     ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY | ONYX__CUDA_GEMV_TUNE_UNROLL8, false,
+     false},
     {"pf+early/a64",
      ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2 | ONYX__CUDA_NBITS_TUNE_PREFETCH |
          ONYX__CUDA_NBITS_TUNE_EARLY,
-     ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY | 2 << 4, false},
+     ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY | 2 << 4, false, false},
     {"pf+early/u8a64",
      ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2 | ONYX__CUDA_NBITS_TUNE_PREFETCH |
          ONYX__CUDA_NBITS_TUNE_EARLY,
      ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY | ONYX__CUDA_GEMV_TUNE_UNROLL8 | 2 << 4,
-     false},
-    {"default", 0, 0, false},
-    {"v1 default", ONYX__CUDA_NBITS_TUNE_V1, 0, false},
-    {"v1 no-pdl", ONYX__CUDA_NBITS_TUNE_V1, 0, true},
+     false, false},
+    {"default", 0, 0, false, false},
+    {"v1 default", ONYX__CUDA_NBITS_TUNE_V1, 0, false, false},
+    {"v1 no-pdl", ONYX__CUDA_NBITS_TUNE_V1, 0, true, false},
+    {"nk default", 0, 0, false, true},
+    {"nk early", 0, ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY, false, true},
+    {"nk pf", 0, ONYX__CUDA_GEMV_TUNE_SET | 1 << 4, false, true},
+    {"nk g4", 0, ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_NK_SPLIT4, false, true},
+    {"nk no-pdl", 0, 0, true, true},
 };
 #define FORMS (int)(sizeof forms / sizeof forms[0])
 
@@ -325,6 +345,7 @@ static void run_precision(int fp16, int layers, double copy, int sms, cudaStream
   printf("%-22s %-19s %9s %7s %7s %7s  %s\n", "what", "form", "us", "us/kern", "GB/s", "of copy",
          "rel err");
   for (int f = 0; f < FORMS; ++f) {
+    if (forms[f].nk && !fp16) continue;
     for (int i = 0; i < count; ++i)
       CHECK(cudaMemsetAsync(all[i].y, 0xFF, (size_t)all[i].n * 2, st));
     const double us = time_chain(ps, count, xs, &forms[f], sms, st);
@@ -351,6 +372,7 @@ static void run_precision(int fp16, int layers, double copy, int sms, cudaStream
     }
     const size_t bytes = s < 4 ? shape_bytes[s] : all[count - 1].bytes;
     for (int f = 0; f < FORMS; ++f) {
+      if (forms[f].nk && !fp16) continue;
       CHECK(cudaMemsetAsync(sel[c - 1]->y, 0xFF, (size_t)sel[c - 1]->n * 2, st));
       const double us = time_chain(sel, c, sx, &forms[f], sms, st);
       CHECK(cudaStreamSynchronize(st));
@@ -368,7 +390,7 @@ static void run_precision(int fp16, int layers, double copy, int sms, cudaStream
         const form f = {"", 0,
                         ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY |
                             (u ? ONYX__CUDA_GEMV_TUNE_UNROLL8 : 0) | ahead << 4,
-                        false};
+                        false, false};
         CHECK(cudaMemsetAsync(lm->y, 0xFF, (size_t)lm->n * 2, st));
         const double us = time_chain(&lm, 1, &lx, &f, sms, st);
         const double rel = prod_check(lm, hx896);
