@@ -911,7 +911,10 @@ static void nbits_case(uint32_t d, const nbits_variant *v) {
   mb_attr_int(node, "bits", v->bits);
   mb_attr_int(node, "block_size", v->block);
   mb_output(c.m, "y", d);
-  c.tol_scale = 2.0; /* the weights are rounded to the activations' type once */
+  /* The weights are rounded to the activations' type once, and each output is a sum of K
+   * terms near 0.1: its rounding error grows with K, not with the output (an output near
+   * zero of a K = 4864 bfloat16 product missed by 0.033 at twice the tolerance). */
+  c.tol_scale = v->k >= 2000 ? 4.0 : 2.0;
   case_run(&c);
 }
 
