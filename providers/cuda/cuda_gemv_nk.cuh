@@ -204,8 +204,9 @@ cudaError_t launch_m(const P &pro, const T *w, T *y, int k, int n, float alpha, 
 /* The default form, measured on the H200 in the 24-layer Qwen2.5-0.5B-shaped fp16 decoder
  * (tools/bench/bench_genai_cuda.py): the next kernel let in only as blocks end (955 us a
  * step; 1,147 us when let in at the start, where the following kernels' blocks sit on
- * the SMs waiting while the products they follow still stream — though a chain of bare
- * products gains from it), nothing asked into L2 (1,169 us with the ask). */
+ * the SMs waiting while the products they follow still stream — though the small qkv
+ * and o products of a bare chain gain from it), nothing asked into L2 (1,169 us with
+ * the ask). */
 inline int default_tune() { return 0; }
 
 /* ONYX_CUDA_GEMV_NK_TUNE, a number of ONYX__CUDA_GEMV_TUNE_* bits, replaces the default
