@@ -220,52 +220,23 @@ static const char *match_at(const onyx__graph *g, size_t i, const uint32_t *read
 
 /* ------------------------------------------------------------ providers */
 
-/* The instance placement would pick for a node of (domain, op, opset) whose inputs
- * are `like`'s (constants with their types, the rest of type d), or NULL. `attrs`
- * and `input_count` override like's. */
-static onyx__provider *provider_for(onyx_runtime *rt, const onyx__graph *g, const onyx__node *like,
-                                    const char *domain, const char *op, int64_t opset,
-                                    size_t input_count, const onyx_attr *attrs, size_t attr_count,
-                                    uint32_t d) {
-  bool present[NB_SLOTS + 1] = {false}, out_present[1] = {true};
-  uint32_t dtypes[NB_SLOTS + 1] = {0};
-  if (input_count > NB_SLOTS) return NULL;
-  for (size_t k = 0; k < input_count; ++k) {
-    int32_t v = input_at(like, k);
-    present[k] = v >= 0;
-    dtypes[k] = v < 0                                    ? ONYX_DTYPE_UNDEFINED
-                : onyx__value_is_constant(&g->values[v]) ? g->values[v].init.dtype
-                                                         : d;
-  }
-  onyx_node_info info = {.struct_size = sizeof info,
-                         .version = ONYX_ABI_VERSION,
-                         .name = like->name,
-                         .domain = domain,
-                         .op_type = op,
-                         .opset = opset,
-                         .input_count = input_count,
-                         .output_count = 1,
-                         .input_present = present,
-                         .output_present = out_present,
-                         .input_dtypes = dtypes,
-                         .attrs = attrs,
-                         .attr_count = attr_count};
-  onyx__provider *p = NULL;
-  const onyx__kernel *k = NULL;
-  return onyx__kernel_search(rt, &info, NULL, false, &p, &k, NULL, 0) ? p : NULL;
-}
-
 /* Whether the providers that would run the fused nodes have kernels for them: SiluMul
  * where the final Mul would run, the merged product where the product would. */
 static const char *check_providers(onyx__opt_ctx *ctx, const gus_match *m) {
   onyx_runtime *rt = ctx->session->runtime;
   const onyx__graph *g = ctx->graph;
   const onyx__node *fin = &g->nodes[m->fin], *prod = &g->nodes[m->gate];
-  onyx__provider *mul = provider_for(rt, g, fin, "", "Mul", fin->opset, 2, NULL, 0, m->dtype);
-  onyx__provider *silu = provider_for(rt, g, fin, "ai.onyx", "SiluMul", 1, 1, NULL, 0, m->dtype);
+  onyx__node bare = *fin; /* the final Mul's name and inputs, no attributes */
+  bare.attrs = NULL;
+  bare.attr_count = 0;
+  onyx__provider *mul =
+      onyx__opt_provider_for(rt, g, &bare, "", "Mul", fin->opset, fin->inputs, 2, m->dtype);
+  onyx__provider *silu =
+      onyx__opt_provider_for(rt, g, &bare, "ai.onyx", "SiluMul", 1, fin->inputs, 1, m->dtype);
   if (mul == NULL || silu != mul) return "the provider of the final Mul has no SiluMul kernel";
-  onyx__provider *before = provider_for(rt, g, prod, prod->domain, prod->op_type, prod->opset,
-                                        prod->input_count, prod->attrs, prod->attr_count, m->dtype);
+  onyx__provider *before =
+      onyx__opt_provider_for(rt, g, prod, prod->domain, prod->op_type, prod->opset, prod->inputs,
+                             prod->input_count, m->dtype);
   onyx_attr *attrs = NULL;
   if (prod->attr_count > 0) {
     attrs = malloc(prod->attr_count * sizeof *attrs);
@@ -274,8 +245,11 @@ static const char *check_providers(onyx__opt_ctx *ctx, const gus_match *m) {
     for (size_t a = 0; a < prod->attr_count; ++a)
       if (attrs[a].type == ONYX_ATTR_INT && !strcmp(attrs[a].name, "N")) attrs[a].i *= 2;
   }
-  onyx__provider *after = provider_for(rt, g, prod, prod->domain, prod->op_type, prod->opset,
-                                       prod->input_count, attrs, prod->attr_count, m->dtype);
+  onyx__node merged = *prod; /* as the merged product will be: N doubled */
+  merged.attrs = attrs;
+  onyx__provider *after =
+      onyx__opt_provider_for(rt, g, &merged, prod->domain, prod->op_type, prod->opset, prod->inputs,
+                             prod->input_count, m->dtype);
   free(attrs);
   if (before == NULL || after != before) return "the product's provider would not take it merged";
   return NULL;

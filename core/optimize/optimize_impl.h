@@ -59,6 +59,21 @@ onyx__provider *onyx__opt_provider_for(onyx_runtime *rt, const onyx__graph *g,
                                        int64_t opset, const int32_t *inputs, size_t input_count,
                                        uint32_t d);
 
+/* A pass that fuses a node into the product reading it (fuse_each.c runs its loop). */
+typedef struct onyx__opt_fusion {
+  const char *pass;   /* its name, for the log */
+  size_t match_bytes; /* the size of its match */
+  /* The match at node i into *m, or why not; *candidate: node i is the pass's head op
+   * (a refusal then counts as left). readers and reader: onyx__value_readers and
+   * onyx__value_last_reader of the graph as the pass found it. */
+  const char *(*match)(const onyx__graph *g, size_t i, const uint32_t *readers,
+                       const int32_t *reader, void *m, bool *candidate);
+  const char *(*check)(onyx__opt_ctx *ctx, const void *m); /* the providers, or why not */
+  onyx_status (*rewrite)(onyx__graph *g, const void *m, bool *dead);
+} onyx__opt_fusion;
+
+onyx_status onyx__opt_fuse_each(onyx__opt_ctx *ctx, const onyx__opt_fusion *f);
+
 /* Releases every constant initializer no node reads and no graph output names,
  * counting its bytes in ctx->stats->bytes_released. */
 onyx_status onyx__opt_release_unread(onyx__opt_ctx *ctx);

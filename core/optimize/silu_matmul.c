@@ -59,7 +59,8 @@ static const char *check_weight(const onyx__graph *g, smm_match *m) {
 
 /* The pattern at SiluMul node i, or why not. *candidate: node i is a SiluMul. */
 static const char *match_at(const onyx__graph *g, size_t i, const uint32_t *readers,
-                            const int32_t *reader, smm_match *m, bool *candidate) {
+                            const int32_t *reader, void *out, bool *candidate) {
+  smm_match *m = out;
   const onyx__node *n = &g->nodes[i];
   memset(m, 0, sizeof *m);
   m->act = i;
@@ -81,7 +82,8 @@ static const char *match_at(const onyx__graph *g, size_t i, const uint32_t *read
   return check_weight(g, m);
 }
 
-static const char *check_providers(onyx__opt_ctx *ctx, const smm_match *m) {
+static const char *check_providers(onyx__opt_ctx *ctx, const void *match) {
+  const smm_match *m = match;
   onyx_runtime *rt = ctx->session->runtime;
   const onyx__graph *g = ctx->graph;
   const onyx__node *n = &g->nodes[m->act], *p = &g->nodes[m->mm];
@@ -99,7 +101,8 @@ static const char *check_providers(onyx__opt_ctx *ctx, const smm_match *m) {
 
 /* Node m->act becomes SiluMulMatMul(gu, W) -> y; the MatMul is flagged dead (its
  * output now the fused node's). */
-static onyx_status rewrite(onyx__graph *g, const smm_match *m, bool *dead) {
+static onyx_status rewrite(onyx__graph *g, const void *match, bool *dead) {
+  const smm_match *m = match;
   int32_t *in = malloc(2 * sizeof *in);
   char *op = onyx__strdup("SiluMulMatMul");
   if (in == NULL || op == NULL) {
@@ -120,31 +123,7 @@ static onyx_status rewrite(onyx__graph *g, const smm_match *m, bool *dead) {
 }
 
 onyx_status onyx__opt_silu_matmul(onyx__opt_ctx *ctx) {
-  onyx__graph *g = ctx->graph;
-  size_t nodes = g->node_count, fused = 0;
-  uint32_t *readers = onyx__value_readers(g);
-  int32_t *reader = onyx__value_last_reader(g);
-  bool *dead = calloc(nodes + 1, sizeof *dead);
-  onyx_status st = readers && reader && dead ? ONYX_STATUS_OK : ONYX_STATUS_OUT_OF_MEMORY;
-  for (size_t i = 0; i < nodes && st == ONYX_STATUS_OK; ++i) {
-    if (dead[i]) continue;
-    smm_match m;
-    bool candidate = false;
-    const char *why = match_at(g, i, readers, reader, &m, &candidate);
-    if (why == NULL) why = check_providers(ctx, &m);
-    if (why == NULL) {
-      st = rewrite(g, &m, dead);
-      fused += st == ONYX_STATUS_OK;
-      continue;
-    }
-    if (!candidate) continue;
-    ctx->stats->nodes_skipped++;
-    onyx__log(ONYX_LOG_DEBUG, "silu_matmul: SiluMul '%s' (#%zu) stays: %s", g->nodes[i].name, i,
-              why);
-  }
-  if (fused > 0) ctx->stats->nodes_removed += onyx__graph_remove_nodes(g, dead);
-  free(readers);
-  free(reader);
-  free(dead);
-  return st;
+  static const onyx__opt_fusion fusion = {"silu_matmul", sizeof(smm_match), match_at,
+                                          check_providers, rewrite};
+  return onyx__opt_fuse_each(ctx, &fusion);
 }

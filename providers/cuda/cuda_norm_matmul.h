@@ -30,7 +30,7 @@ typedef struct onyx__cuda_nmm_args {
   float epsilon;
   float *partial;
   unsigned *counters;
-  int tune; /* 0: the default; else ONYX__CUDA_GEMV_TUNE_SET | bits, as the GEMV's */
+  int tune;  /* 0: the default; else ONYX__CUDA_GEMV_TUNE_SET | bits, as the GEMV's */
   bool w_nk; /* W is [n x k] (transB = 1): cuda_gemv_nk.cuh's kernel, no partials */
 } onyx__cuda_nmm_args;
 

@@ -29,7 +29,7 @@ typedef struct onyx__cuda_smm_args {
   void *y;
   float *partial;
   unsigned *counters;
-  int tune; /* 0: the default; else ONYX__CUDA_GEMV_TUNE_SET | bits, as the GEMV's */
+  int tune;  /* 0: the default; else ONYX__CUDA_GEMV_TUNE_SET | bits, as the GEMV's */
   bool w_nk; /* W is [n x k] (transB = 1): cuda_gemv_nk.cuh's kernel, no partials */
 } onyx__cuda_smm_args;
 

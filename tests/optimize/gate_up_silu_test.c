@@ -19,88 +19,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "loader_test_util.h"
 #include "onyx.h"
+#include "pass_fixture.h"
 
 enum { F32 = ONYX_DTYPE_FLOAT32, F16 = ONYX_DTYPE_FLOAT16, U8 = ONYX_DTYPE_UINT8, I32 = 6 };
-
-static uint64_t g_rng;
-
-static float frand(void) {
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return (float)((g_rng >> 40) * (2.0 / 16777216.0)) - 1.0f;
-}
 
 /* ------------------------------------------------------------ fixtures */
 
 /* A runtime with the CPU provider, after the Mul-only provider when `mulonly`; a host
  * budget of `host_bytes` when not 0. */
 static onyx_runtime *runtime_budget(bool mulonly, uint64_t host_bytes) {
-  char tmpl[] = "/tmp/onyx-gus-XXXXXX";
-  int fd = mkstemp(tmpl);
-  assert_true(fd >= 0);
   char budget[64] = "";
   if (host_bytes)
     snprintf(budget, sizeof budget, "[governor]\nhost = %llu\n", (unsigned long long)host_bytes);
   char text[1024];
-  int n = snprintf(text, sizeof text, "%s%s[provider.cpu]\npath = %s\n", budget,
-                   mulonly ? "[provider.mulonly]\npath = " MUL_PROVIDER "\n" : "", CPU_PROVIDER);
-  assert_int_equal(write(fd, text, (size_t)n), n);
-  close(fd);
-  onyx_runtime *rt = NULL;
-  onyx_error *e = NULL;
-  onyx_status st = onyx_runtime_create(tmpl, &rt, &e);
-  if (st != ONYX_STATUS_OK) fprintf(stderr, "runtime: %s\n", onyx_error_message(e));
-  onyx_error_free(e);
-  unlink(tmpl);
-  assert_int_equal(st, ONYX_STATUS_OK);
-  return rt;
+  snprintf(text, sizeof text, "%s%s[provider.cpu]\npath = %s\n", budget,
+           mulonly ? "[provider.mulonly]\npath = " MUL_PROVIDER "\n" : "", CPU_PROVIDER);
+  return fx_runtime_from(text);
 }
 
 static onyx_runtime *runtime_new(bool mulonly) { return runtime_budget(mulonly, 0); }
-
-static onyx_session *session_new(onyx_runtime *rt, lt_arena *a, const Onnx__ModelProto *m,
-                                 const char *disable) {
-  size_t size = 0;
-  uint8_t *bytes = lt_pack(a, m, &size);
-  onyx_session_options so = {.struct_size = sizeof so, .disable_optimizations = disable};
-  onyx_session *s = NULL;
-  onyx_error *e = NULL;
-  onyx_status st = onyx_session_create_from_bytes(rt, bytes, size, &so, &s, &e);
-  if (st != ONYX_STATUS_OK) fprintf(stderr, "session: %s\n", onyx_error_message(e));
-  onyx_error_free(e);
-  assert_int_equal(st, ONYX_STATUS_OK);
-  return s;
-}
-
-static onyx_optimization_stats stats_of(const onyx_session *s) {
-  for (size_t i = 0; i < onyx_optimization_count(); ++i) {
-    if (strcmp(onyx_optimization_name(i), "gate_up_silu") != 0) continue;
-    onyx_optimization_stats st = {.struct_size = sizeof st};
-    assert_int_equal(onyx_session_optimization_stats(s, i, &st), ONYX_STATUS_OK);
-    return st;
-  }
-  fail_msg("%s", "no pass named gate_up_silu");
-  return (onyx_optimization_stats){0};
-}
-
-static void float_init(lt_arena *a, Onnx__GraphProto *g, const char *name, size_t rank,
-                       const int64_t *dims, float scale) {
-  Onnx__TensorProto *t = lt_tensor(a, name, F32, rank, dims);
-  size_t n = 1;
-  for (size_t d = 0; d < rank; ++d) n *= (size_t)dims[d];
-  float *v = lt_alloc(a, n * sizeof *v);
-  for (size_t i = 0; i < n; ++i) v[i] = scale * frand();
-  lt_floats(a, t, v, n);
-  lt_initializer(a, g, t);
-}
 
 /* Random bytes (codes, packed zero points), or float16 ones in [-1, 1). */
 static void raw_init(lt_arena *a, Onnx__GraphProto *g, const char *name, int32_t dtype, size_t rank,
@@ -112,12 +54,12 @@ static void raw_init(lt_arena *a, Onnx__GraphProto *g, const char *name, int32_t
   uint8_t *v = lt_alloc(a, n * es);
   for (size_t i = 0; i < n; ++i) {
     if (dtype == F16) {
-      uint16_t h = (uint16_t)(0x3800u + (uint16_t)((g_rng >> 33) & 0x3ffu)); /* [0.5, 1) */
-      frand();
+      uint16_t h = (uint16_t)(0x3800u + (uint16_t)((fx_rng >> 33) & 0x3ffu)); /* [0.5, 1) */
+      fx_frand();
       memcpy(v + 2 * i, &h, 2);
     } else {
-      frand();
-      v[i] = (uint8_t)(g_rng >> 40);
+      fx_frand();
+      v[i] = (uint8_t)(fx_rng >> 40);
     }
   }
   lt_raw(a, t, v, n * es);
@@ -171,14 +113,14 @@ static void product(lt_arena *a, Onnx__ModelProto *m, const mlp_opts *o, bool up
     else if (up && o->up_f16)
       raw_init(a, g, w, F16, 2, (int64_t[]){k, N});
     else
-      float_init(a, g, w, 2, (int64_t[]){k, N}, 0.3f);
+      fx_float_init(a, g, w, 2, (int64_t[]){k, N}, 0.3f, 0.0f);
     lt_node(a, g, "MatMul", name, (const char *[]){"x", w, NULL}, (const char *[]){out, NULL});
     return;
   }
   int bits = up && o->bits_up ? o->bits_up : 4;
   int64_t blocks = (k + BLOCK - 1) / BLOCK, blob = BLOCK * bits / 8;
   raw_init(a, g, w, U8, 3, (int64_t[]){N, blocks, blob});
-  float_init(a, g, s, 2, (int64_t[]){N, blocks}, 0.02f);
+  fx_float_init(a, g, s, 2, (int64_t[]){N, blocks}, 0.02f, 0.0f);
   if (o->zp) raw_init(a, g, z, U8, 2, (int64_t[]){N, (blocks * bits + 7) / 8});
   if (o->g_idx) {
     Onnx__TensorProto *t = lt_tensor(a, gi, I32, 1, (int64_t[]){k});
@@ -187,7 +129,7 @@ static void product(lt_arena *a, Onnx__ModelProto *m, const mlp_opts *o, bool up
     lt_int32s(a, t, v, (size_t)k);
     lt_initializer(a, g, t);
   }
-  if (o->bias) float_init(a, g, b, 1, (int64_t[]){N}, 0.5f);
+  if (o->bias) fx_float_init(a, g, b, 1, (int64_t[]){N}, 0.5f, 0.0f);
   const char *in[] = {"x", w, s, o->zp ? z : "", o->g_idx ? gi : "", o->bias ? b : "", NULL};
   if (!o->bias) in[o->g_idx ? 5 : o->zp ? 4 : 3] = NULL;
   Onnx__NodeProto *n = lt_node(a, g, "MatMulNBits", name, in, (const char *[]){out, NULL});
@@ -222,80 +164,28 @@ static Onnx__ModelProto *mlp_model(lt_arena *a, const mlp_opts *o) {
   return m;
 }
 
-/* Random host inputs of every graph input (all float32 here). */
-static onyx_tensor *random_inputs(const onyx_session *s) {
-  size_t n = onyx_session_input_count(s);
-  onyx_tensor *in = calloc(n + 1, sizeof *in);
-  for (size_t i = 0; i < n; ++i) {
-    onyx_value_info info = onyx_session_input_info(s, i);
-    in[i] = (onyx_tensor){.dtype = info.dtype, .rank = (uint32_t)info.rank};
-    for (int32_t d = 0; d < info.rank; ++d) in[i].dims[d] = info.dims[d];
-    int64_t count = onyx_tensor_numel(&in[i]);
-    in[i].data = malloc((size_t)count * sizeof(float) + 1);
-    for (int64_t k = 0; k < count; ++k) ((float *)in[i].data)[k] = 3.0f * frand();
-  }
-  return in;
-}
-
-static onyx_tensor *run(onyx_session *s, const onyx_tensor *in) {
-  size_t n = onyx_session_output_count(s);
-  onyx_tensor *out = calloc(n + 1, sizeof *out);
-  onyx_error *e = NULL;
-  onyx_status st = onyx_session_run(s, NULL, in, onyx_session_input_count(s), out, &e);
-  if (st != ONYX_STATUS_OK) fprintf(stderr, "run: %s\n", onyx_error_message(e));
-  onyx_error_free(e);
-  assert_int_equal(st, ONYX_STATUS_OK);
-  return out;
-}
-
-/* Both sessions on the same fresh inputs: identical bits when `exact`, else within
- * float32 rounding of a length-K sum. */
-static void expect_same_outputs(onyx_session *opt, onyx_session *plain, bool exact) {
-  size_t nout = onyx_session_output_count(plain), nin = onyx_session_input_count(plain);
-  for (int trial = 0; trial < 3; ++trial) {
-    onyx_tensor *in = random_inputs(plain);
-    onyx_tensor *x = run(opt, in), *y = run(plain, in);
-    for (size_t o = 0; o < nout; ++o) {
-      assert_int_equal(x[o].rank, y[o].rank);
-      assert_memory_equal(x[o].dims, y[o].dims, sizeof x[o].dims);
-      const float *p = x[o].data, *q = y[o].data;
-      for (int64_t k = 0; k < onyx_tensor_numel(&x[o]); ++k) {
-        float tol = exact ? 0.0f : 1e-5f * (1.0f + (q[k] < 0 ? -q[k] : q[k]));
-        if (!(p[k] - q[k] <= tol && q[k] - p[k] <= tol))
-          fail_msg("output %zu [%lld]: fused %.9g, unfused %.9g", o, (long long)k, p[k], q[k]);
-      }
-      onyx_tensor_data_free(x[o].data);
-      onyx_tensor_data_free(y[o].data);
-    }
-    free(x);
-    free(y);
-    for (size_t i = 0; i < nin; ++i) free(in[i].data);
-    free(in);
-  }
-}
-
 /* The pass fired: the merged product and SiluMul, both on the CPU, the outputs as
  * before, the original weights freed. */
 static void expect_fused(const mlp_opts *o, uint64_t weight_bytes) {
   lt_arena a = {0};
   onyx_runtime *rt = runtime_new(false);
   Onnx__ModelProto *m = mlp_model(&a, o);
-  onyx_session *opt = session_new(rt, &a, m, NULL);
-  onyx_session *plain = session_new(rt, &a, m, "gate_up_silu");
+  onyx_session *opt = fx_session(rt, &a, m, NULL);
+  onyx_session *plain = fx_session(rt, &a, m, "gate_up_silu");
   assert_int_equal(onyx_session_node_count(plain), 5);
   assert_int_equal(onyx_session_node_count(opt), 2);
   assert_string_equal(onyx_session_node_op(opt, 0), o->nbits ? "MatMulNBits" : "MatMul");
   assert_string_equal(onyx_session_node_op(opt, 1), "SiluMul");
   assert_string_equal(onyx_session_node_provider(opt, 1), "cpu");
   if (o->nbits) assert_int_equal(onyx_session_node_attr_int(opt, 0, "N", 0), 2 * N);
-  onyx_optimization_stats st = stats_of(opt);
+  onyx_optimization_stats st = fx_pass_stats(opt, "gate_up_silu");
   assert_true(st.ran);
   assert_int_equal(st.nodes_removed, 3);
   assert_int_equal(st.nodes_skipped, 0);
   assert_int_equal(st.bytes_added, weight_bytes);
   assert_int_equal(st.bytes_released, weight_bytes);
-  assert_false(stats_of(plain).ran);
-  expect_same_outputs(opt, plain, !o->nbits);
+  assert_false(fx_pass_stats(plain, "gate_up_silu").ran);
+  fx_expect_close_outputs(opt, plain, o->nbits ? 1e-5f : 0.0f);
   onyx_session_destroy(opt);
   onyx_session_destroy(plain);
   onyx_runtime_destroy(rt);
@@ -307,11 +197,11 @@ static void expect_left(const mlp_opts *o, bool mulonly, bool counted) {
   lt_arena a = {0};
   onyx_runtime *rt = runtime_new(mulonly);
   Onnx__ModelProto *m = mlp_model(&a, o);
-  onyx_session *s = session_new(rt, &a, m, NULL);
+  onyx_session *s = fx_session(rt, &a, m, NULL);
   size_t nodes = 5 + (o->extra == EXTRA_SIGMOID || o->extra == EXTRA_UP);
   assert_int_equal(onyx_session_node_count(s), nodes);
   for (size_t i = 0; i < nodes; ++i) assert_string_not_equal(onyx_session_node_op(s, i), "SiluMul");
-  onyx_optimization_stats st = stats_of(s);
+  onyx_optimization_stats st = fx_pass_stats(s, "gate_up_silu");
   assert_true(st.ran);
   assert_int_equal(st.nodes_removed, 0);
   assert_int_equal(st.bytes_added, 0);
@@ -376,9 +266,9 @@ static void left_when_the_governor_refuses_the_merge(void **state) {
   const uint64_t w = 2 * K * N * sizeof(float);
   onyx_runtime *rt = runtime_budget(false, w + w / 2);
   Onnx__ModelProto *m = mlp_model(&a, &(mlp_opts){0});
-  onyx_session *s = session_new(rt, &a, m, NULL);
+  onyx_session *s = fx_session(rt, &a, m, NULL);
   assert_int_equal(onyx_session_node_count(s), 5);
-  onyx_optimization_stats st = stats_of(s);
+  onyx_optimization_stats st = fx_pass_stats(s, "gate_up_silu");
   assert_int_equal(st.nodes_removed, 0);
   assert_int_equal(st.nodes_skipped, 1);
   assert_int_equal(st.bytes_added, 0);
@@ -395,20 +285,16 @@ static void switches_off_by_name(void **state) {
   lt_arena a = {0};
   onyx_runtime *rt = runtime_new(false);
   Onnx__ModelProto *m = mlp_model(&a, &(mlp_opts){0});
-  onyx_session *s = session_new(rt, &a, m, "constant_folding, gate_up_silu");
+  onyx_session *s = fx_session(rt, &a, m, "constant_folding, gate_up_silu");
   assert_int_equal(onyx_session_node_count(s), 5);
-  assert_false(stats_of(s).ran);
+  assert_false(fx_pass_stats(s, "gate_up_silu").ran);
   onyx_session_destroy(s);
   onyx_runtime_destroy(rt);
   lt_arena_free(&a);
 }
 
 int main(void) {
-  const char *seed = getenv("GATE_UP_SILU_SEED");
-  g_rng = seed ? strtoull(seed, NULL, 0) : (uint64_t)time(NULL) * 2654435761u;
-  if (g_rng == 0) g_rng = 1;
-  printf("gate_up_silu_test: seed %llu (GATE_UP_SILU_SEED repeats it)\n",
-         (unsigned long long)g_rng);
+  fx_seed("gate_up_silu_test", "GATE_UP_SILU_SEED");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(fires_on_matmul_in_every_order),
       cmocka_unit_test(fires_on_matmul_nbits),

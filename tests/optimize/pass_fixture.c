@@ -15,12 +15,14 @@
 
 uint64_t fx_rng = 1;
 
-float fx_frand(void) {
+uint64_t fx_next(void) {
   fx_rng ^= fx_rng << 13;
   fx_rng ^= fx_rng >> 7;
   fx_rng ^= fx_rng << 17;
-  return (float)((fx_rng >> 40) * (2.0 / 16777216.0)) - 1.0f;
+  return fx_rng;
 }
+
+float fx_frand(void) { return (float)((fx_next() >> 40) * (2.0 / 16777216.0)) - 1.0f; }
 
 void fx_seed(const char *test, const char *env) {
   const char *seed = getenv(env);
@@ -29,13 +31,11 @@ void fx_seed(const char *test, const char *env) {
   printf("%s: seed %llu (%s repeats it)\n", test, (unsigned long long)fx_rng, env);
 }
 
-onyx_runtime *fx_runtime_cpu(void) {
+onyx_runtime *fx_runtime_from(const char *ini) {
   char tmpl[] = "/tmp/onyx-pass-XXXXXX";
   int fd = mkstemp(tmpl);
   assert_true(fd >= 0);
-  char text[1024];
-  int n = snprintf(text, sizeof text, "[provider.cpu]\npath = %s\n", CPU_PROVIDER);
-  assert_int_equal(write(fd, text, (size_t)n), n);
+  assert_int_equal(write(fd, ini, strlen(ini)), (ssize_t)strlen(ini));
   close(fd);
   onyx_runtime *rt = NULL;
   onyx_error *e = NULL;
@@ -45,6 +45,12 @@ onyx_runtime *fx_runtime_cpu(void) {
   unlink(tmpl);
   assert_int_equal(st, ONYX_STATUS_OK);
   return rt;
+}
+
+onyx_runtime *fx_runtime_cpu(void) {
+  char text[1024];
+  snprintf(text, sizeof text, "[provider.cpu]\npath = %s\n", CPU_PROVIDER);
+  return fx_runtime_from(text);
 }
 
 onyx_session *fx_session(onyx_runtime *rt, lt_arena *a, const Onnx__ModelProto *m,
@@ -108,7 +114,15 @@ static onyx_tensor *run(onyx_session *s, const onyx_tensor *in) {
   return out;
 }
 
-void fx_expect_same_outputs(onyx_session *opt, onyx_session *plain) {
+/* Whether a fused output element matches the unfused one: its bits when rel < 0, else
+ * within rel · (1 + |unfused|). */
+static bool element_matches(float fused, float plain, float rel) {
+  if (rel < 0) return memcmp(&fused, &plain, sizeof fused) == 0;
+  float tol = rel * (1.0f + (plain < 0 ? -plain : plain));
+  return fused - plain <= tol && plain - fused <= tol;
+}
+
+static void expect_outputs(onyx_session *opt, onyx_session *plain, float rel) {
   size_t nout = onyx_session_output_count(plain), nin = onyx_session_input_count(plain);
   for (int trial = 0; trial < 3; ++trial) {
     onyx_tensor *in = random_inputs(plain);
@@ -118,7 +132,7 @@ void fx_expect_same_outputs(onyx_session *opt, onyx_session *plain) {
       assert_memory_equal(x[o].dims, y[o].dims, sizeof x[o].dims);
       const float *p = x[o].data, *q = y[o].data;
       for (int64_t k = 0; k < onyx_tensor_numel(&x[o]); ++k)
-        if (memcmp(&p[k], &q[k], sizeof p[k]) != 0)
+        if (!element_matches(p[k], q[k], rel))
           fail_msg("output %zu [%lld]: fused %.9g, unfused %.9g", o, (long long)k, p[k], q[k]);
       onyx_tensor_data_free(x[o].data);
       onyx_tensor_data_free(y[o].data);
@@ -128,4 +142,22 @@ void fx_expect_same_outputs(onyx_session *opt, onyx_session *plain) {
     for (size_t i = 0; i < nin; ++i) free(in[i].data);
     free(in);
   }
+}
+
+void fx_expect_same_outputs(onyx_session *opt, onyx_session *plain) {
+  expect_outputs(opt, plain, -1.0f);
+}
+
+void fx_expect_close_outputs(onyx_session *opt, onyx_session *plain, float rel) {
+  expect_outputs(opt, plain, rel);
+}
+
+void fx_expect_one_fusion(onyx_session *opt, onyx_session *plain, const char *pass) {
+  onyx_optimization_stats st = fx_pass_stats(opt, pass);
+  assert_true(st.ran);
+  assert_int_equal(st.nodes_removed, 1);
+  assert_int_equal(st.nodes_skipped, 0);
+  assert_int_equal(st.bytes_added, 0);
+  assert_false(fx_pass_stats(plain, pass).ran);
+  fx_expect_same_outputs(opt, plain);
 }

@@ -53,12 +53,7 @@ typedef struct tw_model {
   uint64_t init_bytes; /* every initializer's */
 } tw_model;
 
-static uint16_t bits16(void) {
-  fx_rng ^= fx_rng << 13;
-  fx_rng ^= fx_rng >> 7;
-  fx_rng ^= fx_rng << 17;
-  return (uint16_t)(fx_rng >> 24);
-}
+static uint16_t bits16(void) { return (uint16_t)(fx_next() >> 24); }
 
 static size_t numel(size_t rank, const int64_t *dims) {
   size_t count = 1;
@@ -130,23 +125,6 @@ static tw_model build(lt_arena *a, const tw_opts *o) {
 
 /* ------------------------------------------------------------ runtimes */
 
-/* A runtime from `ini` (a plugins.ini text). */
-static onyx_runtime *runtime_from(const char *ini) {
-  char tmpl[] = "/tmp/onyx-tw-XXXXXX";
-  int fd = mkstemp(tmpl);
-  assert_true(fd >= 0);
-  assert_int_equal(write(fd, ini, strlen(ini)), (ssize_t)strlen(ini));
-  close(fd);
-  onyx_runtime *rt = NULL;
-  onyx_error *e = NULL;
-  onyx_status st = onyx_runtime_create(tmpl, &rt, &e);
-  if (st != ONYX_STATUS_OK) fprintf(stderr, "runtime: %s\n", onyx_error_message(e));
-  onyx_error_free(e);
-  unlink(tmpl);
-  assert_int_equal(st, ONYX_STATUS_OK);
-  return rt;
-}
-
 /* The transb provider first, the CPU provider as fallback; weights capped at
  * `weights_cap` bytes when not 0. */
 static onyx_runtime *runtime_transb(uint64_t weights_cap) {
@@ -156,7 +134,7 @@ static onyx_runtime *runtime_transb(uint64_t weights_cap) {
              (unsigned long long)weights_cap);
   snprintf(ini, sizeof ini, "%s[provider.transb]\npath = %s\n[provider.cpu]\npath = %s\n", cap,
            TRANSB_PROVIDER, CPU_PROVIDER);
-  return runtime_from(ini);
+  return fx_runtime_from(ini);
 }
 
 static uint64_t weights_used(const onyx_runtime *rt, uint64_t *peak) {
