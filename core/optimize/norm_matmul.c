@@ -4,10 +4,13 @@
  *   h, _, _, s = SkipSimplifiedLayerNormalization(x, skip, gamma)   y = MatMul(h, W)
  *   h = SimplifiedLayerNormalization(x, gamma)                       y = MatMul(h, W)
  *
- * become one ai.onyx::RMSNormMatMul(x, skip, gamma, W) -> y, s (docs/ops.md). On a GPU
- * a decode step is bound by kernel count: the norm is one small launch before each of
- * a layer's two products (qkv and gate|up), and the fused kernel recomputes each
- * row's scale in every block while it streams W, so h never goes to memory.
+ * become one ai.onyx::RMSNormMatMul(x, skip, gamma, W) -> y, s (docs/ops.md); with the
+ * int4 exports' product, y = com.microsoft::MatMulNBits(h, B, scales, zp, g_idx, bias),
+ * one ai.onyx::RMSNormMatMulNBits(x, skip, gamma, B, scales, zp, g_idx, bias) -> y, s
+ * with the norm's epsilon and the product's attributes. On a GPU a decode step is bound
+ * by kernel count: the norm is one small launch before each of a layer's two products
+ * (qkv and gate|up), and the fused kernel recomputes each row's scale in every block
+ * while it streams W, so h never goes to memory.
  *
  * It fires only when nothing else can see h: the norm's normed output has the MatMul
  * as its only reader and is no graph output, its mean and inv_std_var outputs are
@@ -17,6 +20,11 @@
  * provider that would run the norm and the product has an RMSNormMatMul kernel for the type (the
  * kernel index is read as placement will read it, so a runtime without the op never sees it). No
  * weight is copied: W and gamma are read where they are.
+ *
+ * The MatMulNBits form asks the same of the norm and of h; of the product, that B and
+ * scales (and zero points, g_idx, bias where present) are constants, gamma of its K and
+ * of its scales' type (A's); the probe sees the fused node's attributes, which its kernel
+ * reads. Only the CUDA provider has it: on a CPU-only runtime the pair stays.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +35,10 @@
 
 typedef struct nmm_match {
   size_t norm, mm; /* node indices */
-  bool skip_form;
+  bool skip_form, nbits;
   int32_t x, skip, gamma, w, h, y, sum;
   uint32_t dtype;
+  onyx__nbits_product nb; /* the MatMulNBits form's product */
 } nmm_match;
 
 static bool is_op(const onyx__node *n, const char *domain, const char *op) {
@@ -86,6 +95,23 @@ static const char *check_norm(const onyx__graph *g, const onyx__node *n, const u
   return NULL;
 }
 
+/* The MatMulNBits product p reading h, against gamma and X. */
+static const char *match_nbits(const onyx__graph *g, const onyx__node *p, nmm_match *m) {
+  const char *why = onyx__opt_nbits_product(g, p, m->h, &m->nb);
+  if (why) return why;
+  if (find_attr(p, "epsilon")) return "the MatMulNBits has an epsilon attribute of its own";
+  const onyx__value *gv = &g->values[m->gamma];
+  if (gv->init.dims[0] != m->nb.k) return "gamma's length is not the MatMulNBits' K";
+  if (gv->init.dtype != m->nb.dtype) return "gamma and the MatMulNBits' scales differ in type";
+  uint32_t xd = g->values[m->x].dtype;
+  if (xd != ONYX_DTYPE_UNDEFINED && xd != m->nb.dtype) return "X's type differs from the scales'";
+  m->nbits = true;
+  m->w = m->nb.w[0];
+  m->y = p->outputs[0];
+  m->dtype = m->nb.dtype;
+  return NULL;
+}
+
 /* The pattern at norm node i, or why not. *candidate: node i is a norm of either form. */
 static const char *match_at(const onyx__graph *g, size_t i, const uint32_t *readers,
                             const int32_t *reader, void *out, bool *candidate) {
@@ -103,9 +129,10 @@ static const char *match_at(const onyx__graph *g, size_t i, const uint32_t *read
     return "its normed output has another reader or is a graph output";
   m->mm = (size_t)reader[m->h];
   const onyx__node *p = &g->nodes[m->mm];
+  if (is_op(p, "com.microsoft", "MatMulNBits")) return match_nbits(g, p, m);
   if (!is_op(p, "", "MatMul") || p->input_count != 2 || p->output_count != 1 ||
       p->inputs[0] != m->h || p->outputs[0] < 0)
-    return "its normed output feeds no MatMul as A";
+    return "its normed output feeds no MatMul or MatMulNBits as A";
   m->w = p->inputs[1];
   m->y = p->outputs[0];
   const onyx__value *wv = &g->values[m->w], *gv = &g->values[m->gamma];
@@ -121,8 +148,38 @@ static const char *match_at(const onyx__graph *g, size_t i, const uint32_t *read
   return NULL;
 }
 
+/* The norm's inputs then the product's B, scales, zero_points, g_idx, bias. */
+static void nbits_inputs(const nmm_match *m, int32_t in[8]) {
+  in[0] = m->x, in[1] = m->skip, in[2] = m->gamma;
+  memcpy(in + 3, m->nb.w, sizeof m->nb.w);
+}
+
+/* As check_providers, for the MatMulNBits form; the fused node probed with its own
+ * attributes (the norm's epsilon, then the product's). */
+static const char *check_providers_nbits(onyx__opt_ctx *ctx, const nmm_match *m) {
+  onyx_runtime *rt = ctx->session->runtime;
+  const onyx__graph *g = ctx->graph;
+  const onyx__node *n = &g->nodes[m->norm], *p = &g->nodes[m->mm];
+  int32_t fused_in[8];
+  nbits_inputs(m, fused_in);
+  onyx__provider *pn = onyx__opt_provider_for(rt, g, n, n->domain, n->op_type, n->opset, n->inputs,
+                                              n->input_count, m->dtype);
+  onyx__provider *pm = onyx__opt_provider_for(rt, g, p, "com.microsoft", "MatMulNBits", p->opset,
+                                              p->inputs, p->input_count, m->dtype);
+  if (pn == NULL || pn != pm) return "the norm and the product would run on different providers";
+  size_t count = 0;
+  onyx_attr *attrs = onyx__opt_nbits_attrs(find_attr(n, "epsilon"), p, &count);
+  if (attrs == NULL) return "out of memory";
+  onyx__provider *pf = onyx__opt_provider_for_attrs(rt, g, n, attrs, count, "ai.onyx",
+                                                    "RMSNormMatMulNBits", 1, fused_in, 8, m->dtype);
+  free(attrs);
+  if (pf != pn) return "their provider has no RMSNormMatMulNBits kernel";
+  return NULL;
+}
+
 static const char *check_providers(onyx__opt_ctx *ctx, const void *match) {
   const nmm_match *m = match;
+  if (m->nbits) return check_providers_nbits(ctx, m);
   onyx_runtime *rt = ctx->session->runtime;
   const onyx__graph *g = ctx->graph;
   const onyx__node *n = &g->nodes[m->norm], *p = &g->nodes[m->mm];
@@ -138,10 +195,40 @@ static const char *check_providers(onyx__opt_ctx *ctx, const void *match) {
   return NULL;
 }
 
+/* Node m->norm becomes RMSNormMatMulNBits(x, skip, gamma, B, scales, zp, g_idx, bias) ->
+ * y, sum with epsilon and the product's attributes (moved, not copied); the MatMulNBits
+ * is flagged dead. Everything is allocated before the graph changes. */
+static onyx_status rewrite_nbits(onyx__graph *g, const nmm_match *m, bool *dead) {
+  onyx__node *n = &g->nodes[m->norm], *p = &g->nodes[m->mm];
+  const onyx_attr *eps = find_attr(n, "epsilon");
+  size_t count = 0;
+  onyx_attr *attrs = onyx__opt_nbits_attrs(eps, p, &count);
+  int32_t *in = malloc(8 * sizeof *in), *out = malloc(2 * sizeof *out);
+  char *op = onyx__strdup("RMSNormMatMulNBits"), *domain = onyx__strdup("ai.onyx");
+  if (attrs == NULL || in == NULL || out == NULL || op == NULL || domain == NULL) {
+    free(attrs), free(in), free(out), free(op), free(domain);
+    return ONYX_STATUS_OUT_OF_MEMORY;
+  }
+  for (size_t k = 0; k < n->output_count; ++k)
+    if (n->outputs[k] >= 0 && n->outputs[k] != m->sum) g->values[n->outputs[k]].producer = -1;
+  nbits_inputs(m, in);
+  out[0] = m->y, out[1] = m->sum;
+  onyx__opt_nbits_take_attrs(n, p, eps, attrs, count);
+  free(n->inputs), free(n->outputs), free(n->op_type), free(n->domain);
+  n->inputs = in, n->input_count = 8;
+  n->outputs = out, n->output_count = 2;
+  n->op_type = op, n->domain = domain, n->opset = 1;
+  p->outputs[0] = -1;
+  g->values[m->y].producer = (int32_t)m->norm;
+  dead[m->mm] = true;
+  return ONYX_STATUS_OK;
+}
+
 /* Node m->norm becomes RMSNormMatMul(x, skip, gamma, W) -> y, sum; the MatMul is
  * flagged dead (its output now the fused node's). */
 static onyx_status rewrite(onyx__graph *g, const void *match, bool *dead) {
   const nmm_match *m = match;
+  if (m->nbits) return rewrite_nbits(g, m, dead);
   int32_t *in = malloc(4 * sizeof *in), *out = malloc(2 * sizeof *out);
   char *op = onyx__strdup("RMSNormMatMul"), *domain = onyx__strdup("ai.onyx");
   if (in == NULL || out == NULL || op == NULL || domain == NULL) {

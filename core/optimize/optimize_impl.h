@@ -59,6 +59,39 @@ onyx__provider *onyx__opt_provider_for(onyx_runtime *rt, const onyx__graph *g,
                                        int64_t opset, const int32_t *inputs, size_t input_count,
                                        uint32_t d);
 
+/* The same with the attributes `attrs` in place of `like`'s: a fused node's before it
+ * exists. */
+onyx__provider *onyx__opt_provider_for_attrs(onyx_runtime *rt, const onyx__graph *g,
+                                             const onyx__node *like, const onyx_attr *attrs,
+                                             size_t attr_count, const char *domain, const char *op,
+                                             int64_t opset, const int32_t *inputs,
+                                             size_t input_count, uint32_t d);
+
+/* What a MatMulNBits product brings to a fused node (nbits_fusion.c). */
+enum { ONYX__NBITS_WEIGHTS = 5 }; /* inputs 1..5: B, scales, zero_points, g_idx, bias */
+typedef struct onyx__nbits_product {
+  int32_t w[ONYX__NBITS_WEIGHTS]; /* its inputs 1..5, -1 where absent */
+  int64_t k, n;                   /* its K and N attributes */
+  uint32_t dtype;                 /* the scales' type: A's */
+} onyx__nbits_product;
+
+/* Whether p, a com.microsoft::MatMulNBits, reads `a` as A with constant B and scales (and
+ * zero_points, g_idx, bias where present), positive K and N and float scales: *out
+ * filled; NULL, or why not. */
+const char *onyx__opt_nbits_product(const onyx__graph *g, const onyx__node *p, int32_t a,
+                                    onyx__nbits_product *out);
+
+/* The fused node's attributes: *lead (when not NULL) then p's, as borrowed copies (names
+ * and arrays still lead's and p's). malloc'ed, *out_count long; NULL when out of memory
+ * (or *out_count is 0). */
+onyx_attr *onyx__opt_nbits_attrs(const onyx_attr *lead, const onyx__node *p, size_t *out_count);
+
+/* Moves `attrs` (made by onyx__opt_nbits_attrs from lead, one of head's attributes or
+ * NULL, and p's) onto head: head's other attributes are freed, p keeps none. Cannot
+ * fail. */
+void onyx__opt_nbits_take_attrs(onyx__node *head, onyx__node *p, const onyx_attr *lead,
+                                onyx_attr *attrs, size_t count);
+
 /* A pass that fuses a node into the product reading it (fuse_each.c runs its loop). */
 typedef struct onyx__opt_fusion {
   const char *pass;   /* its name, for the log */

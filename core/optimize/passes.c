@@ -10,8 +10,9 @@
  * weight), and only rewires live nodes. norm_matmul next: the product it fuses may be
  * gate_up_silu's merged one. silu_matmul next: it fuses gate_up_silu's SiluMul into
  * the down product. transpose_weights last: it rewrites the products the fusions made
- * (RMSNormMatMul, SiluMulMatMul) and the MatMuls they left, storing their weights as
- * [N, K] where the provider prefers it; no pass after it looks for a MatMul.
+ * (RMSNormMatMul, SiluMulMatMul; not their MatMulNBits forms) and the MatMuls they
+ * left, storing their weights as [N, K] where the provider prefers it; no pass after it
+ * looks for a MatMul.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,11 +41,13 @@ static const onyx__opt_pass passes[] = {
     {"norm_matmul",
      "fuses an RMS norm (SkipSimplifiedLayerNormalization or SimplifiedLayerNormalization) "
      "whose normed output only a MatMul with a constant weight reads into "
-     "ai.onyx::RMSNormMatMul, where the provider has it",
+     "ai.onyx::RMSNormMatMul (only a MatMulNBits with constant weights: "
+     "ai.onyx::RMSNormMatMulNBits), where the provider has it",
      onyx__opt_norm_matmul},
     {"silu_matmul",
      "fuses an ai.onyx::SiluMul whose output only a MatMul with a constant weight reads (the "
-     "MLP's down product) into ai.onyx::SiluMulMatMul, where the provider has it",
+     "MLP's down product) into ai.onyx::SiluMulMatMul (only a MatMulNBits with constant "
+     "weights: ai.onyx::SiluMulMatMulNBits), where the provider has it",
      onyx__opt_silu_matmul},
     {"transpose_weights",
      "stores a float16 or bfloat16 constant weight read by one MatMul (which becomes "

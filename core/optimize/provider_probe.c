@@ -7,10 +7,11 @@
 
 enum { PROBE_MAX_INPUTS = 8 };
 
-onyx__provider *onyx__opt_provider_for(onyx_runtime *rt, const onyx__graph *g,
-                                       const onyx__node *like, const char *domain, const char *op,
-                                       int64_t opset, const int32_t *inputs, size_t input_count,
-                                       uint32_t d) {
+onyx__provider *onyx__opt_provider_for_attrs(onyx_runtime *rt, const onyx__graph *g,
+                                             const onyx__node *like, const onyx_attr *attrs,
+                                             size_t attr_count, const char *domain, const char *op,
+                                             int64_t opset, const int32_t *inputs,
+                                             size_t input_count, uint32_t d) {
   bool present[PROBE_MAX_INPUTS] = {false}, out_present[1] = {true};
   uint32_t dtypes[PROBE_MAX_INPUTS] = {0};
   if (input_count > PROBE_MAX_INPUTS) return NULL;
@@ -32,9 +33,17 @@ onyx__provider *onyx__opt_provider_for(onyx_runtime *rt, const onyx__graph *g,
                          .input_present = present,
                          .output_present = out_present,
                          .input_dtypes = dtypes,
-                         .attrs = like->attrs,
-                         .attr_count = like->attr_count};
+                         .attrs = attrs,
+                         .attr_count = attr_count};
   onyx__provider *p = NULL;
   const onyx__kernel *k = NULL;
   return onyx__kernel_search(rt, &info, NULL, false, &p, &k, NULL, 0) ? p : NULL;
+}
+
+onyx__provider *onyx__opt_provider_for(onyx_runtime *rt, const onyx__graph *g,
+                                       const onyx__node *like, const char *domain, const char *op,
+                                       int64_t opset, const int32_t *inputs, size_t input_count,
+                                       uint32_t d) {
+  return onyx__opt_provider_for_attrs(rt, g, like, like->attrs, like->attr_count, domain, op, opset,
+                                      inputs, input_count, d);
 }
