@@ -36,6 +36,7 @@
  *                       Gather Cast CastLike (host side)
  *   cuda_layout.cu      strided copy, gather and cast kernels
  *   cuda_matmul_nbits.*  com.microsoft MatMulNBits (decode GEMV, dequantize + cuBLASLt)
+ *   cuda_nbits_fused.c   ai.onyx RMSNormMatMulNBits, SiluMulMatMulNBits (MatMulNBits, A made in it)
  *   cuda_gather_block_quantized.*  com.microsoft GatherBlockQuantized
  *                       (launchers of both in cuda_nbits.h)
  *   attention/          GroupQueryAttention and Attention (kept by its own owner; see

@@ -22,6 +22,7 @@
 
 #include "cuda_impl.h"
 #include "cuda_nbits.h"
+#include "cuda_nbits_route.h"
 #include "nbits_params.h"
 
 /* Largest dequantized slice of B the prefill route asks for. */
@@ -65,14 +66,30 @@ static onyx_status nb_create(void *provider_state, const onyx_node_info *node, v
 
 /* ------------------------------------------------------------------ plan */
 
-enum { NB_WS_DEQUANT, NB_WS_LT, NB_WS_COUNT };
+enum { NB_WS_DEQUANT = ONYX__CUDA_NB_WS_DEQUANT, NB_WS_LT = ONYX__CUDA_NB_WS_LT, NB_WS_COUNT };
 
 typedef struct nb_plan {
   onyx__pc_nb_geom g;
-  bool gemv;
-  int64_t slice_n; /* prefill: columns of B dequantized at a time */
-  uint64_t ws[NB_WS_COUNT];
+  onyx__cuda_nb_route r;
 } nb_plan;
+
+void onyx__cuda_nb_route_make(const onyx__pc_nb_attrs *a, int64_t m, onyx__cuda_nb_route *r) {
+  memset(r, 0, sizeof *r);
+  if (m == 0) return;
+  r->gemv = m <= ONYX__CUDA_NBITS_GEMV_MAX_M &&
+            onyx__cuda_nbits_gemv_smem((int)a->bits, m, a->k_blocks, a->block_size) <=
+                ONYX__CUDA_NBITS_GEMV_MAX_SMEM;
+  if (r->gemv) return;
+  const uint64_t row = (uint64_t)a->k * 2u;
+  int64_t slice = (int64_t)(NB_SLICE_BYTES / row) / 16 * 16;
+  if (slice < 16) slice = 16;
+  r->slice_n = slice < a->n ? slice : a->n;
+  r->ws[NB_WS_DEQUANT] = ((uint64_t)r->slice_n * row + 255u) / 256u * 256u;
+  /* cuBLASLt's scratch: split-K partial sums of one slice's output, 1 to 32 MiB. */
+  double want = (double)m * (double)r->slice_n * 16.0;
+  uint64_t lt = want < (double)(1u << 20) ? (1u << 20) : (uint64_t)want;
+  r->ws[NB_WS_LT] = lt > (32u << 20) ? (32u << 20) : (lt + 255u) / 256u * 256u;
+}
 
 static onyx_status nb_plan_make(const nb_state *s, const onyx_tensor *const *in, size_t count,
                                 nb_plan *p, char *why, size_t cap) {
@@ -84,20 +101,7 @@ static onyx_status nb_plan_make(const nb_state *s, const onyx_tensor *const *in,
     return onyx__cuda_fail(why, cap, ONYX_STATUS_UNSUPPORTED,
                            "input 0 (A) is %s: the CUDA kernels take float16 or bfloat16",
                            onyx__cuda_dtype_name(p->g.t1));
-  if (p->g.m == 0) return ONYX_STATUS_OK;
-  p->gemv = p->g.m <= ONYX__CUDA_NBITS_GEMV_MAX_M &&
-            onyx__cuda_nbits_gemv_smem((int)a->bits, p->g.m, a->k_blocks, a->block_size) <=
-                ONYX__CUDA_NBITS_GEMV_MAX_SMEM;
-  if (p->gemv) return ONYX_STATUS_OK;
-  const uint64_t row = (uint64_t)a->k * 2u;
-  int64_t slice = (int64_t)(NB_SLICE_BYTES / row) / 16 * 16;
-  if (slice < 16) slice = 16;
-  p->slice_n = slice < a->n ? slice : a->n;
-  p->ws[NB_WS_DEQUANT] = ((uint64_t)p->slice_n * row + 255u) / 256u * 256u;
-  /* cuBLASLt's scratch: split-K partial sums of one slice's output, 1 to 32 MiB. */
-  double want = (double)p->g.m * (double)p->slice_n * 16.0;
-  uint64_t lt = want < (double)(1u << 20) ? (1u << 20) : (uint64_t)want;
-  p->ws[NB_WS_LT] = lt > (32u << 20) ? (32u << 20) : (lt + 255u) / 256u * 256u;
+  onyx__cuda_nb_route_make(a, p->g.m, &p->r);
   return ONYX_STATUS_OK;
 }
 
@@ -135,12 +139,12 @@ static onyx_status nb_workspace(void *state, const onyx_tensor *inputs, size_t i
     return onyx__cuda_reason(state, ONYX_STATUS_INVALID_ARGUMENT, "more than 6 inputs");
   onyx_status st = nb_plan_make(state, in, input_count, &p, why, sizeof why);
   if (st != ONYX_STATUS_OK) return onyx__cuda_reason(state, st, why);
-  if (p.gemv || p.g.m == 0) return ONYX_STATUS_OK; /* the GEMV needs none */
+  if (p.r.gemv || p.g.m == 0) return ONYX_STATUS_OK; /* the GEMV needs none */
   req->count = NB_WS_COUNT;
   req->regions[NB_WS_DEQUANT] =
-      (onyx_workspace_region){"nbits_dequant", p.ws[NB_WS_DEQUANT], 256, ONYX_LIFETIME_STEP};
+      (onyx_workspace_region){"nbits_dequant", p.r.ws[NB_WS_DEQUANT], 256, ONYX_LIFETIME_STEP};
   req->regions[NB_WS_LT] =
-      (onyx_workspace_region){"cublaslt_workspace", p.ws[NB_WS_LT], 256, ONYX_LIFETIME_STEP};
+      (onyx_workspace_region){"cublaslt_workspace", p.r.ws[NB_WS_LT], 256, ONYX_LIFETIME_STEP};
   return ONYX_STATUS_OK;
 }
 
@@ -172,11 +176,11 @@ static void nb_lt_free(nb_lt *c) {
  * Y[:, n0 : n0 + n] = A · Wᵀ (+ bias[n0 : n0 + n]) for the dequantized slice W
  * (n x K row-major). Column-major, Yᵀ (n x M, ld N) = W (K x n col-major)ᵀ · Aᵀ (K x M).
  */
-static onyx_status nb_lt_product(const nb_state *s, onyx_compute_ctx *ctx, uint32_t dtype,
-                                 const void *a, const void *w, const void *bias, void *y, int64_t m,
-                                 int64_t n, const onyx_workspace_view *lt_ws) {
-  const onyx__cuda_provider *prov = s->head.provider;
-  const int64_t k = s->attrs.k, ldy = s->attrs.n;
+static onyx_status nb_lt_product(const onyx__cuda_provider *prov, const onyx__pc_nb_attrs *at,
+                                 onyx_compute_ctx *ctx, uint32_t dtype, const void *a,
+                                 const void *w, const void *bias, void *y, int64_t m, int64_t n,
+                                 const onyx_workspace_view *lt_ws) {
+  const int64_t k = at->k, ldy = at->n;
   cudaDataType_t t = dtype == ONYX_DTYPE_FLOAT16 ? CUDA_R_16F : CUDA_R_16BF;
   nb_lt c;
   memset(&c, 0, sizeof c);
@@ -239,27 +243,25 @@ static onyx_status nb_lt_product(const nb_state *s, onyx_compute_ctx *ctx, uint3
   return ONYX_STATUS_OK;
 }
 
-/* Prefill: per slice of columns, dequantize into workspace, then one product. */
-static onyx_status nb_prefill(const nb_state *s, onyx_compute_ctx *ctx, const nb_plan *p,
-                              const onyx__cuda_nbits_args *args, void *const ws[NB_WS_COUNT]) {
-  const onyx__pc_nb_attrs *at = &s->attrs;
+onyx_status onyx__cuda_nb_prefill(const onyx__cuda_provider *prov, onyx_compute_ctx *ctx,
+                                  const onyx__pc_nb_attrs *at, const onyx__cuda_nb_route *r,
+                                  const onyx__cuda_nbits_args *args, void *dequant,
+                                  const onyx_workspace_view *lt_ws) {
   const size_t es = 2;
-  const onyx_workspace_view *lt_ws = &ctx->workspace[NB_WS_LT];
-  for (int64_t n0 = 0; n0 < at->n; n0 += p->slice_n) {
+  for (int64_t n0 = 0; n0 < at->n; n0 += r->slice_n) {
     onyx__cuda_nbits_args sl = *args;
-    sl.n = at->n - n0 < p->slice_n ? at->n - n0 : p->slice_n;
+    sl.n = at->n - n0 < r->slice_n ? at->n - n0 : r->slice_n;
     sl.b = (const uint8_t *)args->b + n0 * at->k_blocks * at->blob;
     sl.scales = (const char *)args->scales + (size_t)(n0 * at->k_blocks) * es;
     if (args->zp_kind == ONYX__PC_NB_ZP_PACKED)
       sl.zp = (const uint8_t *)args->zp + n0 * at->zp_bytes;
     else if (args->zp_kind == ONYX__PC_NB_ZP_FLOAT)
       sl.zp = (const char *)args->zp + (size_t)(n0 * at->k_blocks) * es;
-    cudaError_t e =
-        onyx__cuda_launch_nbits_dequant(&sl, ws[NB_WS_DEQUANT], (cudaStream_t)ctx->stream);
+    cudaError_t e = onyx__cuda_launch_nbits_dequant(&sl, dequant, (cudaStream_t)ctx->stream);
     if (e != cudaSuccess) return onyx__cuda_check(ctx, e, "MatMulNBits: dequantizing B");
     const void *bias = args->bias ? (const char *)args->bias + (size_t)n0 * es : NULL;
-    onyx_status st = nb_lt_product(s, ctx, args->dtype, args->a, ws[NB_WS_DEQUANT], bias,
-                                   (char *)args->y + (size_t)n0 * es, p->g.m, sl.n, lt_ws);
+    onyx_status st = nb_lt_product(prov, at, ctx, args->dtype, args->a, dequant, bias,
+                                   (char *)args->y + (size_t)n0 * es, args->m, sl.n, lt_ws);
     if (st != ONYX_STATUS_OK) return st;
   }
   return ONYX_STATUS_OK;
@@ -278,13 +280,14 @@ static onyx_status nb_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
   if (st != ONYX_STATUS_OK) return onyx__cuda_error(ctx, st, "%s", why);
   void *ws[NB_WS_COUNT] = {NULL, NULL};
   for (int i = 0; i < NB_WS_COUNT; ++i) {
-    if (p.ws[i] == 0) continue;
+    if (p.r.ws[i] == 0) continue;
     const onyx_workspace_view *v = (size_t)i < ctx->workspace_count ? &ctx->workspace[i] : NULL;
-    if (v == NULL || v->data == NULL || v->bytes < p.ws[i])
+    if (v == NULL || v->data == NULL || v->bytes < p.r.ws[i])
       return onyx__cuda_error(ctx, ONYX_STATUS_WORKSPACE_TOO_SMALL,
                               "workspace region %d (%s) has %llu bytes, %llu required", i,
                               i == NB_WS_DEQUANT ? "nbits_dequant" : "cublaslt_workspace",
-                              v ? (unsigned long long)v->bytes : 0ull, (unsigned long long)p.ws[i]);
+                              v ? (unsigned long long)v->bytes : 0ull,
+                              (unsigned long long)p.r.ws[i]);
     ws[i] = v->data;
   }
   onyx_tensor *y = NULL;
@@ -312,7 +315,9 @@ static onyx_status nb_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
                                 .split_k = 0,
                                 .tune = 0,
                                 .plain = !onyx__cuda_pdl};
-  if (!p.gemv) return nb_prefill(s, ctx, &p, &args, ws);
+  if (!p.r.gemv)
+    return onyx__cuda_nb_prefill(s->head.provider, ctx, a, &p.r, &args, ws[NB_WS_DEQUANT],
+                                 &ctx->workspace[NB_WS_LT]);
   return onyx__cuda_check(ctx, onyx__cuda_launch_nbits_gemv(&args, (cudaStream_t)ctx->stream),
                           "MatMulNBits GEMV");
 }

@@ -37,7 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_half8.cuh"
 #include "cuda_nbits.h"
+#include "cuda_silu.cuh"
 #include "onyx_abi.h"
 
 namespace {
@@ -69,6 +71,14 @@ struct gemv_params {
   int red_off;  /* bytes from the activations to the split-K sums in shared memory */
   int tune;     /* ONYX__CUDA_NBITS_TUNE_* bits */
   int sc2;      /* v2: a lane's two scales one aligned 32-bit load (blocks of 32, even kb) */
+  /* The A operand's prologue (ONYX__CUDA_NBITS_PRO_*): a itself; the RMS norm of
+   * a (= X) + skip times gamma, S = X + skip from block 0; or silu(gate)·up of
+   * a (= GU, rows of 2K: the gate's K, then the up's). */
+  int pro;
+  const uint16_t *skip, *gamma;
+  uint16_t *sum;
+  float eps;
+  int vec8; /* K a multiple of 8 and every row pointer 16-byte aligned: A in 16-byte loads */
 };
 
 __device__ __forceinline__ uint32_t h2u(__half2 h) {
@@ -263,18 +273,71 @@ __device__ __forceinline__ void load_codes(const uint8_t *src, bool ok, uint32_t
   }
 }
 
+/* Element e of X + skip in float (the norm prologue's row value). */
+template <typename T> __device__ __forceinline__ float x_plus_skip(const gemv_params &p, size_t e) {
+  const float v = f16t<T>::to_f(__ldg(p.a + e));
+  return p.skip != nullptr ? v + f16t<T>::to_f(__ldg(p.skip + e)) : v;
+}
+
+/* inv[m] = 1 / rms(X + skip) of each row, by the whole block (block 0 also writes S):
+ * every block reads the rows (K up to a few thousand, from L2) so that none waits for
+ * another. Ends with the block synchronised. */
+template <typename T> __device__ void norm_scales(const gemv_params &p, float *inv) {
+  __shared__ float part[ONYX__CUDA_NBITS_GEMV_MAX_M][kMaxSplit];
+  const bool writes_sum = p.sum != nullptr && blockIdx.x == 0;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  for (int mm = 0; mm < p.m; ++mm) {
+    const size_t row = (size_t)mm * p.k;
+    float ss = 0.0f;
+    for (int k = threadIdx.x; k < p.k; k += blockDim.x) {
+      const float v = x_plus_skip<T>(p, row + k);
+      ss = fmaf(v, v, ss);
+      if (writes_sum) p.sum[row + k] = f16t<T>::from_f(v);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xFFFFFFFFu, ss, o);
+    if (lane == 0) part[mm][warp] = ss;
+  }
+  __syncthreads();
+  if ((int)threadIdx.x < p.m) {
+    float t = 0.0f;
+    for (int w = 0; w < warps; ++w) t += part[threadIdx.x][w];
+    inv[threadIdx.x] = rsqrtf(t / (float)p.k + p.eps);
+  }
+  __syncthreads();
+}
+
+/* Element (mm, k) of A as the prologue makes it, rounded to T once as the unfused
+ * producer (the norm, SiluMul) stored it. */
+template <typename T>
+__device__ __forceinline__ uint16_t act_value(const gemv_params &p, int mm, int k,
+                                              const float *inv) {
+  if (p.pro == ONYX__CUDA_NBITS_PRO_NORM) {
+    const float g = f16t<T>::to_f(__ldg(p.gamma + k));
+    return f16t<T>::from_f(x_plus_skip<T>(p, (size_t)mm * p.k + k) * inv[mm] * g);
+  }
+  if (p.pro == ONYX__CUDA_NBITS_PRO_SILU) {
+    const uint16_t *r = p.a + (size_t)mm * 2 * p.k + k;
+    return f16t<T>::from_f(
+        onyx_cuda::silu_mul_fast(f16t<T>::to_f(__ldg(r)), f16t<T>::to_f(__ldg(r + p.k))));
+  }
+  return p.a[(size_t)mm * p.k + k];
+}
+
 /* Activations, in the dequantization's pair order, into shared memory: rows of kc
  * halves (zero past K), a_stride apart. */
-template <int BITS>
+template <typename T, int BITS>
 __device__ __forceinline__ void fill_activations(const gemv_params &p, uint16_t *sa) {
   constexpr int G = BITS == 4 ? 8 : 4;
+  __shared__ float inv[ONYX__CUDA_NBITS_GEMV_MAX_M];
+  if (p.pro == ONYX__CUDA_NBITS_PRO_NORM) norm_scales<T>(p, inv);
   const int per_row = p.kc / G, groups = p.m * per_row;
   for (int t = threadIdx.x; t < groups; t += blockDim.x) {
     const int mm = t / per_row, k0 = (t % per_row) * G;
-    const uint16_t *src = p.a + (size_t)mm * p.k;
     uint16_t v[G];
 #pragma unroll
-    for (int i = 0; i < G; ++i) v[i] = k0 + i < p.k ? src[k0 + i] : (uint16_t)0;
+    for (int i = 0; i < G; ++i)
+      v[i] = k0 + i < p.k ? act_value<T>(p, mm, k0 + i, inv) : (uint16_t)0;
     uint16_t *dst = sa + (size_t)mm * p.a_stride + k0;
     if constexpr (BITS == 4) {
       uint4 o;
@@ -290,6 +353,118 @@ __device__ __forceinline__ void fill_activations(const gemv_params &p, uint16_t 
       *reinterpret_cast<uint2 *>(dst) = o;
     }
   }
+}
+
+/* ---- the same in 16-byte loads (vec8): a thread takes 8 consecutive elements */
+
+/* Eight elements of src from element e, widened to float. */
+template <typename T>
+__device__ __forceinline__ void load8(const uint16_t *src, size_t e, float (&v)[8]) {
+  onyx_cuda::widen8(__ldg(reinterpret_cast<const uint4 *>(src + e)),
+                    static_cast<const T *>(nullptr), v);
+}
+
+/* Eight elements of X + skip from element e. */
+template <typename T>
+__device__ __forceinline__ void x_plus_skip8(const gemv_params &p, size_t e, float (&v)[8]) {
+  load8<T>(p.a, e, v);
+  if (p.skip == nullptr) return;
+  float s[8];
+  load8<T>(p.skip, e, s);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) v[j] += s[j];
+}
+
+/* norm_scales with 16-byte loads (the rows are read again from L1 by the fill). */
+template <typename T> __device__ void norm_scales8(const gemv_params &p, float *inv) {
+  __shared__ float part[ONYX__CUDA_NBITS_GEMV_MAX_M][kMaxSplit];
+  const bool writes_sum = p.sum != nullptr && blockIdx.x == 0;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  const int chunks = p.k / 8;
+  for (int mm = 0; mm < p.m; ++mm) {
+    const size_t row = (size_t)mm * p.k;
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
+      float v[8];
+      x_plus_skip8<T>(p, row + (size_t)c * 8, v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ss = fmaf(v[j], v[j], ss);
+      if (writes_sum)
+        *reinterpret_cast<uint4 *>(p.sum + row + (size_t)c * 8) = onyx_cuda::pack8<T>(v);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xFFFFFFFFu, ss, o);
+    if (lane == 0) part[mm][warp] = ss;
+  }
+  __syncthreads();
+  if ((int)threadIdx.x < p.m) {
+    float t = 0.0f;
+    for (int w = 0; w < warps; ++w) t += part[threadIdx.x][w];
+    inv[threadIdx.x] = rsqrtf(t / (float)p.k + p.eps);
+  }
+  __syncthreads();
+}
+
+/* Eight consecutive activations (raw words, two a word, in k order) into shared memory
+ * in the pair order: (k0, k4), (k1, k5), ... for 4-bit codes, per 4 for 8-bit ones. */
+template <int BITS> __device__ __forceinline__ void store8(uint16_t *dst, uint4 w) {
+  if constexpr (BITS == 4) {
+    *reinterpret_cast<uint4 *>(dst) =
+        make_uint4(__byte_perm(w.x, w.z, 0x5410), __byte_perm(w.x, w.z, 0x7632),
+                   __byte_perm(w.y, w.w, 0x5410), __byte_perm(w.y, w.w, 0x7632));
+  } else {
+    *reinterpret_cast<uint2 *>(dst) =
+        make_uint2(__byte_perm(w.x, w.y, 0x5410), __byte_perm(w.x, w.y, 0x7632));
+    *reinterpret_cast<uint2 *>(dst + 4) =
+        make_uint2(__byte_perm(w.z, w.w, 0x5410), __byte_perm(w.z, w.w, 0x7632));
+  }
+}
+
+/* Eight elements of A from (mm, k0) as the prologue makes them, as raw words. */
+template <typename T>
+__device__ __forceinline__ uint4 act8(const gemv_params &p, int mm, int k0, const float *inv) {
+  if (p.pro == ONYX__CUDA_NBITS_PRO_NONE)
+    return __ldg(reinterpret_cast<const uint4 *>(p.a + (size_t)mm * p.k + k0));
+  float v[8];
+  if (p.pro == ONYX__CUDA_NBITS_PRO_NORM) {
+    float g[8];
+    x_plus_skip8<T>(p, (size_t)mm * p.k + k0, v);
+    load8<T>(p.gamma, (size_t)k0, g);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = v[j] * inv[mm] * g[j];
+  } else {
+    float u[8];
+    load8<T>(p.a, (size_t)mm * 2 * p.k + k0, v);
+    load8<T>(p.a, (size_t)mm * 2 * p.k + p.k + k0, u);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = onyx_cuda::silu_mul_fast(v[j], u[j]);
+  }
+  return onyx_cuda::pack8<T>(v);
+}
+
+/* fill_activations in 16-byte loads: K a multiple of 8, so each thread's 8 elements are
+ * one group of 4-bit codes (two of 8-bit ones); zeros from K to kc. */
+template <typename T, int BITS>
+__device__ __forceinline__ void fill_activations8(const gemv_params &p, uint16_t *sa) {
+  __shared__ float inv[ONYX__CUDA_NBITS_GEMV_MAX_M];
+  if (p.pro == ONYX__CUDA_NBITS_PRO_NORM) norm_scales8<T>(p, inv);
+  const int chunks = p.k / 8, pads = (p.kc - p.k) / 8;
+#pragma unroll 2
+  for (int t = threadIdx.x; t < p.m * chunks; t += blockDim.x) {
+    const int mm = t / chunks, k0 = (t % chunks) * 8;
+    store8<BITS>(sa + (size_t)mm * p.a_stride + k0, act8<T>(p, mm, k0, inv));
+  }
+  for (int t = threadIdx.x; t < p.m * pads; t += blockDim.x)
+    *reinterpret_cast<uint4 *>(sa + (size_t)(t / pads) * p.a_stride + p.k + (t % pads) * 8) =
+        make_uint4(0u, 0u, 0u, 0u);
+}
+
+template <typename T, int BITS>
+__device__ __forceinline__ void fill_a(const gemv_params &p, uint16_t *sa) {
+  if (p.vec8)
+    fill_activations8<T, BITS>(p, sa);
+  else
+    fill_activations<T, BITS>(p, sa);
 }
 
 /*
@@ -451,7 +626,7 @@ __global__ void __launch_bounds__(MODE == kPlain ? kWarps * 32 : kMaxSplit * 32,
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   if constexpr (MODE == kPlain) {
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    fill_activations<BITS>(p, sa);
+    fill_a<T, BITS>(p, sa);
     __syncthreads();
     for (int j = part; active && j < p.nj; j += 2 * p.wk) {
       batch<BITS, VEC> t;
@@ -463,7 +638,7 @@ __global__ void __launch_bounds__(MODE == kPlain ? kWarps * 32 : kMaxSplit * 32,
     batch<BITS, VEC> cur;
     if (active) load_batch<BITS, VEC>(p, row0, row1, r0, r1, part, c4, cur);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    fill_activations<BITS>(p, sa);
+    fill_a<T, BITS>(p, sa);
     __syncthreads();
     for (int j = part; active && j < p.nj; j += 2 * p.wk) {
       batch<BITS, VEC> next;
@@ -650,7 +825,7 @@ __global__ void __launch_bounds__(kMaxSplit * 32, 1) nbits_gemv2(gemv_params p) 
   batch2<NB, ZP> t;
   if (active) load_batch2<NB, ZP>(p, row0, row1, r0, r1, part, c4, t);
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  fill_activations<4>(p, sa);
+  fill_a<T, 4>(p, sa);
   if (threadIdx.x < 16) reinterpret_cast<uint32_t *>(sa + p.kc)[threadIdx.x] = 0u;
   __syncthreads();
   float acc0 = 0.0f, acc1 = 0.0f;
@@ -868,6 +1043,15 @@ gemv_params make_params(const onyx__cuda_nbits_args *a) {
   p.row_bytes = (int)(a->k_blocks * a->block_size * a->bits / 8);
   p.zp_row = (int)a->zp_row;
   p.zp_kind = a->zp_kind;
+  p.pro = a->prologue;
+  p.skip = static_cast<const uint16_t *>(a->skip);
+  p.gamma = static_cast<const uint16_t *>(a->gamma);
+  p.sum = static_cast<uint16_t *>(a->sum);
+  p.eps = a->epsilon;
+  const uintptr_t rows = reinterpret_cast<uintptr_t>(a->a) | reinterpret_cast<uintptr_t>(a->skip) |
+                         reinterpret_cast<uintptr_t>(a->gamma) |
+                         reinterpret_cast<uintptr_t>(a->sum);
+  p.vec8 = a->k % 8 == 0 && (rows & 15u) == 0;
   return p;
 }
 
@@ -884,6 +1068,9 @@ extern "C" cudaError_t onyx__cuda_launch_nbits_gemv(const onyx__cuda_nbits_args 
                                                     cudaStream_t stream) {
   if (a->m <= 0 || a->n <= 0) return cudaSuccess;
   if (a->m > ONYX__CUDA_NBITS_GEMV_MAX_M || (a->bits != 4 && a->bits != 8) || a->k <= 0)
+    return cudaErrorInvalidValue;
+  if (a->prologue < ONYX__CUDA_NBITS_PRO_NONE || a->prologue > ONYX__CUDA_NBITS_PRO_SILU ||
+      (a->prologue == ONYX__CUDA_NBITS_PRO_NORM && a->gamma == nullptr))
     return cudaErrorInvalidValue;
   gemv_params p = make_params(a);
   const uintptr_t addr = reinterpret_cast<uintptr_t>(a->b);

@@ -37,6 +37,13 @@ extern "C" {
 #define ONYX__CUDA_NBITS_TUNE_V1 0x10  /* the default choice, on the per-weight-scale kernel */
 #define ONYX__CUDA_NBITS_TUNE_NB8 0x20 /* v2 loads 8 chunk groups at a time, not 4 */
 
+/* What the GEMV computes its A operand from (ai.onyx RMSNormMatMulNBits and
+ * SiluMulMatMulNBits, docs/ops.md): each block makes A in shared memory after the PDL
+ * wait, rounded to the activations' type once, as the unfused producer stored it. */
+#define ONYX__CUDA_NBITS_PRO_NONE 0 /* a is A */
+#define ONYX__CUDA_NBITS_PRO_NORM 1 /* a is X: A = rmsnorm(X + skip)·gamma, S = X + skip */
+#define ONYX__CUDA_NBITS_PRO_SILU 2 /* a is GU [m, 2k]: A = silu(gate)·up */
+
 /* One MatMulNBits product, Y[m, n] = A[m, :] · dequant(B)[n, :] (+ bias[n]). */
 typedef struct onyx__cuda_nbits_args {
   uint32_t dtype; /* A, scales, bias, float zero points and Y: float16 or bfloat16 */
@@ -52,6 +59,13 @@ typedef struct onyx__cuda_nbits_args {
   int split_k;  /* GEMV warps sharing one tile's K: 1, 2, 4, 8 or 16; 0: chosen from the shape */
   int tune;     /* GEMV: 0, or ONYX__CUDA_NBITS_TUNE_SET | TUNE_* bits */
   bool plain;   /* GEMV: an ordinary launch, not a programmatic dependent (option.pdl = false) */
+  /* GEMV only: the A operand's prologue (ONYX__CUDA_NBITS_PRO_*; 0 for MatMulNBits) and
+   * its inputs: skip (may be NULL) and gamma [k] of the norm, S [m, k] written by the
+   * norm (may be NULL), epsilon. */
+  int prologue;
+  const void *skip, *gamma;
+  void *sum;
+  float epsilon;
 } onyx__cuda_nbits_args;
 
 /* Dynamic shared memory the GEMV needs for these rows (an upper bound over its load

@@ -24,6 +24,15 @@ static __device__ __forceinline__ float silu_mul(float a, float b) {
   return act * b;
 }
 
+/* The same with the hardware's approximate exp2 and reciprocal: within a few float32
+ * ulps of silu_mul, far below a 16-bit type's rounding. For prologues that every block
+ * of a grid repeats over a whole row (cuda_matmul_nbits.cu: 56 blocks each make the
+ * 4,864 activations of a 0.5B down product), where silu_mul's exact expf and division
+ * were the kernel's critical path. */
+static __device__ __forceinline__ float silu_mul_fast(float a, float b) {
+  return a * b * __frcp_rn(1.0f + exp2f(-a * 1.4426950408889634f));
+}
+
 } // namespace onyx_cuda
 
 #endif /* ONYX_CUDA_SILU_CUH */

@@ -24,6 +24,9 @@
 extern const onyx_kernel_table onyx__cuda_k_silu_mul;        /* cuda_silu_mul.c */
 extern const onyx_kernel_table onyx__cuda_k_rms_norm_matmul; /* cuda_norm_matmul.c */
 extern const onyx_kernel_table onyx__cuda_k_silu_mul_matmul; /* cuda_silu_matmul.c */
+/* cuda_nbits_fused.c */
+extern const onyx_kernel_table onyx__cuda_k_rms_norm_matmul_nbits;
+extern const onyx_kernel_table onyx__cuda_k_silu_mul_matmul_nbits;
 
 /* The attention kernels (GroupQueryAttention, Attention) live in attention/, kept by
  * their own owner. When that folder provides attention_kernels.h it defines
@@ -79,9 +82,11 @@ static const onyx_kernel_table *const cuda_kernels[] = {
     &onyx__cuda_k_castlike,
     &onyx__cuda_k_matmul_nbits,
     &onyx__cuda_k_gather_block_quantized,
-    &onyx__cuda_k_silu_mul,        /* ai.onyx, made by the gate_up_silu optimization */
-    &onyx__cuda_k_rms_norm_matmul, /* ai.onyx, made by the norm_matmul optimization */
-    &onyx__cuda_k_silu_mul_matmul, /* ai.onyx, made by the silu_matmul optimization */
+    &onyx__cuda_k_silu_mul,              /* ai.onyx, made by the gate_up_silu optimization */
+    &onyx__cuda_k_rms_norm_matmul,       /* ai.onyx, made by the norm_matmul optimization */
+    &onyx__cuda_k_silu_mul_matmul,       /* ai.onyx, made by the silu_matmul optimization */
+    &onyx__cuda_k_rms_norm_matmul_nbits, /* ai.onyx, norm_matmul into MatMulNBits */
+    &onyx__cuda_k_silu_mul_matmul_nbits, /* ai.onyx, silu_matmul into MatMulNBits */
 #ifdef ONYX_CUDA_ATTENTION_KERNELS
     ONYX_CUDA_ATTENTION_KERNELS,
 #endif

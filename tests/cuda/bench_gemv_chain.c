@@ -95,6 +95,10 @@ typedef struct prod {
   float *partial;
   unsigned *counters;
   size_t bytes; /* weight bytes streamed */
+  /* The fused int4 form: the prologue this product takes (a norm before qkv, gate|up
+   * and the lm_head; silu(gate)·up before down; none before o) and its inputs. */
+  int pro;
+  const void *fx; /* X (norm) or GU (SiLU) */
 } prod;
 
 static void prod_init(prod *p, int64_t n, int64_t k, int fp16) {
@@ -152,7 +156,12 @@ typedef struct form {
   int nb_tune, mm_tune;
   bool plain;
   bool nk; /* fp16 only: W as [N, K] */
+  bool
+      fused; /* int4 only: A made by the GEMV's prologue (RMSNormMatMulNBits, SiluMulMatMulNBits) */
 } form;
+
+/* The fused form's shared inputs: X, skip and gamma of every norm, its S, and GU. */
+static struct { void *x, *skip, *gamma, *sum, *gu; } fin;
 
 static cudaError_t prod_launch(const prod *p, const void *x, const form *f, int sms,
                                cudaStream_t st) {
@@ -189,6 +198,14 @@ static cudaError_t prod_launch(const prod *p, const void *x, const form *f, int 
   a.sm_count = sms;
   a.tune = f->nb_tune;
   a.plain = f->plain;
+  if (f->fused && p->pro != ONYX__CUDA_NBITS_PRO_NONE) {
+    a.prologue = p->pro;
+    a.a = p->fx;
+    a.skip = fin.skip;
+    a.gamma = fin.gamma;
+    a.sum = fin.sum;
+    a.epsilon = 1e-6f;
+  }
   return onyx__cuda_launch_nbits_gemv(&a, st);
 }
 
@@ -287,29 +304,31 @@ static const shape layer[4] = {{"qkv 1152x896", 1152, 896},
 static const shape lm_head = {"lm_head 151936x896", 151936, 896};
 
 static const form forms[] = {
-    {"no-pdl", 0, 0, true, false},
+    {"no-pdl", 0, 0, true, false, false},
     {"late", ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2, ONYX__CUDA_GEMV_TUNE_SET, false,
-     false},
+     false, false},
     {"early/u8", ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2 | ONYX__CUDA_NBITS_TUNE_EARLY,
      ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY | ONYX__CUDA_GEMV_TUNE_UNROLL8, false,
-     false},
+     false, false},
     {"pf+early/a64",
      ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2 | ONYX__CUDA_NBITS_TUNE_PREFETCH |
          ONYX__CUDA_NBITS_TUNE_EARLY,
-     ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY | 2 << 4, false, false},
+     ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY | 2 << 4, false, false, false},
     {"pf+early/u8a64",
      ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2 | ONYX__CUDA_NBITS_TUNE_PREFETCH |
          ONYX__CUDA_NBITS_TUNE_EARLY,
      ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY | ONYX__CUDA_GEMV_TUNE_UNROLL8 | 2 << 4,
-     false, false},
-    {"default", 0, 0, false, false},
-    {"v1 default", ONYX__CUDA_NBITS_TUNE_V1, 0, false, false},
-    {"v1 no-pdl", ONYX__CUDA_NBITS_TUNE_V1, 0, true, false},
-    {"nk default", 0, 0, false, true},
-    {"nk early", 0, ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY, false, true},
-    {"nk pf", 0, ONYX__CUDA_GEMV_TUNE_SET | 1 << 4, false, true},
-    {"nk g4", 0, ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_NK_SPLIT4, false, true},
-    {"nk no-pdl", 0, 0, true, true},
+     false, false, false},
+    {"default", 0, 0, false, false, false},
+    {"v1 default", ONYX__CUDA_NBITS_TUNE_V1, 0, false, false, false},
+    {"v1 no-pdl", ONYX__CUDA_NBITS_TUNE_V1, 0, true, false, false},
+    {"fused default", 0, 0, false, false, true},
+    {"fused no-pdl", 0, 0, true, false, true},
+    {"nk default", 0, 0, false, true, false},
+    {"nk early", 0, ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY, false, true, false},
+    {"nk pf", 0, ONYX__CUDA_GEMV_TUNE_SET | 1 << 4, false, true, false},
+    {"nk g4", 0, ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_NK_SPLIT4, false, true, false},
+    {"nk no-pdl", 0, 0, true, true, false},
 };
 #define FORMS (int)(sizeof forms / sizeof forms[0])
 
@@ -318,6 +337,53 @@ static void print_row(const char *what, const char *fname, double us, int kernel
   const double gbs = (double)bytes / (us * 1e-6) / 1e9;
   printf("%-22s %-19s %9.2f %7.2f %7.0f %6.1f%%  %.1e\n", what, fname, us, us / kernels, gbs,
          100.0 * gbs / copy, rel);
+}
+
+/* Host copies of what the fused form's prologues make: the normed rows of X + skip and
+ * silu(gate)·up, each rounded to float16 as the kernels round them. */
+static uint16_t fin_hnorm[896], fin_hsilu[4864];
+
+static float silu_mul_f(float a, float b) {
+  const float s = a >= 0.0f ? 1.0f / (1.0f + expf(-a)) : expf(a) / (1.0f + expf(a));
+  return a * s * b;
+}
+
+static void fused_inputs_init(void) {
+  uint16_t hx[896], hs[896], hg[896], hgu[9728];
+  double ss = 0;
+  for (int i = 0; i < 896; ++i) {
+    hx[i] = f2h(urand(-3.0f, 3.0f));
+    hs[i] = f2h(urand(-3.0f, 3.0f));
+    hg[i] = f2h(urand(0.5f, 1.5f));
+    const float v = h2f(hx[i]) + h2f(hs[i]);
+    ss += (double)v * v;
+  }
+  const float inv = 1.0f / sqrtf((float)(ss / 896) + 1e-6f);
+  for (int i = 0; i < 896; ++i) fin_hnorm[i] = f2h((h2f(hx[i]) + h2f(hs[i])) * inv * h2f(hg[i]));
+  for (int i = 0; i < 9728; ++i) hgu[i] = f2h(urand(-2.0f, 2.0f));
+  for (int i = 0; i < 4864; ++i) fin_hsilu[i] = f2h(silu_mul_f(h2f(hgu[i]), h2f(hgu[4864 + i])));
+  fin.x = dev_upload(hx, sizeof hx);
+  fin.skip = dev_upload(hs, sizeof hs);
+  fin.gamma = dev_upload(hg, sizeof hg);
+  fin.gu = dev_upload(hgu, sizeof hgu);
+  CHECK(cudaMalloc(&fin.sum, 896 * 2));
+}
+
+static void fused_inputs_free(void) {
+  cudaFree(fin.x);
+  cudaFree(fin.skip);
+  cudaFree(fin.gamma);
+  cudaFree(fin.gu);
+  cudaFree(fin.sum);
+  memset(&fin, 0, sizeof fin);
+}
+
+/* The A a product of form f multiplies (host copy, for the check). */
+static const uint16_t *prod_input(const prod *p, const form *f, const uint16_t *hx896,
+                                  const uint16_t *hx4864) {
+  if (f->fused && p->pro == ONYX__CUDA_NBITS_PRO_NORM) return fin_hnorm;
+  if (f->fused && p->pro == ONYX__CUDA_NBITS_PRO_SILU) return fin_hsilu;
+  return p->k == 896 ? hx896 : hx4864;
 }
 
 /* The chain and each shape's own chain for one precision, over every form. */
@@ -331,10 +397,16 @@ static void run_precision(int fp16, int layers, double copy, int sms, cudaStream
   for (int i = 0; i < 896; ++i) hx896[i] = f2h(urand(-1.0f, 1.0f));
   for (int i = 0; i < 4864; ++i) hx4864[i] = f2h(urand(-1.0f, 1.0f));
   void *x896 = dev_upload(hx896, 896 * 2), *x4864 = dev_upload(hx4864, 4864 * 2);
+  if (!fp16) fused_inputs_init();
   size_t total = 0, shape_bytes[4] = {0, 0, 0, 0};
   for (int i = 0; i < count; ++i) {
     const shape *sh = i < 4 * layers ? &layer[i % 4] : &lm_head;
     prod_init(&all[i], sh->n, sh->k, fp16);
+    const int role = i < 4 * layers ? i % 4 : 0; /* the lm_head reads the final norm */
+    all[i].pro = role == 1   ? ONYX__CUDA_NBITS_PRO_NONE
+                 : role == 3 ? ONYX__CUDA_NBITS_PRO_SILU
+                             : ONYX__CUDA_NBITS_PRO_NORM;
+    all[i].fx = role == 3 ? fin.gu : fin.x;
     ps[i] = &all[i];
     xs[i] = sh->k == 896 ? x896 : x4864;
     total += all[i].bytes;
@@ -345,7 +417,7 @@ static void run_precision(int fp16, int layers, double copy, int sms, cudaStream
   printf("%-22s %-19s %9s %7s %7s %7s  %s\n", "what", "form", "us", "us/kern", "GB/s", "of copy",
          "rel err");
   for (int f = 0; f < FORMS; ++f) {
-    if (forms[f].nk && !fp16) continue;
+    if ((forms[f].nk && !fp16) || (forms[f].fused && fp16)) continue;
     for (int i = 0; i < count; ++i)
       CHECK(cudaMemsetAsync(all[i].y, 0xFF, (size_t)all[i].n * 2, st));
     const double us = time_chain(ps, count, xs, &forms[f], sms, st);
@@ -353,7 +425,7 @@ static void run_precision(int fp16, int layers, double copy, int sms, cudaStream
     double rel = 0;
     for (int i = 0; i < 5; ++i) { /* the first layer and the lm_head */
       const int j = i < 4 ? i : count - 1;
-      const double r = prod_check(&all[j], all[j].k == 896 ? hx896 : hx4864);
+      const double r = prod_check(&all[j], prod_input(&all[j], &forms[f], hx896, hx4864));
       rel = r > rel || r != r ? r : rel;
     }
     print_row("chain", forms[f].name, us, count, total, copy, rel);
@@ -372,11 +444,11 @@ static void run_precision(int fp16, int layers, double copy, int sms, cudaStream
     }
     const size_t bytes = s < 4 ? shape_bytes[s] : all[count - 1].bytes;
     for (int f = 0; f < FORMS; ++f) {
-      if (forms[f].nk && !fp16) continue;
+      if ((forms[f].nk && !fp16) || (forms[f].fused && fp16)) continue;
       CHECK(cudaMemsetAsync(sel[c - 1]->y, 0xFF, (size_t)sel[c - 1]->n * 2, st));
       const double us = time_chain(sel, c, sx, &forms[f], sms, st);
       CHECK(cudaStreamSynchronize(st));
-      const double rel = prod_check(sel[c - 1], sel[c - 1]->k == 896 ? hx896 : hx4864);
+      const double rel = prod_check(sel[c - 1], prod_input(sel[c - 1], &forms[f], hx896, hx4864));
       print_row(s < 4 ? layer[s].name : lm_head.name, forms[f].name, us, c, bytes, copy, rel);
     }
   }
@@ -387,10 +459,13 @@ static void run_precision(int fp16, int layers, double copy, int sms, cudaStream
     size_t len = 0;
     for (int u = 0; u < 2; ++u)
       for (int ahead = 0; ahead <= 4; ahead = ahead ? ahead * 2 : 1) {
-        const form f = {"", 0,
+        const form f = {"",
+                        0,
                         ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY |
                             (u ? ONYX__CUDA_GEMV_TUNE_UNROLL8 : 0) | ahead << 4,
-                        false, false};
+                        false,
+                        false,
+                        false};
         CHECK(cudaMemsetAsync(lm->y, 0xFF, (size_t)lm->n * 2, st));
         const double us = time_chain(&lm, 1, &lx, &f, sms, st);
         const double rel = prod_check(lm, hx896);
@@ -400,6 +475,7 @@ static void run_precision(int fp16, int layers, double copy, int sms, cudaStream
     printf("lm_head sweep, us (rel):%s\n", line);
   }
   for (int i = 0; i < count; ++i) prod_free(&all[i]);
+  if (!fp16) fused_inputs_free();
   cudaFree(x896);
   cudaFree(x4864);
   free(hx896);

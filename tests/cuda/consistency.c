@@ -1156,6 +1156,125 @@ static void silu_matmul_cases(void) {
   silu_matmul_case(ONYX_DTYPE_FLOAT16, 2, 64, 40); /* K in one block, N of one column block */
 }
 
+/* A MatMulNBits node a -> y of random int4/int8 weights named after `tag` (codes and
+ * zero points random bytes, scales as nbits_case draws them, times `scale`). */
+static void case_nbits_node(ocase *c, const char *a, const char *y, const char *tag, uint32_t d,
+                            int bits, int block, int zp, int64_t k, int64_t n, bool bias,
+                            float scale) {
+  const int64_t kb = (k + block - 1) / block, blob = block * bits / 8,
+                zp_bytes = (kb * bits + 7) / 8;
+  char w[48], sc[48], z[48], bi[48];
+  snprintf(w, sizeof w, "%s_b", tag);
+  snprintf(sc, sizeof sc, "%s_scales", tag);
+  snprintf(z, sizeof z, "%s_zp", tag);
+  snprintf(bi, sizeof bi, "%s_bias", tag);
+  int64_t b_dims[] = {n, kb, blob}, s_dims[] = {n, kb}, z_dims[] = {n, zp_bytes}, bias_dims[] = {n};
+  case_random_bytes(c, w, ONYX_DTYPE_UINT8, 3, b_dims, (size_t)(n * kb * blob));
+  const float s_div = (bits == 8 ? 16.0f : 1.0f) / scale;
+  case_weight(c, sc, d, 2, s_dims, 0.005f / s_div, 0.03f / s_div);
+  if (zp == 1) case_random_bytes(c, z, ONYX_DTYPE_UINT8, 2, z_dims, (size_t)(n * zp_bytes));
+  if (zp == 2) case_weight(c, z, d, 2, s_dims, 0.0f, (float)((1 << bits) - 1));
+  if (bias) case_weight(c, bi, d, 1, bias_dims, -0.5f, 0.5f);
+  const char *in[] = {a, w, sc, zp ? z : "", "", bi}, *out[] = {y};
+  mb_node *node =
+      mb_add_node(c->m, "MatMulNBits", "com.microsoft", in, bias ? 6 : 3 + !!zp, out, 1);
+  mb_attr_int(node, "K", k);
+  mb_attr_int(node, "N", n);
+  mb_attr_int(node, "bits", bits);
+  mb_attr_int(node, "block_size", block);
+}
+
+/* ai.onyx::RMSNormMatMulNBits, as norm_matmul makes it from an int4 export's norm and
+ * the MatMulNBits that alone reads it. The CPU reference has no such op: it runs the
+ * pair, the session under test must fuse it onto the provider. Up to 8 rows the
+ * decode GEMV with the norm as its prologue, more the norm kernel then the prefill
+ * route. Outputs: the product and, with skip, the residual sum. */
+static void norm_matmul_nbits_case(uint32_t d, bool skip, int64_t rows, int64_t k, int64_t n,
+                                   int bits, int zp, bool bias) {
+  ocase c;
+  case_begin(&c, 17, "RMSNormMatMulNBits",
+             "RMSNormMatMulNBits %s %s M %lld K %lld N %lld %d-bit zp %d%s", dname(d),
+             skip ? "skip" : "plain", (long long)rows, (long long)k, (long long)n, bits, zp,
+             bias ? " bias" : "");
+  int64_t x_dims[] = {1, rows, k}, g_dims[] = {k};
+  case_input(&c, "x", d, 3, x_dims, -3.0f, 3.0f);
+  if (skip) case_input(&c, "skip", d, 3, x_dims, -3.0f, 3.0f);
+  case_weight(&c, "gamma", d, 1, g_dims, 0.5f, 1.5f);
+  if (skip) {
+    const char *in[] = {"x", "skip", "gamma"}, *out[] = {"h", "", "", "sum"};
+    mb_attr_float(
+        mb_add_node(c.m, "SkipSimplifiedLayerNormalization", "com.microsoft", in, 3, out, 4),
+        "epsilon", 1e-6f);
+  } else {
+    const char *in[] = {"x", "gamma"}, *out[] = {"h"};
+    mb_attr_float(mb_add_node(c.m, "SimplifiedLayerNormalization", "", in, 2, out, 1), "epsilon",
+                  1e-6f);
+  }
+  case_nbits_node(&c, "h", "y", "w", d, bits, 32, zp, k, n, bias, 1.0f);
+  mb_output(c.m, "y", d);
+  if (skip) mb_output(c.m, "sum", d);
+  /* A norm, then a product of its rounded output: the normed rows reach |2.5| (the
+   * MatMulNBits cases' A stays in [-1, 1]), and the per-weight-scale GEMV (M > 1) rounds
+   * each weight, so the sums' rounding is about twice theirs. */
+  c.tol_scale = 4.0;
+  c.all_nodes = true;
+  case_run(&c);
+}
+
+static void norm_matmul_nbits_cases(void) {
+  static const uint32_t half_types[] = {ONYX_DTYPE_FLOAT16, ONYX_DTYPE_BFLOAT16};
+  for (size_t t = 0; t < 2; ++t) {
+    uint32_t d = half_types[t];
+    norm_matmul_nbits_case(d, true, 1, 896, 1152, 4, 0, true);   /* qkv, with Qwen's bias */
+    norm_matmul_nbits_case(d, true, 1, 896, 9728, 4, 0, false);  /* gate|up */
+    norm_matmul_nbits_case(d, false, 1, 896, 2048, 4, 1, false); /* final norm, lm_head-like */
+    norm_matmul_nbits_case(d, true, 4, 896, 1152, 4, 1, false);  /* 4 rows, packed zp */
+    norm_matmul_nbits_case(d, true, 8, 200, 72, 8, 2, true);     /* 8 rows, 8-bit, float zp */
+    norm_matmul_nbits_case(d, true, 1, 4864, 64, 4, 0, false);   /* long K split over warps */
+    norm_matmul_nbits_case(d, false, 3, 100, 40, 4, 0, false);   /* K not whole blocks */
+    norm_matmul_nbits_case(d, true, 9, 896, 1152, 4, 0, true);   /* prefill: the norm kernel */
+    norm_matmul_nbits_case(d, false, 33, 128, 96, 8, 1, false);  /* prefill, plain, 8-bit */
+  }
+}
+
+/* ai.onyx::SiluMulMatMulNBits, as silu_matmul makes it from gate_up_silu's SiluMul and
+ * the down MatMulNBits of an int4 MLP: gate and up MatMulNBits of x, Sigmoid, Mul, Mul,
+ * the down MatMulNBits. The CPU runs the pair; under test every node must run on the
+ * provider (the merged gate|up MatMulNBits and the fused down product). */
+static void silu_matmul_nbits_case(uint32_t d, int64_t rows, int64_t hidden, int64_t inter,
+                                   int zp) {
+  ocase c;
+  case_begin(&c, 17, "SiluMulMatMulNBits", "SiluMulMatMulNBits %s M %lld hidden %lld I %lld zp %d",
+             dname(d), (long long)rows, (long long)hidden, (long long)inter, zp);
+  int64_t x_dims[] = {1, rows, hidden};
+  case_input(&c, "x", d, 3, x_dims, -1.0f, 1.0f);
+  case_nbits_node(&c, "x", "gate_y", "gate", d, 4, 32, zp, hidden, inter, false, 1.0f);
+  case_nbits_node(&c, "x", "up_y", "up", d, 4, 32, zp, hidden, inter, false, 1.0f);
+  const char *sig_in[] = {"gate_y"}, *sig_out[] = {"s"};
+  mb_add_node(c.m, "Sigmoid", "", sig_in, 1, sig_out, 1);
+  const char *act_in[] = {"gate_y", "s"}, *act_out[] = {"a"};
+  mb_add_node(c.m, "Mul", "", act_in, 2, act_out, 1);
+  const char *fin_in[] = {"a", "up_y"}, *fin_out[] = {"m"};
+  mb_add_node(c.m, "Mul", "", fin_in, 2, fin_out, 1);
+  case_nbits_node(&c, "m", "y", "down", d, 4, 32, zp, inter, hidden, false, 0.2f);
+  mb_output(c.m, "y", d);
+  /* Three products in a chain, the down one over K = 4864 (its scales a fifth of the
+   * others', so Y is of order 1): with more than one row the GEMV and the prefill route
+   * round each weight to T, and gate|up's outputs are rounded too, so an error of about
+   * 0.1% of Y's scale reaches outputs near zero, where only atol applies: 8 times it. */
+  c.tol_scale = 8.0;
+  c.all_nodes = true;
+  case_run(&c);
+}
+
+static void silu_matmul_nbits_cases(void) {
+  static const uint32_t half_types[] = {ONYX_DTYPE_FLOAT16, ONYX_DTYPE_BFLOAT16};
+  static const int64_t rows[] = {1, 3, 8, 12}; /* the GEMV to 8 rows, then prefill */
+  for (size_t t = 0; t < 2; ++t)
+    for (size_t r = 0; r < 4; ++r) silu_matmul_nbits_case(half_types[t], rows[r], 896, 4864, 0);
+  silu_matmul_nbits_case(ONYX_DTYPE_FLOAT16, 2, 64, 96, 1); /* small, packed zp */
+}
+
 int main(int argc, char **argv) {
   if (argc < 4) {
     fprintf(stderr, "usage: %s REFERENCE.ini UNDER_TEST.ini PROVIDER [SEED]\n", argv[0]);
@@ -1209,6 +1328,8 @@ int main(int argc, char **argv) {
   silu_mul_cases();
   norm_matmul_cases();
   silu_matmul_cases();
+  norm_matmul_nbits_cases();
+  silu_matmul_nbits_cases();
   printf("consistency: %d passed, %d failed, %d without a reference (seed %llu)\n", g.passed,
          g.failed, g.no_reference, (unsigned long long)g.first_seed);
   /* Everything the runs allocated must be back with the governor. */
