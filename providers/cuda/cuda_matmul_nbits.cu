@@ -802,8 +802,13 @@ __device__ __forceinline__ void chunk_sums(const batch2<NB, ZP> &t, int u, const
   acc1 = fmaf(f16t<T>::to_f((uint16_t)(t.s1[u] >> 16)), c[3], acc1);
 }
 
-template <typename T, int NB, bool ZP>
-__global__ void __launch_bounds__(kMaxSplit * 32, 1) nbits_gemv2(gemv_params p) {
+/* OCC3: blocks of kWarps warps, three an SM (registers capped at 85; ptxas spills 12
+ * bytes, outside the loop): for one warp a tile without zero points (the lm_head),
+ * whose 1,187 blocks of the 0.5B shape then fill 3 waves on 132 SMs where two an SM
+ * left a half-empty fifth wave. */
+template <typename T, int NB, bool ZP, bool OCC3>
+__global__ void __launch_bounds__(OCC3 ? kWarps * 32 : kMaxSplit * 32, OCC3 ? 3 : 1)
+    nbits_gemv2(gemv_params p) {
   extern __shared__ __align__(16) unsigned char smem[];
   uint16_t *sa = reinterpret_cast<uint16_t *>(smem);
   float *red = reinterpret_cast<float *>(smem + p.red_off);
@@ -934,14 +939,14 @@ cudaError_t launch_gemv(const gemv_params &p, size_t smem, unsigned blocks, bool
   return cudaGetLastError();
 }
 
-template <typename T, int NB, bool ZP>
+template <typename T, int NB, bool ZP, bool OCC3>
 cudaError_t launch_gemv2(const gemv_params &p, size_t smem, unsigned blocks, bool plain,
                          cudaStream_t stream) {
   static bool raised = false;
   if (smem > (48u << 10) && !raised) {
-    cudaError_t e =
-        cudaFuncSetAttribute(nbits_gemv2<T, NB, ZP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)ONYX__CUDA_NBITS_GEMV_MAX_SMEM);
+    cudaError_t e = cudaFuncSetAttribute(nbits_gemv2<T, NB, ZP, OCC3>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)ONYX__CUDA_NBITS_GEMV_MAX_SMEM);
     if (e != cudaSuccess) return e;
     raised = true;
   }
@@ -957,10 +962,11 @@ cudaError_t launch_gemv2(const gemv_params &p, size_t smem, unsigned blocks, boo
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    if (cudaLaunchKernelEx(&cfg, nbits_gemv2<T, NB, ZP>, p) == cudaSuccess) return cudaSuccess;
+    if (cudaLaunchKernelEx(&cfg, nbits_gemv2<T, NB, ZP, OCC3>, p) == cudaSuccess)
+      return cudaSuccess;
     (void)cudaGetLastError();
   }
-  nbits_gemv2<T, NB, ZP><<<blocks, threads, smem, stream>>>(p);
+  nbits_gemv2<T, NB, ZP, OCC3><<<blocks, threads, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -968,10 +974,12 @@ template <typename T>
 cudaError_t launch_gemv2_t(const gemv_params &p, size_t smem, unsigned blocks, bool plain,
                            cudaStream_t stream) {
   const bool nb8 = (p.tune & ONYX__CUDA_NBITS_TUNE_NB8) != 0;
+  const bool occ3 = p.wk == 1 && !(p.tune & ONYX__CUDA_NBITS_TUNE_OCC2);
   if (p.zp_kind == 1) /* the zero points' registers leave room for 4 chunk groups only */
-    return launch_gemv2<T, 4, true>(p, smem, blocks, plain, stream);
-  return nb8 ? launch_gemv2<T, 8, false>(p, smem, blocks, plain, stream)
-             : launch_gemv2<T, 4, false>(p, smem, blocks, plain, stream);
+    return launch_gemv2<T, 4, true, false>(p, smem, blocks, plain, stream);
+  if (nb8) return launch_gemv2<T, 8, false, false>(p, smem, blocks, plain, stream);
+  return occ3 ? launch_gemv2<T, 4, false, true>(p, smem, blocks, plain, stream)
+              : launch_gemv2<T, 4, false, false>(p, smem, blocks, plain, stream);
 }
 
 /* Split K pipelined unless told not to; one warp a tile unpipelined. */
@@ -1087,7 +1095,7 @@ extern "C" cudaError_t onyx__cuda_launch_nbits_gemv(const onyx__cuda_nbits_args 
            : forced >= 0
                ? forced
                : kEarly | (wbytes <= kPrefetchMaxBytes ? kPrefetch : 0) | ONYX__CUDA_NBITS_TUNE_V2;
-  p.tune |= a->tune & ONYX__CUDA_NBITS_TUNE_NB8;
+  p.tune |= a->tune & (ONYX__CUDA_NBITS_TUNE_NB8 | ONYX__CUDA_NBITS_TUNE_OCC2);
   if (a->tune & ONYX__CUDA_NBITS_TUNE_V1) p.tune &= ~ONYX__CUDA_NBITS_TUNE_V2;
   /* The block-sum kernel: one row of A, a lane's 32 codes in one block. */
   const bool v2 = (p.tune & ONYX__CUDA_NBITS_TUNE_V2) && p.m == 1 && a->bits == 4 && vec == 16 &&

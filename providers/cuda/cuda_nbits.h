@@ -36,6 +36,8 @@ extern "C" {
 /* Modifiers, also without TUNE_SET (the bench's side-by-side forms): */
 #define ONYX__CUDA_NBITS_TUNE_V1 0x10  /* the default choice, on the per-weight-scale kernel */
 #define ONYX__CUDA_NBITS_TUNE_NB8 0x20 /* v2 loads 8 chunk groups at a time, not 4 */
+/* v2 with one warp a tile (the lm_head) in blocks that fit two an SM, not three */
+#define ONYX__CUDA_NBITS_TUNE_OCC2 0x40
 
 /* What the GEMV computes its A operand from (ai.onyx RMSNormMatMulNBits and
  * SiluMulMatMulNBits, docs/ops.md): each block makes A in shared memory after the PDL

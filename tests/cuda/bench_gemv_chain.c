@@ -322,6 +322,7 @@ static const form forms[] = {
     {"default", 0, 0, false, false, false},
     {"v1 default", ONYX__CUDA_NBITS_TUNE_V1, 0, false, false, false},
     {"v1 no-pdl", ONYX__CUDA_NBITS_TUNE_V1, 0, true, false, false},
+    {"occ2", ONYX__CUDA_NBITS_TUNE_OCC2, 0, false, false, false},
     {"fused default", 0, 0, false, false, true},
     {"fused no-pdl", 0, 0, true, false, true},
     {"nk default", 0, 0, false, true, false},

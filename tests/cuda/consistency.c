@@ -940,6 +940,7 @@ static void nbits_cases(void) {
       {4, 32, 0, 96, 50, 2, {1, 0}, false, "M = 1 block sums, odd k_blocks"},
       {4, 64, 1, 640, 77, 2, {1, 0}, true, "M = 1 block sums, block 64"},
       {4, 128, 0, 896, 40, 3, {1, 1}, false, "M = 1 block sums, block 128"},
+      {4, 32, 0, 256, 20000, 2, {1, 0}, true, "M = 1, one warp a tile (three blocks an SM)"},
   };
   static const uint32_t types[] = {ONYX_DTYPE_FLOAT16, ONYX_DTYPE_BFLOAT16};
   for (size_t t = 0; t < 2; ++t)
@@ -1225,15 +1226,16 @@ static void norm_matmul_nbits_cases(void) {
   static const uint32_t half_types[] = {ONYX_DTYPE_FLOAT16, ONYX_DTYPE_BFLOAT16};
   for (size_t t = 0; t < 2; ++t) {
     uint32_t d = half_types[t];
-    norm_matmul_nbits_case(d, true, 1, 896, 1152, 4, 0, true);   /* qkv, with Qwen's bias */
-    norm_matmul_nbits_case(d, true, 1, 896, 9728, 4, 0, false);  /* gate|up */
-    norm_matmul_nbits_case(d, false, 1, 896, 2048, 4, 1, false); /* final norm, lm_head-like */
-    norm_matmul_nbits_case(d, true, 4, 896, 1152, 4, 1, false);  /* 4 rows, packed zp */
-    norm_matmul_nbits_case(d, true, 8, 200, 72, 8, 2, true);     /* 8 rows, 8-bit, float zp */
-    norm_matmul_nbits_case(d, true, 1, 4864, 64, 4, 0, false);   /* long K split over warps */
-    norm_matmul_nbits_case(d, false, 3, 100, 40, 4, 0, false);   /* K not whole blocks */
-    norm_matmul_nbits_case(d, true, 9, 896, 1152, 4, 0, true);   /* prefill: the norm kernel */
-    norm_matmul_nbits_case(d, false, 33, 128, 96, 8, 1, false);  /* prefill, plain, 8-bit */
+    norm_matmul_nbits_case(d, true, 1, 896, 1152, 4, 0, true);    /* qkv, with Qwen's bias */
+    norm_matmul_nbits_case(d, true, 1, 896, 9728, 4, 0, false);   /* gate|up */
+    norm_matmul_nbits_case(d, false, 1, 896, 2048, 4, 1, false);  /* final norm, lm_head-like */
+    norm_matmul_nbits_case(d, true, 4, 896, 1152, 4, 1, false);   /* 4 rows, packed zp */
+    norm_matmul_nbits_case(d, true, 8, 200, 72, 8, 2, true);      /* 8 rows, 8-bit, float zp */
+    norm_matmul_nbits_case(d, true, 1, 4864, 64, 4, 0, false);    /* long K split over warps */
+    norm_matmul_nbits_case(d, false, 3, 100, 40, 4, 0, false);    /* K not whole blocks */
+    norm_matmul_nbits_case(d, true, 9, 896, 1152, 4, 0, true);    /* prefill: the norm kernel */
+    norm_matmul_nbits_case(d, false, 33, 128, 96, 8, 1, false);   /* prefill, plain, 8-bit */
+    norm_matmul_nbits_case(d, false, 1, 256, 20000, 4, 0, false); /* lm_head-like: a warp a tile */
   }
 }
 
