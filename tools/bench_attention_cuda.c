@@ -14,16 +14,17 @@
  * against a shared KV buffer of Skv rows (present aliases past, the new row written in
  * place), on the route the dispatcher picks (the decode kernel, which appends the row
  * itself) and on the flash kernel (onyx__cuda_attn_force_decode = 0), then the decode
- * route's kernel variants (onyx__cuda_attn_decode_variant 1..7) and a sweep of forced
+ * route's kernel variants (onyx__cuda_attn_decode_variant 1..8) and a sweep of forced
  * split counts (ONYX_BENCH_SKIP_VARIANT=N leaves variant N out); GB/s counts the
  * 2·B·Nkv·Skv·D·2 bytes of K and V read. Beside each decode row: the read rate of the
  * same bytes measured in this process (tests/cuda_attention/bench_read_rate.cu, best
  * single launch between events; again after the anchor, for drift), the op launched back
  * to back (host time per call hidden), the op in the rounds' own CTAs and on 16 CTAs
- * (onyx__cuda_attn_decode_grid: the tail, the rate one CTA streams), and the last table
- * gives Onyx's and cuDNN's GB/s as % of the read rate (the anchor's "_b2b" lines, from
- * ONYX_ANCHOR_B2B=1, for the back-to-back side). ONYX_BENCH_DECODE_ONLY=1 skips the
- * prefill shapes. Build:
+ * (onyx__cuda_attn_decode_grid: the tail, the rate one CTA streams), variants 3 (the
+ * default before units prepared ahead) and 8 (prepared ahead) back to back and v8 on 16
+ * CTAs. The ceiling table gives Onyx's and cuDNN's GB/s as % of the read rate (the
+ * anchor's "_b2b" lines, from ONYX_ANCHOR_B2B=1, for the back-to-back side), the last
+ * one v3 beside v8. ONYX_BENCH_DECODE_ONLY=1 skips the prefill shapes. Build:
  * the tests/cuda_attention CMake project (target onyx_bench_attention_cuda).
  */
 #include <cuda_runtime_api.h>
@@ -184,13 +185,19 @@ typedef struct result {
   uint32_t route;      /* the route the op took */
   double kernel64;     /* the op on the flash kernel */
   double flash, cudnn; /* anchor, 0 when missing */
-  double var[8];       /* decode: GB/s of the decode kernel's variants 1..7 */
+  double var[9];       /* decode: GB/s of the decode kernel's variants 1..8 */
   /* decode: the read rate of the same bytes in this process, the op back to back, the
    * op in the rounds' own CTAs (onyx__cuda_attn_decode_grid -1) and on 16 CTAs (the
    * per-SM rate: GB/s over 16), the anchor back to back */
   onyx_bench_read rd;
   double ours_b2b, grid_even, per_sm16, flash_b2b, cudnn_b2b;
+  /* decode: variants OLD_V and NEW_V back to back, NEW_V's GB/s a CTA on 16 CTAs */
+  double old_b2b, new_b2b, new_sm16;
 } result;
+
+/* The decode kernel's default before units were prepared ahead, and the variant that
+ * prepares them (cuda_attn_decode.cu), timed side by side. */
+enum { OLD_V = 3, NEW_V = 8 };
 
 static result results[16];
 
@@ -298,9 +305,18 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
     onyx__cuda_attn_decode_grid = 16;
     r->per_sm16 = bytes / measure(state, &c, in, 7, &wsb) / 1e6 / 16.0;
     onyx__cuda_attn_decode_grid = 0;
+    onyx__cuda_attn_decode_variant = OLD_V;
+    r->old_b2b = bytes / measure_as(state, &c, in, 7, &wsb, true) / 1e6;
+    onyx__cuda_attn_decode_variant = NEW_V;
+    r->new_b2b = bytes / measure_as(state, &c, in, 7, &wsb, true) / 1e6;
+    onyx__cuda_attn_decode_grid = 16;
+    r->new_sm16 = bytes / measure(state, &c, in, 7, &wsb) / 1e6 / 16.0;
+    onyx__cuda_attn_decode_grid = 0;
+    onyx__cuda_attn_decode_variant = 0;
     printf("  decode B=%d Skv=%d: op back to back %.0f GB/s | rounds' own CTAs %.0f | "
-           "16 CTAs %.1f GB/s a CTA\n",
-           B, S_kv, r->ours_b2b, r->grid_even, r->per_sm16);
+           "16 CTAs %.1f GB/s a CTA | back to back v%d %.0f, v%d %.0f | v%d 16 CTAs %.1f a CTA\n",
+           B, S_kv, r->ours_b2b, r->grid_even, r->per_sm16, OLD_V, r->old_b2b, NEW_V, r->new_b2b,
+           NEW_V, r->new_sm16);
     /* The flash kernel on the same problem (the decode route turned off: the fill
      * writes the new row). */
     uint64_t ws2;
@@ -314,7 +330,7 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
            (unsigned long long)ws);
     /* Every variant of the decode kernel (onyx__cuda_attn_decode_variant). */
     const char *skip = getenv("ONYX_BENCH_SKIP_VARIANT"); /* one digit: a variant left out */
-    for (int vi = 1; vi <= 7; ++vi) {
+    for (int vi = 1; vi <= 8; ++vi) {
       if (skip != NULL && skip[0] == '0' + vi) continue;
       onyx__cuda_attn_decode_variant = vi;
       float t = measure(state, &c, in, 7, &ws2);
@@ -405,6 +421,25 @@ static void print_ceiling(void) {
   }
 }
 
+/* Variant OLD_V beside NEW_V on each decode row: per call (x cuDNN per call), back to
+ * back (% of the read rate back to back, and cuDNN's), and one CTA's rate on 16 CTAs. */
+static void print_old_new(void) {
+  printf("\n%-24s %7s %7s %6s %6s | %7s %7s %6s %6s %6s %6s | %7s %7s\n", "decode (bf16) GB/s",
+         "v3", "v8", "v3xcd", "v8xcd", "b2b v3", "b2b v8", "%read", "%read", "cudnn%", "v8/v3",
+         "op@16", "v8@16");
+  for (int i = 0; i < n_results; ++i) {
+    const result *r = &results[i];
+    if (r->kind[0] != 'd') continue;
+    const double cd = r->cudnn > 0 ? r->cudnn : 1e300;
+    printf("B%-2d Hq%d Hkv%d Skv%-5d D%-3d %6.0f %7.0f %6.2f %6.2f | %7.0f %7.0f %6.1f %6.1f %6.1f "
+           "%6.3f | %7.1f %7.1f\n",
+           r->B, r->hq, r->hkv, r->s, r->d, r->var[OLD_V], r->var[NEW_V], r->var[OLD_V] / cd,
+           r->var[NEW_V] / cd, r->old_b2b, r->new_b2b, pct(r->old_b2b, r->rd.b2b),
+           pct(r->new_b2b, r->rd.b2b), pct(r->cudnn_b2b, r->rd.b2b),
+           r->old_b2b > 0 ? r->new_b2b / r->old_b2b : 0.0, r->per_sm16, r->new_sm16);
+  }
+}
+
 int main(int argc, char **argv) {
   const char *script = argc > 1 ? argv[1] : "tools/torch_sdpa_gqa.py";
   if (!ch_have_device()) {
@@ -464,19 +499,20 @@ int main(int argc, char **argv) {
   }
   /* The decode kernel's variants beside the anchor (GB/s), each as a ratio to cuDNN. */
   printf("\n%-24s %7s", "decode (bf16) GB/s", "op");
-  for (int v = 1; v <= 7; ++v) printf("    v%d", v);
-  printf(" %7s %7s | op x cudnn, v1..v7 x cudnn\n", "flash", "cudnn");
+  for (int v = 1; v <= 8; ++v) printf("    v%d", v);
+  printf(" %7s %7s | op x cudnn, v1..v8 x cudnn\n", "flash", "cudnn");
   for (int i = 0; i < n_results; ++i) {
     result *r = &results[i];
     if (r->kind[0] != 'd') continue;
     printf("B%-2d Hq%d Hkv%d Skv%-5d D%-3d %6.0f", r->B, r->hq, r->hkv, r->s, r->d, r->ours);
-    for (int v = 1; v <= 7; ++v) printf(" %5.0f", r->var[v]);
+    for (int v = 1; v <= 8; ++v) printf(" %5.0f", r->var[v]);
     printf(" %7.0f %7.0f |", r->flash, r->cudnn);
     double c = r->cudnn > 0 ? r->cudnn : 1e300;
     printf(" %4.2f,", r->ours / c);
-    for (int v = 1; v <= 7; ++v) printf(" %4.2f", r->var[v] / c);
+    for (int v = 1; v <= 8; ++v) printf(" %4.2f", r->var[v] / c);
     printf("\n");
   }
   print_ceiling();
+  print_old_new();
   return 0;
 }

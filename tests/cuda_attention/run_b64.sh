@@ -3,10 +3,11 @@
 # benchmark programs built on the development machine (carried in build-b64-bin/; built
 # in /tmp with -j16 if they do not start here), the decode tests against the float64
 # reference on every kernel variant and launch knob (a timeout: a wrong barrier hangs;
-# 75 s, since 40 s stopped them in variant 3 on 2026-12-02), then the decode rows of the
-# bench beside PyTorch (decode shapes only, also timed back to back) with the read rate
-# of each row's bytes measured in the same process, printed as one table (the bench's
-# last lines).
+# 75 s, since 40 s stopped them in variant 3 on 2026-12-02; variant 8, units prepared
+# ahead, runs first among the variants and with every launch knob), then the decode rows
+# of the bench beside PyTorch (decode shapes only, also timed back to back) with the read
+# rate of each row's bytes measured in the same process, printed as tables (the bench's
+# last lines; the last one sets variant 3, the default before, beside variant 8).
 # From the carried tree's root, with .deps and build-b64-bin carried:
 #   sh tests/cuda_attention/run_b64.sh OUT [SECONDS]
 out=${1:-/tmp/b64-out}
@@ -32,11 +33,15 @@ then
     >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head; exit 1; }
 fi
 echo "== decode tests (+$(($(date +%s) - T0)) s)"
-ONYX_TEST_FILTER='*decode*' timeout 75 "$bin/onyx_cuda_attention_test" >"$out/test_decode.log" 2>&1
+# Line-buffered where stdbuf exists: a run the timeout stops keeps its last lines.
+lb=$(command -v stdbuf >/dev/null 2>&1 && echo "stdbuf -oL")
+ONYX_TEST_FILTER='*decode*' timeout 75 $lb "$bin/onyx_cuda_attention_test" \
+  >"$out/test_decode.log" 2>&1
 rc=$?
 echo "decode tests exit $rc (124: timed out); $(grep -E 'PASSED|FAILED' "$out/test_decode.log" | tr '\n' ' ')"
 grep -E "bad=[1-9]|FAILED|rror|ssert|mismatch|not zero" "$out/test_decode.log" | head -12
 grep -oE "rel_l2=[0-9.e+-]+" "$out/test_decode.log" | sort -t= -k2 -g | tail -1
+echo "variants reached: $(grep -oE "decode variant [0-9]" "$out/test_decode.log" | tr '\n' ' ')"
 echo "decode comparisons with bad=0: $(grep -cE "bad=0" "$out/test_decode.log");" \
   "bad>0: $(grep -cE "bad=[1-9]" "$out/test_decode.log")"
 t=$(left)
@@ -47,6 +52,6 @@ echo "bench exit $?"
 grep -E "^onyx decode|^read rate|back to back|variant [0-9] decode B=(16|64)|sweep decode B=64" \
   "$out/bench.log" | cut -c1-220
 grep -E "^decode (flash|cudnn)" "$out/bench.log"
-tail -22 "$out/bench.log"
+tail -30 "$out/bench.log"
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
 echo "== done at +$(($(date +%s) - T0)) s"

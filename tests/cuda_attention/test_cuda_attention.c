@@ -1855,8 +1855,10 @@ static void check_both_routes(const gqa_case *c, uint64_t seed) {
 }
 
 /* The decode cases run on both routes (the production variant), or on the decode route
- * alone (a forced variant of the kernel). */
+ * alone (a forced variant of the kernel); a variant runs every case and launch knob
+ * (g_decode_knobs) or only the tile paths. */
 static bool g_decode_both = true;
+static bool g_decode_knobs = true;
 
 static void check_decode_case(const gqa_case *c, uint64_t seed) {
   if (g_decode_both) {
@@ -2041,7 +2043,7 @@ static void decode_route_cases(void) {
  * 16), and several steps on one state so the counters left by one launch serve the
  * next. */
 static void short_in_large_cases(void) {
-  for (int t = g_decode_both ? 0 : 1; t < 2; ++t) {
+  for (int t = g_decode_knobs ? 0 : 1; t < 2; ++t) {
     const uint32_t dt = k_half_types[t];
     gqa_case a = {.name = "short in large: shared cap 4096 B4 14/2 H64 rotary (1, 1, 11, 16 used)",
                   .dtype = dt,
@@ -2128,7 +2130,7 @@ static void short_in_large_cases(void) {
        .causal = -1,
        .repeat = 1},
   };
-  if (!g_decode_both) { /* a kernel variant: the tile paths, not every knob again */
+  if (!g_decode_knobs) { /* a kernel variant: the tile paths, not every knob again */
     check_decode_case(&cs[0], 710);
     check_decode_case(&cs[3], 713);
     return;
@@ -2158,6 +2160,10 @@ static void short_in_large_cases(void) {
   onyx__cuda_attn_decode_grid = 3;
   check_decode_case(&cs[0], 728);
   check_decode_case(&cs[3], 729);
+  /* Several units a CTA with position ids, interleaved rotary, a window and a sink: the
+   * later units' Q and appended rows (a variant may prepare them ahead). */
+  check_decode_case(&cs[1], 730);
+  check_decode_case(&cs[2], 731);
   onyx__cuda_attn_decode_grid = 0;
 }
 
@@ -2219,6 +2225,12 @@ static void decode_attention_cases(void) {
       onyx__cuda_attn_force_decode = -1;
       check_attention(&cases[i], 3000 + (uint64_t)(t * 100 + i));
       expect_decode(cases[i].name);
+      if (g_decode_knobs) { /* 2 CTAs: several units each (nonpad lengths, a past) */
+        onyx__cuda_attn_decode_grid = 2;
+        check_attention(&cases[i], 3050 + (uint64_t)(t * 100 + i));
+        expect_decode(cases[i].name);
+        onyx__cuda_attn_decode_grid = 0;
+      }
       if (!g_decode_both) continue;
       onyx__cuda_attn_force_decode = 0;
       check_attention(&cases[i], 3000 + (uint64_t)(t * 100 + i));
@@ -2236,19 +2248,26 @@ static void test_decode_attention(void **state) {
 }
 
 /* Every variant of the decode kernel (tile keys, consumer warps, stages, TMA or
- * cp.async, the L2 hint) on the same cases, decode route only. */
+ * cp.async, the L2 hint, units prepared ahead) on the same cases, decode route only.
+ * The newest first and with every launch knob (grids of 3 CTAs and the rounds' own,
+ * every split, split 0 alone or not, plain launches): its barriers are the ones not yet
+ * run on a device, and a hang shows before the time limit stops the older ones. */
 static void test_decode_variants(void **state) {
   (void)state;
   SKIP_WITHOUT_DEVICE();
+  static const int order[] = {8, 1, 2, 3, 4, 5, 6, 7};
   g_decode_both = false;
-  for (int v = 1; v <= 7; ++v) {
+  for (size_t i = 0; i < sizeof order / sizeof order[0]; ++i) {
+    const int v = order[i];
     printf("  decode variant %d\n", v);
     onyx__cuda_attn_decode_variant = v;
+    g_decode_knobs = i == 0;
     decode_route_cases();
     decode_attention_cases();
   }
   onyx__cuda_attn_decode_variant = 0;
   g_decode_both = true;
+  g_decode_knobs = true;
 }
 
 /* The decode route's refusals are host arithmetic: each is named (needs no device). */

@@ -38,8 +38,14 @@
  *   zero-fills them; a TMA box loads whatever the buffer holds there, so the consumer
  *   warp zeroes its rows of a boundary tile): 0·NaN never reaches O.
  * - Variants (tile keys, consumer warps, stages, TMA or cp.async, an L2 evict-first
- *   hint) are templates; onyx__cuda_attn_decode_variant picks one for tests and the
- *   benchmark, and the production choice is the best one measured (PERF_NOTES.md).
+ *   hint, units prepared ahead) are templates; onyx__cuda_attn_decode_variant picks one
+ *   for tests and the benchmark, and the production choice is the best one measured
+ *   (PERF_NOTES.md).
+ * - Units prepared ahead (PRE): a CTA with several units pays each boundary on the
+ *   consumers' path (the merge's barriers, then seqlens → geometry → Q, two dependent
+ *   global round trips) while the ring waits full. There a unit warp loads the next
+ *   unit's geometry, Q and appended rows during the current one, and the merge tree
+ *   lets each warp go on once its state is put; warp 0 stores from registers.
  */
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -120,6 +126,14 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
 template <int N> __device__ __forceinline__ void consumers_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(N) : "memory");
 }
+/* Named barrier ID over N threads (whole warps): arrive and go on (this thread's
+ * earlier memory accesses are performed when the barrier completes), or wait for it. */
+template <int ID, int N> __device__ __forceinline__ void bar_arrive() {
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+}
+template <int ID, int N> __device__ __forceinline__ void bar_wait() {
+  asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+}
 __device__ __forceinline__ void ldsm4(uint32_t (&r)[4], uint32_t a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -176,11 +190,15 @@ __device__ __forceinline__ void fence_async_smem() {
 
 /* A variant: NCW consumer warps, each KW keys of every tile (BC = NCW·KW keys a tile),
  * ST ring stages, TMA boxes or cp.async, an L2 evict-first hint, a 256-byte L2 prefetch
- * (cp.async only), a bulk L2 prefetch of the tile PD ahead (cp.async, contiguous rows). */
-template <int NCW_, int KW_, int ST_, bool TMA_, bool EF_ = false, bool PF_ = false, int PD_ = 0>
+ * (cp.async only), a bulk L2 prefetch of the tile PD ahead (cp.async, contiguous rows),
+ * units prepared ahead (PRE: a warp of its own loads the next unit's geometry, Q and
+ * appended rows while the consumers stream the current one; the merge waits only where
+ * a warp needs another's state). */
+template <int NCW_, int KW_, int ST_, bool TMA_, bool EF_ = false, bool PF_ = false, int PD_ = 0,
+          bool PRE_ = false>
 struct Var {
   static constexpr int NCW = NCW_, KW = KW_, ST = ST_;
-  static constexpr bool TMA = TMA_, EF = EF_, PF = PF_;
+  static constexpr bool TMA = TMA_, EF = EF_, PF = PF_, PRE = PRE_;
   static constexpr int PD = PD_; /* cp.async: tiles PD ahead asked into L2 (0: none) */
 };
 
@@ -188,7 +206,8 @@ template <int D, class V> struct Cfg {
   static constexpr int NCW = V::NCW, KW = V::KW, ST = V::ST;
   static constexpr int BC = NCW * KW; /* keys per tile */
   static constexpr int ROWS = 16;     /* virtual rows of a unit */
-  static constexpr int THREADS = 32 * (NCW + 1);
+  /* the producer, the consumers and (PRE) the unit warp */
+  static constexpr int THREADS = 32 * (NCW + 1 + (V::PRE ? 1 : 0));
   static constexpr int SUB = BC * 128;    /* bytes of one 64-column swizzled block of a tile */
   static constexpr int TILE = BC * D * 2; /* bytes of one K or V stage */
   static constexpr int XSUB = 16 * 128;   /* the appended rows' tiles: 16 rows */
@@ -198,27 +217,36 @@ template <int D, class V> struct Cfg {
   static constexpr int SLOTS = NCW / 2; /* merge slots: half the warps write, half fold */
   static constexpr int Q_BYTES = ROWS * QLD * 2;
   static constexpr int O_BYTES = SLOTS * ROWS * OLD * 4;
-  static constexpr int U_BYTES = Q_BYTES + 2 * XTILE > O_BYTES ? Q_BYTES + 2 * XTILE : O_BYTES;
+  static constexpr int QX_BYTES = Q_BYTES + 2 * XTILE;
+  static constexpr int U_BYTES =
+      V::PRE ? QX_BYTES + O_BYTES : (QX_BYTES > O_BYTES ? QX_BYTES : O_BYTES);
   /* Offsets from the 1024-byte aligned base (the swizzle's atoms). Q, the appended tiles
    * and the merge slots share one region: Q and the appended rows are used at a unit's
-   * start, the slots at its end, with consumer barriers between. */
+   * start, the slots at its end, with consumer barriers between. With PRE they do not:
+   * the next unit's Q and rows land while this one's warps still merge. */
   static constexpr int K_OFF = 0;
   static constexpr int V_OFF = ST * TILE;
   static constexpr int U_OFF = 2 * ST * TILE;
   static constexpr int Q_OFF = U_OFF;
   static constexpr int NK_OFF = Q_OFF + Q_BYTES;
   static constexpr int NV_OFF = NK_OFF + XTILE;
-  static constexpr int O_OFF = U_OFF;
+  static constexpr int O_OFF = V::PRE ? U_OFF + QX_BYTES : U_OFF;
   static constexpr int ML_OFF = U_OFF + U_BYTES;
   static constexpr int BAR_OFF = ML_OFF + 2 * SLOTS * ROWS * 4;
-  static constexpr int FLAG_OFF = BAR_OFF + 2 * ST * 8;
-  static constexpr int SMEM = FLAG_OFF + 16 + 1024; /* + the base's alignment */
+  /* The ring's full and empty barriers; with PRE three more: the prepared unit is
+   * published, released, and the merge slots are free again. */
+  static constexpr int NBAR = 2 * ST + (V::PRE ? 3 : 0);
+  static constexpr int FLAG_OFF = BAR_OFF + NBAR * 8;
+  static constexpr int UNIT_OFF = FLAG_OFF + 16; /* PRE: the prepared unit (a Unit) */
+  static constexpr int UNIT_BYTES = V::PRE ? 128 : 0;
+  static constexpr int SMEM = UNIT_OFF + UNIT_BYTES + 1024; /* + the base's alignment */
   static_assert(D == 64 || D == 128, "head sizes 64 and 128");
   static_assert(KW == 16 || KW == 32, "16 or 32 keys a warp");
   static_assert(NCW >= 2 && (NCW & (NCW - 1)) == 0, "a power of two of consumer warps");
   static_assert(32 % (D / 8) == 0, "a producer pass covers whole rows");
   static_assert(BC <= 256, "a TMA box has at most 256 rows");
   static_assert(TILE % 1024 == 0 && Q_BYTES % 16 == 0 && (OLD * 4) % 16 == 0, "aligned parts");
+  static_assert(UNIT_OFF % 8 == 0, "the prepared unit's 64-bit fields");
   static_assert(SMEM <= 227 * 1024, "shared memory of one CTA");
 };
 
@@ -465,35 +493,41 @@ __device__ __forceinline__ void zero_foreign_rows(uint32_t vt, int sub, int key0
 
 /* ------------------------------------------------------------------ unit prologue */
 
+/* Chunk i of the unit's Q rows (16 bytes: row i / (D/8), columns from 8·(i % (D/8))),
+ * rotated with rotary; zeros in rows past the unit's. */
+template <typename T, int D>
+__device__ __forceinline__ uint4 q_chunk(const onyx__cuda_attn_params &p, const Unit &it, int i) {
+  constexpr int CPR = D / 8;
+  const int r = i / CPR, c = i % CPR;
+  uint4 v = make_uint4(0u, 0u, 0u, 0u);
+  if (r < p.sq * p.group) {
+    const int s = r / p.group, h = it.g * p.group + r % p.group;
+    const T *src =
+        (const T *)p.q + (int64_t)it.b * p.q_bs + (int64_t)s * p.q_ss + (int64_t)h * p.q_hs;
+    if (p.cos == nullptr) {
+      v = *reinterpret_cast<const uint4 *>(src + c * 8);
+    } else {
+      const int64_t row =
+          rope_row(p.pos_ids, p.pos_bs, p.pos_ss, p.pos_add_s, it.geo.rpos0, p.rot_rows, it.b, s);
+      T e8[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        e8[e] = Elem<T>::store(rope_elem(src, c * 8 + e, (const T *)p.cos, (const T *)p.sin,
+                                         p.rot_half, row, p.interleaved != 0));
+      memcpy(&v, e8, 16);
+    }
+  }
+  return v;
+}
+
 /* Q rows of the unit → shared memory (rotated on the way with rotary), rows past the
  * unit's zeroed; by the consumer threads (NT of them). */
 template <typename T, int D, int LD, int NT>
 __device__ __forceinline__ void load_q(const onyx__cuda_attn_params &p, const Unit &it, T *qs,
                                        int ctid) {
   constexpr int CPR = D / 8;
-  const int rows_total = p.sq * p.group;
-  const T *qb = (const T *)p.q + (int64_t)it.b * p.q_bs;
-  for (int i = ctid; i < 16 * CPR; i += NT) {
-    const int r = i / CPR, c = i % CPR;
-    uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (r < rows_total) {
-      const int s = r / p.group, h = it.g * p.group + r % p.group;
-      const T *src = qb + (int64_t)s * p.q_ss + (int64_t)h * p.q_hs;
-      if (p.cos == nullptr) {
-        v = *reinterpret_cast<const uint4 *>(src + c * 8);
-      } else {
-        const int64_t row =
-            rope_row(p.pos_ids, p.pos_bs, p.pos_ss, p.pos_add_s, it.geo.rpos0, p.rot_rows, it.b, s);
-        T e8[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e)
-          e8[e] = Elem<T>::store(rope_elem(src, c * 8 + e, (const T *)p.cos, (const T *)p.sin,
-                                           p.rot_half, row, p.interleaved != 0));
-        memcpy(&v, e8, 16);
-      }
-    }
-    *reinterpret_cast<uint4 *>(qs + r * LD + c * 8) = v;
-  }
+  for (int i = ctid; i < 16 * CPR; i += NT)
+    *reinterpret_cast<uint4 *>(qs + (i / CPR) * LD + (i % CPR) * 8) = q_chunk<T, D>(p, it, i);
 }
 
 /* The new rows of (b, g) (append): written to the present (keys rotated as kv_fill
@@ -646,6 +680,29 @@ __device__ __forceinline__ void fold_state(State<D> &st, const float *o, const f
   }
 }
 
+/* This split's partial is out (each thread fenced its stores): count it; the last to
+ * arrive merges. Every other unit of the head has arrived by then, so it resets the
+ * counter at once. By the consumer threads (NT). */
+template <typename T, int D, int NT>
+__device__ __forceinline__ void count_split(const onyx__cuda_attn_params &p, const Unit &it,
+                                            int *flag, int ctid) {
+  consumers_sync<NT>();
+  if (ctid == 0) {
+    float *part_ml = p.partials + (int64_t)p.batch * p.nq * p.sq * p.n_split * D;
+    unsigned *count = p.counters != nullptr
+                          ? p.counters
+                          : reinterpret_cast<unsigned *>(part_ml + (int64_t)p.batch * p.nq * p.sq *
+                                                                       p.n_split * 2);
+    const unsigned before = atomicAdd(count + it.head, 1u);
+    const bool last = before == (unsigned)(it.n_eff - 1);
+    if (last) atomicExch(count + it.head, 0u);
+    *flag = last;
+    __threadfence();
+  }
+  consumers_sync<NT>();
+  if (*flag) merge_splits<T, D, NT>(p, it, ctid);
+}
+
 /* The warp states → one per row (a tree through the slots), then the output (a single
  * effective split) or this split's partial; the last split to arrive merges and leaves
  * its counter at zero for the next launch. By the consumer threads. */
@@ -698,23 +755,8 @@ __device__ __forceinline__ void finish_unit(const onyx__cuda_attn_params &p, con
     }
   }
   if (!split) return;
-  /* This split's partial is out: count it; the last to arrive merges. Every other unit
-   * of the head has arrived by then, so it resets the counter at once. */
   __threadfence();
-  consumers_sync<NT>();
-  if (ctid == 0) {
-    unsigned *count =
-        p.counters != nullptr
-            ? p.counters
-            : reinterpret_cast<unsigned *>(part_ml + (int64_t)p.batch * p.nq * p.sq * ns * 2);
-    const unsigned before = atomicAdd(count + it.head, 1u);
-    const bool last = before == (unsigned)(it.n_eff - 1);
-    if (last) atomicExch(count + it.head, 0u);
-    *flag = last;
-    __threadfence();
-  }
-  consumers_sync<NT>();
-  if (*flag) merge_splits<T, D, NT>(p, it, ctid);
+  count_split<T, D, NT>(p, it, flag, ctid);
 }
 
 /* ------------------------------------------------------------------ the producer */
@@ -799,6 +841,266 @@ __device__ __forceinline__ void produce(const onyx__cuda_attn_params &p, int uni
   cp_async_wait_all();
 }
 
+/* ------------------------------------------------------------------ prepared units (PRE) */
+
+/* The unit buffer (Q, the appended tiles, the Unit at UNIT_OFF) is a one-slot ring
+ * between the unit warp and the consumers: ub[0] (32 arrivals, one a lane) publishes a
+ * unit, ub[1] (one arrival a consumer warp) releases it once every warp holds Q in
+ * registers and the appended keys are done. ub[2] (one arrival, warp 0) says a unit's
+ * merge slots are read, so the next unit's first putters may write them. The consumers
+ * prepare their first unit themselves (nothing runs beside it yet); the unit warp
+ * prepares every later one while the consumers stream the one before. */
+
+/* The unit's appended rows (append_rows' work) by the unit warp: each lane's loads of
+ * G elements in flight together (a round trip, two with rotary, for a decode row);
+ * tile rows past sq zeros. */
+template <typename T, int D>
+__device__ __forceinline__ void ahead_append(const onyx__cuda_attn_params &p, const Unit &it,
+                                             unsigned char *nk, unsigned char *nv, int lane) {
+  constexpr int G = 4;
+  const int rows = p.sq < 16 ? p.sq : 16, n = rows * D;
+  const T *sk = (const T *)p.new_k + (int64_t)it.b * p.nk_bs + (int64_t)it.g * p.nk_gs;
+  const T *sv = (const T *)p.new_v + (int64_t)it.b * p.nk_bs + (int64_t)it.g * p.nk_gs;
+  T *dk = (T *)const_cast<void *>(p.k) + (int64_t)it.b * p.k_bs + (int64_t)it.g * p.k_gs;
+  T *dv = (T *)const_cast<void *>(p.v) + (int64_t)it.b * p.v_bs + (int64_t)it.g * p.v_gs;
+  for (int i0 = 0; i0 < n; i0 += 32 * G) {
+    T kv[G], vv[G];
+    bool ok[G];
+#pragma unroll
+    for (int e = 0; e < G; ++e) {
+      const int i = i0 + lane + 32 * e, s = i / D, d = i % D;
+      const int64_t j = (int64_t)it.past_new + s;
+      ok[e] = i < n && j >= 0 && j < p.kv_rows;
+      kv[e] = vv[e] = Elem<T>::store(0.0f);
+      if (!ok[e]) continue;
+      const T *kr = sk + (int64_t)s * p.nk_ss;
+      if (p.cos != nullptr) {
+        const int64_t row =
+            rope_row(p.pos_ids, p.pos_bs, p.pos_ss, p.pos_add_s, it.past_new, p.rot_rows, it.b, s);
+        kv[e] = Elem<T>::store(rope_elem(kr, d, (const T *)p.cos, (const T *)p.sin, p.rot_half, row,
+                                         p.interleaved != 0));
+      } else {
+        kv[e] = kr[d];
+      }
+      vv[e] = sv[(int64_t)s * p.nk_ss + d];
+    }
+#pragma unroll
+    for (int e = 0; e < G; ++e) {
+      const int i = i0 + lane + 32 * e, s = i / D, d = i % D;
+      if (i >= n) continue;
+      if (ok[e]) {
+        const int64_t j = (int64_t)it.past_new + s;
+        dk[j * p.k_rs + d] = kv[e];
+        dv[j * p.v_rs + d] = vv[e];
+      }
+      const uint32_t at = swz(s, d / 8, 16 * 128) + (d % 8) * 2;
+      *reinterpret_cast<T *>(nk + at) = kv[e];
+      *reinterpret_cast<T *>(nv + at) = vv[e];
+    }
+  }
+  for (int i = rows * (D / 8) + lane; i < 16 * (D / 8); i += 32) {
+    const uint32_t at = swz(i / (D / 8), i % (D / 8), 16 * 128);
+    *reinterpret_cast<uint4 *>(nk + at) = make_uint4(0u, 0u, 0u, 0u);
+    *reinterpret_cast<uint4 *>(nv + at) = make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+/* The unit warp: for each live unit of this CTA after the first, its Q rows (loaded
+ * before the buffer is free: every load in flight at once), then, once the consumers
+ * released the unit before, its appended rows, Q and geometry into the buffer, published
+ * on ub[0]; a unit with live = false ends the consumers' loop. */
+template <typename T, int D, class V>
+__device__ __forceinline__ void prepare_units(const onyx__cuda_attn_params &p, int units,
+                                              int split_keys, int alone, unsigned char *smem,
+                                              uint64_t *ub, int lane) {
+  using C = Cfg<D, V>;
+  constexpr int CPR = D / 8, N = 16 * CPR / 32;
+  T *qs = reinterpret_cast<T *>(smem + C::Q_OFF);
+  Unit *us = reinterpret_cast<Unit *>(smem + C::UNIT_OFF);
+  static_assert(sizeof(Unit) <= C::UNIT_BYTES, "the unit buffer holds a Unit");
+  int n = 0; /* live units seen */
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const Unit it = unit_of<C::BC>(p, u, split_keys, alone);
+    if (!it.live) continue;
+    if (n++ == 0) continue; /* the consumers' own */
+    uint4 q[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) q[k] = q_chunk<T, D>(p, it, lane + 32 * k);
+    mbar_wait(&ub[1], (uint32_t)(n - 2) & 1u); /* unit n - 2 released */
+    if (p.append && it.split == 0)
+      ahead_append<T, D>(p, it, smem + C::NK_OFF, smem + C::NV_OFF, lane);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const int i = lane + 32 * k;
+      *reinterpret_cast<uint4 *>(qs + (i / CPR) * C::QLD + (i % CPR) * 8) = q[k];
+    }
+    if (lane == 0) *us = it;
+    mbar_arrive(&ub[0]);
+  }
+  if (n == 0) return; /* the consumers found none either */
+  mbar_wait(&ub[1], (uint32_t)(n - 1) & 1u);
+  if (lane == 0) us->live = false;
+  mbar_arrive(&ub[0]);
+}
+
+/* Warp 0's merged state (rows g, g + 8) → the output (a single effective split) or
+ * this split's partial, straight from registers. */
+template <typename T, int D>
+__device__ __forceinline__ void store_state(const onyx__cuda_attn_params &p, const Unit &it,
+                                            const State<D> &st, bool split, int lane) {
+  const int g = lane >> 2, t4 = lane & 3, ns = p.n_split, rows_total = p.sq * p.group;
+  float *part_o = p.partials;
+  float *part_ml = p.partials + (int64_t)p.batch * p.nq * p.sq * ns * D;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int r = g + 8 * rr;
+    if (r >= rows_total) continue;
+    const int s = r / p.group, h = it.g * p.group + r % p.group;
+    if (split) {
+      const int64_t prow = (((int64_t)it.b * p.nq + h) * p.sq + s) * ns + it.split;
+      float *po = part_o + prow * D + 2 * t4;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n)
+        *reinterpret_cast<float2 *>(po + n * 8) = make_float2(st.o[n][2 * rr], st.o[n][2 * rr + 1]);
+      if (t4 == 0) {
+        part_ml[prow * 2] = st.m[rr];
+        part_ml[prow * 2 + 1] = st.l[rr];
+      }
+      continue;
+    }
+    float sink2 = 0.0f;
+    const bool has_sink = sink_log2<T>(p, h, &sink2);
+    const float f = finish_factor(st.m[rr], st.l[rr], has_sink, sink2);
+    T *dst = (T *)p.y + (int64_t)it.b * p.y_bs + (int64_t)s * p.y_ss + (int64_t)h * p.y_hs + 2 * t4;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      const T two[2] = {Elem<T>::store(st.o[n][2 * rr] * f),
+                        Elem<T>::store(st.o[n][2 * rr + 1] * f)};
+      uint32_t w;
+      memcpy(&w, two, 4);
+      *reinterpret_cast<uint32_t *>(dst + n * 8) = w;
+    }
+  }
+}
+
+/* Round H of the PRE merge tree (barrier ID): the warps [H, 2H) put their state in a
+ * slot, arrive and leave; the warps [0, H) wait there and fold. A putter writes
+ * the slot it read itself last (cw + off; round 1: a slot of the unit before, once ub[2]
+ * says it is read), so no warp waits for a slot's readers. */
+template <int D, class C, int H, int ID>
+__device__ __forceinline__ void tree_round(State<D> &st, float *osm, float *msm, float *lsm,
+                                           int off, uint64_t *ub, int j, int cw, int lane) {
+  constexpr int OLD = C::OLD;
+  if (cw >= H) {
+    if (H == C::NCW / 2 && j > 0) mbar_wait(&ub[2], (uint32_t)(j - 1) & 1u);
+    const int sl = cw + off;
+    put_state<D, OLD>(st, osm + sl * 16 * OLD, msm + sl * 16, lsm + sl * 16, lane);
+    __syncwarp(); /* bar is .aligned: the whole warp, converged */
+    bar_arrive<ID, 64 * H>();
+    return;
+  }
+  __syncwarp();
+  bar_wait<ID, 64 * H>();
+  const int sl = cw + H + off;
+  fold_state<D, OLD>(st, osm + sl * 16 * OLD, msm + sl * 16, lsm + sl * 16, lane);
+  if constexpr (H > 1) tree_round<D, C, H / 2, ID + 1>(st, osm, msm, lsm, off + H, ub, j, cw, lane);
+}
+
+/* finish_unit with waits only where a warp needs another's state (tree_round): a warp
+ * that has put its state goes on to the next unit; warp 0 ends with every state and
+ * stores from registers. A split unit then counts itself as finish_unit does, every
+ * warp waiting for the merge. */
+template <typename T, int D, class C>
+__device__ __forceinline__ void finish_prepared(const onyx__cuda_attn_params &p, const Unit &it,
+                                                State<D> &st, unsigned char *smem, uint64_t *ub,
+                                                int j, int cw, int lane, int ctid) {
+  constexpr int NT = 32 * C::NCW;
+  float *osm = reinterpret_cast<float *>(smem + C::O_OFF);
+  float *msm = reinterpret_cast<float *>(smem + C::ML_OFF), *lsm = msm + C::SLOTS * 16;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    st.l[rr] += __shfl_xor_sync(0xffffffffu, st.l[rr], 1);
+    st.l[rr] += __shfl_xor_sync(0xffffffffu, st.l[rr], 2);
+  }
+  tree_round<D, C, C::NCW / 2, 2>(st, osm, msm, lsm, -C::NCW / 2, ub, j, cw, lane);
+  const bool split = it.n_eff > 1;
+  if (cw == 0) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&ub[2]); /* every slot of this unit is read */
+    store_state<T, D>(p, it, st, split, lane);
+  }
+  if (!split) return;
+  if (cw == 0) __threadfence(); /* warp 0 wrote the partial */
+  count_split<T, D, NT>(p, it, reinterpret_cast<int *>(smem + C::FLAG_OFF), ctid);
+}
+
+/* The consumers of a PRE variant: their first unit prepared by themselves as the
+ * other variants do, every later one taken from the unit warp. */
+template <typename T, int D, class V>
+__device__ __forceinline__ void
+consume_prepared(const onyx__cuda_attn_params &p, int units, int split_keys, int alone,
+                 unsigned char *smem, uint32_t ks, uint32_t vs, uint64_t *full, uint64_t *empty,
+                 uint64_t *ub, int warp, int lane) {
+  using C = Cfg<D, V>;
+  constexpr int BC = C::BC, ST = C::ST, KW = C::KW, NT = 32 * C::NCW;
+  static_assert(!V::TMA, "PRE variants load by cp.async");
+  const int cw = warp - 1, ctid = (warp - 1) * 32 + lane, g = lane >> 2;
+  T *qs = reinterpret_cast<T *>(smem + C::Q_OFF);
+  unsigned char *nk = smem + C::NK_OFF, *nv = smem + C::NV_OFF;
+  const Unit *us = reinterpret_cast<const Unit *>(smem + C::UNIT_OFF);
+  const float sl2 = p.scale * kLog2e;
+  const int q_row = (lane & 7) + ((lane >> 3) & 1) * 8, q_col = (lane >> 4) * 8;
+  const Lanes ln = lanes_of(lane);
+  const uint32_t wrow = (uint32_t)(cw * KW * 128);
+  Unit it;
+  int u = blockIdx.x;
+  for (;; u += gridDim.x) {
+    if (u >= units) return;
+    it = unit_of<BC>(p, u, split_keys, alone);
+    if (it.live) break;
+  }
+  if (!(p.append && it.split == 0))
+    load_q<T, D, C::QLD, NT>(p, it, qs, ctid);
+  else if (ctid < NT / 2)
+    load_q<T, D, C::QLD, NT / 2>(p, it, qs, ctid);
+  else
+    append_rows<T, D, NT / 2>(p, it, nk, nv, ctid - NT / 2);
+  consumers_sync<NT>();
+  int git = 0;
+  for (int j = 0;; ++j) {
+    if (j > 0) {
+      mbar_wait(&ub[0], (uint32_t)(j - 1) & 1u);
+      it = *us;
+      if (!it.live) return;
+    }
+    uint32_t qf[D / 16][4];
+#pragma unroll
+    for (int kd = 0; kd < D / 16; ++kd) ldsm_x4(qf[kd], qs + q_row * C::QLD + kd * 16 + q_col);
+    const Rows rw = rows_of(p, it, g);
+    State<D> st;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) st.o[n][0] = st.o[n][1] = st.o[n][2] = st.o[n][3] = 0.0f;
+    st.m[0] = st.m[1] = -INFINITY;
+    st.l[0] = st.l[1] = 0.0f;
+    /* The last warp (the first to leave the merge) takes the appended rows. */
+    if (p.append && it.split == 0 && cw == C::NCW - 1 && it.x_lo < it.x_hi)
+      keys<T, D, 2>(st, qf, smem_addr(nk), smem_addr(nv), C::XSUB, it.past_new, rw, it.x_lo,
+                    it.x_hi, 0, 0, sl2, ln, lane);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&ub[1]); /* Q, the appended tiles and the unit are read */
+    for (int t = 0; t < it.n_tiles; ++t, ++git) {
+      const int s = git % ST;
+      mbar_wait(&full[s], (uint32_t)(git / ST) & 1u);
+      const int key0 = it.kstart + t * BC + cw * KW;
+      keys<T, D, KW / 8>(st, qf, ks + s * C::TILE + wrow, vs + s * C::TILE + wrow, C::SUB, key0, rw,
+                         it.kstart, it.kend, it.x_lo, it.x_hi, sl2, ln, lane);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s]);
+    }
+    finish_prepared<T, D, C>(p, it, st, smem, ub, j, cw, lane, ctid);
+  }
+}
+
 /* ------------------------------------------------------------------ the kernel */
 
 template <typename T, int D, class V>
@@ -814,12 +1116,18 @@ __global__ void __launch_bounds__(Cfg<D, V>::THREADS, 1)
   const uint32_t base = smem_addr(smem);
   const uint32_t ks = base + C::K_OFF, vs = base + C::V_OFF;
   uint64_t *full = reinterpret_cast<uint64_t *>(smem + C::BAR_OFF), *empty = full + ST;
+  uint64_t *ub = full + 2 * ST; /* PRE: the unit buffer's barriers */
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 
   if (tid == 0) {
     for (int s = 0; s < ST; ++s) {
       mbar_init(&full[s], V::TMA ? 1 : 32); /* the expect_tx arrival, or one per lane */
       mbar_init(&empty[s], C::NCW);         /* one arrival per consumer warp */
+    }
+    if (V::PRE) {
+      mbar_init(&ub[0], 32);     /* published: one arrival a lane of the unit warp */
+      mbar_init(&ub[1], C::NCW); /* released: one a consumer warp */
+      mbar_init(&ub[2], 1);      /* merge slots read: warp 0 */
     }
 #if __CUDA_ARCH__ >= 900
     if (V::TMA) mbar_fence_init();
@@ -837,6 +1145,14 @@ __global__ void __launch_bounds__(Cfg<D, V>::THREADS, 1)
 
   if (warp == 0) {
     produce<T, D, V>(p, units, split_keys, alone, &tk, &tv, ks, vs, full, empty, lane);
+    return;
+  }
+  if constexpr (V::PRE) {
+    if (warp == C::NCW + 1)
+      prepare_units<T, D, V>(p, units, split_keys, alone, smem, ub, lane);
+    else
+      consume_prepared<T, D, V>(p, units, split_keys, alone, smem, ks, vs, full, empty, ub, warp,
+                                lane);
     return;
   }
 
@@ -904,7 +1220,8 @@ __global__ void __launch_bounds__(Cfg<D, V>::THREADS, 1)
  * kept as v7): v1 D1's shape (4 warps × 16 keys, 4 stages); v2 32 keys a warp (128-key
  * tiles, 3 stages); v3 v2 with the L2 evict-first hint; v4 v3 with 256-byte L2
  * prefetch; v5 8 warps × 16 keys with the hint; v6 v3 asking L2 for the tile 3 ahead;
- * v7 TMA with the hint. */
+ * v7 TMA with the hint; v8 v3 with units prepared ahead (PRE: the unit boundary off the
+ * consumers' path, PERF_NOTES.md "Unit boundary"). */
 using V1 = Var<4, 16, 4, false>;
 using V2 = Var<4, 32, 3, false>;
 using V3 = Var<4, 32, 3, false, true>;
@@ -912,6 +1229,7 @@ using V4 = Var<4, 32, 3, false, true, true>;
 using V5 = Var<8, 16, 3, false, true>;
 using V6 = Var<4, 32, 3, false, true, false, 3>;
 using V7 = Var<4, 32, 3, true, true>;
+using V8 = Var<4, 32, 3, false, true, false, 0, true>;
 /* The production choice (the best measured, PERF_NOTES.md); it needs no TMA, and it is
  * where v7 falls back for layouts or devices TMA cannot take. */
 using Best = V3;
@@ -1080,12 +1398,12 @@ static cudaError_t launch_v(const onyx__cuda_attn_params &p, int dev, cudaStream
   return cudaGetLastError();
 }
 
-/* Variant v (1..7), or the production choice for 0; a TMA variant that cannot take the
+/* Variant v (1..8), or the production choice for 0; a TMA variant that cannot take the
  * problem (layout, device, a refused map) runs as the production one. */
 template <typename T, int D>
 static cudaError_t launch(const onyx__cuda_attn_params &p, int dev, cudaStream_t stream) {
   int v = onyx__cuda_attn_decode_variant;
-  if (v < 1 || v > 7) v = kBest;
+  if (v < 1 || v > 8) v = kBest;
   cudaError_t e = kNotTaken;
   switch (v) {
   case 1:
@@ -1105,6 +1423,9 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, int dev, cudaStream_t
     break;
   case 6:
     e = launch_v<T, D, V6>(p, dev, stream);
+    break;
+  case 8:
+    e = launch_v<T, D, V8>(p, dev, stream);
     break;
   default:
     e = launch_v<T, D, V7>(p, dev, stream);

@@ -240,7 +240,7 @@ extern int onyx__cuda_attn_pdl;
  * units). Tests and the benchmark only (the tail and per-SM rate); not thread-safe. */
 extern int onyx__cuda_attn_decode_grid;
 /* Tests and the benchmark only: a variant of the decode kernel (0: the production one;
- * 1..7: the variants of cuda_attn_decode.cu, a TMA one falling back to cp.async where
+ * 1..8: the variants of cuda_attn_decode.cu, a TMA one falling back to cp.async where
  * TMA cannot read the layout). Not thread-safe; production code never sets it. */
 extern int onyx__cuda_attn_decode_variant;
 
