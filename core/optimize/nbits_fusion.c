@@ -70,3 +70,25 @@ void onyx__opt_nbits_take_attrs(onyx__node *head, onyx__node *p, const onyx_attr
   head->attrs = attrs;
   head->attr_count = count;
 }
+
+const char *onyx__opt_nbits_check_providers(onyx__opt_ctx *ctx, const onyx__node *head,
+                                            const onyx__node *p, const onyx_attr *lead,
+                                            const char *fused_op, const int32_t *inputs,
+                                            size_t input_count, uint32_t dtype, const char *apart,
+                                            const char *missing) {
+  onyx_runtime *rt = ctx->session->runtime;
+  const onyx__graph *g = ctx->graph;
+  onyx__provider *ph = onyx__opt_provider_for(rt, g, head, head->domain, head->op_type, head->opset,
+                                              head->inputs, head->input_count, dtype);
+  onyx__provider *pm = onyx__opt_provider_for(rt, g, p, "com.microsoft", "MatMulNBits", p->opset,
+                                              p->inputs, p->input_count, dtype);
+  if (ph == NULL || ph != pm) return apart;
+  size_t count = p->attr_count;
+  onyx_attr *merged = lead ? onyx__opt_nbits_attrs(lead, p, &count) : NULL;
+  if (lead && merged == NULL) return "out of memory";
+  onyx__provider *pf =
+      onyx__opt_provider_for_attrs(rt, g, head, lead ? merged : p->attrs, count, "ai.onyx",
+                                   fused_op, 1, inputs, input_count, dtype);
+  free(merged);
+  return pf == ph ? NULL : missing;
+}

@@ -157,24 +157,13 @@ static void nbits_inputs(const nmm_match *m, int32_t in[8]) {
 /* As check_providers, for the MatMulNBits form; the fused node probed with its own
  * attributes (the norm's epsilon, then the product's). */
 static const char *check_providers_nbits(onyx__opt_ctx *ctx, const nmm_match *m) {
-  onyx_runtime *rt = ctx->session->runtime;
-  const onyx__graph *g = ctx->graph;
-  const onyx__node *n = &g->nodes[m->norm], *p = &g->nodes[m->mm];
+  const onyx__node *n = &ctx->graph->nodes[m->norm], *p = &ctx->graph->nodes[m->mm];
   int32_t fused_in[8];
   nbits_inputs(m, fused_in);
-  onyx__provider *pn = onyx__opt_provider_for(rt, g, n, n->domain, n->op_type, n->opset, n->inputs,
-                                              n->input_count, m->dtype);
-  onyx__provider *pm = onyx__opt_provider_for(rt, g, p, "com.microsoft", "MatMulNBits", p->opset,
-                                              p->inputs, p->input_count, m->dtype);
-  if (pn == NULL || pn != pm) return "the norm and the product would run on different providers";
-  size_t count = 0;
-  onyx_attr *attrs = onyx__opt_nbits_attrs(find_attr(n, "epsilon"), p, &count);
-  if (attrs == NULL) return "out of memory";
-  onyx__provider *pf = onyx__opt_provider_for_attrs(rt, g, n, attrs, count, "ai.onyx",
-                                                    "RMSNormMatMulNBits", 1, fused_in, 8, m->dtype);
-  free(attrs);
-  if (pf != pn) return "their provider has no RMSNormMatMulNBits kernel";
-  return NULL;
+  return onyx__opt_nbits_check_providers(
+      ctx, n, p, find_attr(n, "epsilon"), "RMSNormMatMulNBits", fused_in, 8, m->dtype,
+      "the norm and the product would run on different providers",
+      "their provider has no RMSNormMatMulNBits kernel");
 }
 
 static const char *check_providers(onyx__opt_ctx *ctx, const void *match) {

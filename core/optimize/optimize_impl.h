@@ -92,6 +92,16 @@ onyx_attr *onyx__opt_nbits_attrs(const onyx_attr *lead, const onyx__node *p, siz
 void onyx__opt_nbits_take_attrs(onyx__node *head, onyx__node *p, const onyx_attr *lead,
                                 onyx_attr *attrs, size_t count);
 
+/* The probe of a MatMulNBits fusion: the provider that would run head and the product p
+ * must be one (else `apart`) and have `fused_op` for the fused node's inputs and
+ * attributes, head's `lead` (may be NULL) before p's (else `missing`). NULL when it
+ * does; "out of memory" when the merged attributes could not be made. */
+const char *onyx__opt_nbits_check_providers(onyx__opt_ctx *ctx, const onyx__node *head,
+                                            const onyx__node *p, const onyx_attr *lead,
+                                            const char *fused_op, const int32_t *inputs,
+                                            size_t input_count, uint32_t dtype, const char *apart,
+                                            const char *missing);
+
 /* A pass that fuses a node into the product reading it (fuse_each.c runs its loop). */
 typedef struct onyx__opt_fusion {
   const char *pass;   /* its name, for the log */

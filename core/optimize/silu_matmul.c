@@ -118,20 +118,13 @@ static void nbits_inputs(const smm_match *m, int32_t in[6]) {
 /* As check_providers, for the MatMulNBits form; the fused node probed with the
  * product's attributes (its own). */
 static const char *check_providers_nbits(onyx__opt_ctx *ctx, const smm_match *m) {
-  onyx_runtime *rt = ctx->session->runtime;
-  const onyx__graph *g = ctx->graph;
-  const onyx__node *n = &g->nodes[m->act], *p = &g->nodes[m->mm];
+  const onyx__node *n = &ctx->graph->nodes[m->act], *p = &ctx->graph->nodes[m->mm];
   int32_t fused_in[6];
   nbits_inputs(m, fused_in);
-  onyx__provider *pa = onyx__opt_provider_for(rt, g, n, n->domain, n->op_type, n->opset, n->inputs,
-                                              n->input_count, m->dtype);
-  onyx__provider *pm = onyx__opt_provider_for(rt, g, p, "com.microsoft", "MatMulNBits", p->opset,
-                                              p->inputs, p->input_count, m->dtype);
-  onyx__provider *pf = onyx__opt_provider_for_attrs(rt, g, n, p->attrs, p->attr_count, "ai.onyx",
-                                                    "SiluMulMatMulNBits", 1, fused_in, 6, m->dtype);
-  if (pa == NULL || pa != pm) return "SiluMul and the product would run on different providers";
-  if (pf != pa) return "their provider has no SiluMulMatMulNBits kernel";
-  return NULL;
+  return onyx__opt_nbits_check_providers(ctx, n, p, NULL, "SiluMulMatMulNBits", fused_in, 6,
+                                         m->dtype,
+                                         "SiluMul and the product would run on different providers",
+                                         "their provider has no SiluMulMatMulNBits kernel");
 }
 
 static const char *check_providers(onyx__opt_ctx *ctx, const void *match) {
