@@ -21,10 +21,12 @@
  * single launch between events; again after the anchor, for drift), the op launched back
  * to back (host time per call hidden), the op in the rounds' own CTAs and on 16 CTAs
  * (onyx__cuda_attn_decode_grid: the tail, the rate one CTA streams), variants 3 (the
- * default before units prepared ahead) and 8 (prepared ahead) back to back and v8 on 16
- * CTAs. The ceiling table gives Onyx's and cuDNN's GB/s as % of the read rate (the
- * anchor's "_b2b" lines, from ONYX_ANCHOR_B2B=1, for the back-to-back side), the last
- * one v3 beside v8. ONYX_BENCH_DECODE_ONLY=1 skips the prefill shapes. Build:
+ * default before units prepared ahead) and 8 (prepared ahead) back to back and each on
+ * 16 CTAs. The op is the production route, which picks v8 or v3 by units a CTA (the
+ * variant it ran printed beside it). The ceiling table gives Onyx's and cuDNN's GB/s as
+ * % of the read rate (the anchor's "_b2b" lines, from ONYX_ANCHOR_B2B=1, for the
+ * back-to-back side), the last one the routed op beside v3 and v8.
+ * ONYX_BENCH_DECODE_ONLY=1 skips the prefill shapes. Build:
  * the tests/cuda_attention CMake project (target onyx_bench_attention_cuda).
  */
 #include <cuda_runtime_api.h>
@@ -187,12 +189,15 @@ typedef struct result {
   double flash, cudnn; /* anchor, 0 when missing */
   double var[9];       /* decode: GB/s of the decode kernel's variants 1..8 */
   /* decode: the read rate of the same bytes in this process, the op back to back, the
-   * op in the rounds' own CTAs (onyx__cuda_attn_decode_grid -1) and on 16 CTAs (the
-   * per-SM rate: GB/s over 16), the anchor back to back */
+   * op in the rounds' own CTAs (onyx__cuda_attn_decode_grid -1), OLD_V on 16 CTAs (the
+   * per-SM rate: GB/s over 16, as before the routing), the anchor back to back */
   onyx_bench_read rd;
   double ours_b2b, grid_even, per_sm16, flash_b2b, cudnn_b2b;
   /* decode: variants OLD_V and NEW_V back to back, NEW_V's GB/s a CTA on 16 CTAs */
   double old_b2b, new_b2b, new_sm16;
+  /* decode: the variant the production route ran, its units and CTAs */
+  int op_v, op_grid;
+  int64_t op_units;
 } result;
 
 /* The decode kernel's default before units were prepared ahead, and the variant that
@@ -286,6 +291,7 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
     double bytes = 2.0 * B * hkv * (double)S_kv * D * 2.0;
     r->ours = bytes / ms / 1e6;
     r->route = onyx__cuda_attn_last_route();
+    onyx__cuda_attn_decode_last(&r->op_v, &r->op_units, &r->op_grid);
     /* The ceiling: a kernel that only reads, the same bytes, right after the op. */
     int re = onyx_bench_read_rate((size_t)bytes, ITERS, &r->rd);
     if (re != 0) {
@@ -303,9 +309,9 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
     onyx__cuda_attn_decode_grid = -1;
     r->grid_even = bytes / measure(state, &c, in, 7, &wsb) / 1e6;
     onyx__cuda_attn_decode_grid = 16;
+    onyx__cuda_attn_decode_variant = OLD_V; /* the route would take v8 on 16 CTAs */
     r->per_sm16 = bytes / measure(state, &c, in, 7, &wsb) / 1e6 / 16.0;
     onyx__cuda_attn_decode_grid = 0;
-    onyx__cuda_attn_decode_variant = OLD_V;
     r->old_b2b = bytes / measure_as(state, &c, in, 7, &wsb, true) / 1e6;
     onyx__cuda_attn_decode_variant = NEW_V;
     r->new_b2b = bytes / measure_as(state, &c, in, 7, &wsb, true) / 1e6;
@@ -314,9 +320,10 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
     onyx__cuda_attn_decode_grid = 0;
     onyx__cuda_attn_decode_variant = 0;
     printf("  decode B=%d Skv=%d: op back to back %.0f GB/s | rounds' own CTAs %.0f | "
-           "16 CTAs %.1f GB/s a CTA | back to back v%d %.0f, v%d %.0f | v%d 16 CTAs %.1f a CTA\n",
-           B, S_kv, r->ours_b2b, r->grid_even, r->per_sm16, OLD_V, r->old_b2b, NEW_V, r->new_b2b,
-           NEW_V, r->new_sm16);
+           "v%d 16 CTAs %.1f GB/s a CTA | back to back v%d %.0f, v%d %.0f | v%d 16 CTAs %.1f a "
+           "CTA\n",
+           B, S_kv, r->ours_b2b, r->grid_even, OLD_V, r->per_sm16, OLD_V, r->old_b2b, NEW_V,
+           r->new_b2b, NEW_V, r->new_sm16);
     /* The flash kernel on the same problem (the decode route turned off: the fill
      * writes the new row). */
     uint64_t ws2;
@@ -324,10 +331,10 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
     float kf = measure(state, &c, in, 7, &ws2);
     onyx__cuda_attn_force_decode = -1;
     r->kernel64 = bytes / kf / 1e6;
-    printf("onyx decode B=%d Hq=%d Hkv=%d Skv=%d D=%d: op (%s route) %.4f ms %.0f GB/s | "
-           "flash route %.4f ms %.0f | workspace %llu B\n",
-           B, hq, hkv, S_kv, D, route_name(r->route), ms, r->ours, kf, r->kernel64,
-           (unsigned long long)ws);
+    printf("onyx decode B=%d Hq=%d Hkv=%d Skv=%d D=%d: op (%s route, v%d: %lld units on %d "
+           "CTAs) %.4f ms %.0f GB/s | flash route %.4f ms %.0f | workspace %llu B\n",
+           B, hq, hkv, S_kv, D, route_name(r->route), r->op_v, (long long)r->op_units, r->op_grid,
+           ms, r->ours, kf, r->kernel64, (unsigned long long)ws);
     /* Every variant of the decode kernel (onyx__cuda_attn_decode_variant). */
     const char *skip = getenv("ONYX_BENCH_SKIP_VARIANT"); /* one digit: a variant left out */
     for (int vi = 1; vi <= 8; ++vi) {
@@ -421,21 +428,22 @@ static void print_ceiling(void) {
   }
 }
 
-/* Variant OLD_V beside NEW_V on each decode row: per call (x cuDNN per call), back to
- * back (% of the read rate back to back, and cuDNN's), and one CTA's rate on 16 CTAs. */
+/* The routed op (the variant it ran) beside OLD_V and NEW_V on each decode row: per
+ * call (x cuDNN per call), back to back (% of the read rate back to back, and cuDNN's),
+ * and one CTA's rate on 16 CTAs. */
 static void print_old_new(void) {
-  printf("\n%-24s %7s %7s %6s %6s | %7s %7s %6s %6s %6s %6s | %7s %7s\n", "decode (bf16) GB/s",
-         "v3", "v8", "v3xcd", "v8xcd", "b2b v3", "b2b v8", "%read", "%read", "cudnn%", "v8/v3",
-         "op@16", "v8@16");
+  printf("\n%-24s %7s %3s %6s | %7s %7s %6s %6s | %7s %7s %6s %6s %6s %6s | %7s %7s\n",
+         "decode (bf16) GB/s", "op", "ran", "opxcd", "v3", "v8", "v3xcd", "v8xcd", "b2b v3",
+         "b2b v8", "%read", "%read", "cudnn%", "v8/v3", "v3@16", "v8@16");
   for (int i = 0; i < n_results; ++i) {
     const result *r = &results[i];
     if (r->kind[0] != 'd') continue;
     const double cd = r->cudnn > 0 ? r->cudnn : 1e300;
-    printf("B%-2d Hq%d Hkv%d Skv%-5d D%-3d %6.0f %7.0f %6.2f %6.2f | %7.0f %7.0f %6.1f %6.1f %6.1f "
-           "%6.3f | %7.1f %7.1f\n",
-           r->B, r->hq, r->hkv, r->s, r->d, r->var[OLD_V], r->var[NEW_V], r->var[OLD_V] / cd,
-           r->var[NEW_V] / cd, r->old_b2b, r->new_b2b, pct(r->old_b2b, r->rd.b2b),
-           pct(r->new_b2b, r->rd.b2b), pct(r->cudnn_b2b, r->rd.b2b),
+    printf("B%-2d Hq%d Hkv%d Skv%-5d D%-3d %6.0f  v%d %6.2f | %7.0f %7.0f %6.2f %6.2f | %7.0f "
+           "%7.0f %6.1f %6.1f %6.1f %6.3f | %7.1f %7.1f\n",
+           r->B, r->hq, r->hkv, r->s, r->d, r->ours, r->op_v, r->ours / cd, r->var[OLD_V],
+           r->var[NEW_V], r->var[OLD_V] / cd, r->var[NEW_V] / cd, r->old_b2b, r->new_b2b,
+           pct(r->old_b2b, r->rd.b2b), pct(r->new_b2b, r->rd.b2b), pct(r->cudnn_b2b, r->rd.b2b),
            r->old_b2b > 0 ? r->new_b2b / r->old_b2b : 0.0, r->per_sm16, r->new_sm16);
   }
 }

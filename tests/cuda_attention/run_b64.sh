@@ -3,11 +3,13 @@
 # benchmark programs built on the development machine (carried in build-b64-bin/; built
 # in /tmp with -j16 if they do not start here), the decode tests against the float64
 # reference on every kernel variant and launch knob (a timeout: a wrong barrier hangs;
-# 75 s, since 40 s stopped them in variant 3 on 2026-12-02; variant 8, units prepared
-# ahead, runs first among the variants and with every launch knob), then the decode rows
-# of the bench beside PyTorch (decode shapes only, also timed back to back) with the read
-# rate of each row's bytes measured in the same process, printed as tables (the bench's
-# last lines; the last one sets variant 3, the default before, beside variant 8).
+# 85 s: 40 s stopped them in variant 3 on 2026-12-02, and the routing cases add a few;
+# variant 8, units prepared ahead, runs first among the variants and with every launch
+# knob; test_decode_route starts with the production routing's cases: v8 where a CTA
+# takes several units, v3 where one), then the decode rows of the bench beside PyTorch
+# (decode shapes only, also timed back to back) with the read rate of each row's bytes
+# measured in the same process, printed as tables (the bench's last lines; the last one
+# sets the routed op and the variant it ran beside variants 3 and 8).
 # From the carried tree's root, with .deps and build-b64-bin carried:
 #   sh tests/cuda_attention/run_b64.sh OUT [SECONDS]
 out=${1:-/tmp/b64-out}
@@ -35,13 +37,14 @@ fi
 echo "== decode tests (+$(($(date +%s) - T0)) s)"
 # Line-buffered where stdbuf exists: a run the timeout stops keeps its last lines.
 lb=$(command -v stdbuf >/dev/null 2>&1 && echo "stdbuf -oL")
-ONYX_TEST_FILTER='*decode*' timeout 75 $lb "$bin/onyx_cuda_attention_test" \
+ONYX_TEST_FILTER='*decode*' timeout 85 $lb "$bin/onyx_cuda_attention_test" \
   >"$out/test_decode.log" 2>&1
 rc=$?
 echo "decode tests exit $rc (124: timed out); $(grep -E 'PASSED|FAILED' "$out/test_decode.log" | tr '\n' ' ')"
 grep -E "bad=[1-9]|FAILED|rror|ssert|mismatch|not zero" "$out/test_decode.log" | head -12
 grep -oE "rel_l2=[0-9.e+-]+" "$out/test_decode.log" | sort -t= -k2 -g | tail -1
 echo "variants reached: $(grep -oE "decode variant [0-9]" "$out/test_decode.log" | tr '\n' ' ')"
+grep -E "^  (routing|  same on 3).*: variant [0-9]" "$out/test_decode.log"
 echo "decode comparisons with bad=0: $(grep -cE "bad=0" "$out/test_decode.log");" \
   "bad>0: $(grep -cE "bad=[1-9]" "$out/test_decode.log")"
 t=$(left)

@@ -81,13 +81,16 @@ static void softmax_row(const double *scores, int64_t n, bool has_sink, double s
 
 /* ================================================================== GroupQueryAttention */
 
+/* Most batch rows of a case (the B64 decode geometry of issue #15). */
+#define GQA_MAX_B 64
+
 typedef struct gqa_case {
   const char *name;
   uint32_t dtype;
   int B, S, nq, nkv, H;
   int L; /* past rows (0: no past) */
   int T; /* total_sequence_length */
-  int seqlens[8];
+  int seqlens[GQA_MAX_B];
   bool packed, rotary, interleaved, pos_ids;
   int rot_half; /* 0: H / 2 */
   int window;   /* 0: off */
@@ -145,7 +148,8 @@ static void run_gqa_case(const gqa_case *c, uint64_t seed, gqa_result *res) {
     ch_tensor_random(&pk, dt, 4, pd, &rng, 1.0);
     ch_tensor_random(&pv, dt, 4, pd, &rng, 1.0);
   }
-  int32_t seqlens[8];
+  assert_true(B >= 1 && B <= GQA_MAX_B);
+  int32_t seqlens[GQA_MAX_B];
   for (int b = 0; b < B; ++b) seqlens[b] = c->seqlens[b];
   int64_t bd[1] = {B};
   ch_tensor_bytes(&sl, ONYX_DTYPE_INT32, 1, bd, seqlens, false);
@@ -2167,10 +2171,72 @@ static void short_in_large_cases(void) {
   onyx__cuda_attn_decode_grid = 0;
 }
 
+/* The production routing by units a CTA (onyx__cuda_attn_decode_variant 0): the last
+ * decode launch ran v8 where its grid dealt some CTA more than one unit, else v3; want
+ * 1 (several units a CTA), 0 (one) or -1 (the rule alone: the device's SM count
+ * decides). */
+static void expect_routed(const char *what, int want) {
+  if (!onyx__cuda_attn_decode_available()) return;
+  int v = 0, grid = 0;
+  int64_t units = 0;
+  onyx__cuda_attn_decode_last(&v, &units, &grid);
+  printf("  %s: variant %d, %lld units on %d CTAs\n", what, v, (long long)units, grid);
+  const bool several = units > grid;
+  if (want >= 0) assert_int_equal(several, want == 1);
+  assert_int_equal(v, several ? 8 : 3);
+}
+
+/* The routed production path on both sides of the rule, against the float64
+ * reference: B64 32/8 H128 (issue #15's decode geometry at a short cap: 512 units on
+ * one CTA an SM, several a CTA), B16 32/8 (128 units: one a CTA on 128 SMs or more),
+ * and a grid of 3 CTAs (the knob makes several a CTA on any geometry). */
+static void routing_cases(void) {
+  gqa_case a = {.name = "routing: shared cap 320 B64 32/8 H128 rotary (512 units)",
+                .dtype = ONYX_DTYPE_BFLOAT16,
+                .B = 64,
+                .S = 1,
+                .nq = 32,
+                .nkv = 8,
+                .H = 128,
+                .L = 320,
+                .T = 320,
+                .rotary = true,
+                .share = true,
+                .causal = -1};
+  for (int b = 0; b < a.B; ++b) a.seqlens[b] = 319 - (b * 37) % 240; /* 80 .. 319 */
+  check_gqa(&a, 760);
+  expect_decode(a.name);
+  expect_routed(a.name, 1);
+  gqa_case b = {.name = "routing: shared cap 600 B16 32/8 H128 (128 units)",
+                .dtype = ONYX_DTYPE_FLOAT16,
+                .B = 16,
+                .S = 1,
+                .nq = 32,
+                .nkv = 8,
+                .H = 128,
+                .L = 600,
+                .T = 600,
+                .share = true,
+                .causal = -1};
+  for (int i = 0; i < b.B; ++i) b.seqlens[i] = 599 - (i * 53) % 500; /* 99 .. 599 */
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) sms = 0;
+  check_gqa(&b, 761);
+  expect_decode(b.name);
+  expect_routed(b.name, sms >= 128 ? 0 : -1);
+  onyx__cuda_attn_decode_grid = 3;
+  check_gqa(&b, 762);
+  expect_decode(b.name);
+  expect_routed("  same on 3 CTAs", 1);
+  onyx__cuda_attn_decode_grid = 0;
+}
+
 static void test_decode_route(void **state) {
   (void)state;
   SKIP_WITHOUT_DEVICE();
   g_decode_both = true;
+  onyx__cuda_attn_force_decode = -1;
+  routing_cases();
   decode_route_cases();
 }
 

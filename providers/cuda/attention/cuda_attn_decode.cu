@@ -39,8 +39,9 @@
  *   warp zeroes its rows of a boundary tile): 0·NaN never reaches O.
  * - Variants (tile keys, consumer warps, stages, TMA or cp.async, an L2 evict-first
  *   hint, units prepared ahead) are templates; onyx__cuda_attn_decode_variant picks one
- *   for tests and the benchmark, and the production choice is the best one measured
- *   (PERF_NOTES.md).
+ *   for tests and the benchmark. Production routes by units a CTA (production_variant):
+ *   units prepared ahead where the grid deals some CTA several units, v3 otherwise
+ *   (PERF_NOTES.md, "Routing by units a CTA").
  * - Units prepared ahead (PRE): a CTA with several units pays each boundary on the
  *   consumers' path (the merge's barriers, then seqlens → geometry → Q, two dependent
  *   global round trips) while the ring waits full. There a unit warp loads the next
@@ -1230,10 +1231,16 @@ using V5 = Var<8, 16, 3, false, true>;
 using V6 = Var<4, 32, 3, false, true, false, 3>;
 using V7 = Var<4, 32, 3, true, true>;
 using V8 = Var<4, 32, 3, false, true, false, 0, true>;
-/* The production choice (the best measured, PERF_NOTES.md); it needs no TMA, and it is
- * where v7 falls back for layouts or devices TMA cannot take. */
+/* Production (onyx__cuda_attn_decode_variant 0) routes by units a CTA, in
+ * production_variant: v8 where the launch's grid deals some CTA more than one unit (B64:
+ * 512 units on 132 CTAs; its unit warp prepares each later unit during the one before,
+ * B64 1.02 -> 1.09x cuDNN per call), v3 where every CTA takes one unit at most (B1, B16:
+ * there is no later unit to prepare and the sixth warp costs a lone CTA, B1·4K v8/v3
+ * 0.934). Best (v3) needs no TMA and runs every problem: v7 falls back to it for layouts
+ * or devices TMA cannot take, and production keeps it where v8 has no slot. */
 using Best = V3;
 constexpr int kBest = 3;
+constexpr int kPrepared = 8;
 
 /* cuTensorMapEncodeTiled through cudart's driver entry point (no libcuda link). */
 static PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
@@ -1339,12 +1346,46 @@ template <typename T, int D, class V> static int slots(int dev) {
 /* What launch_v returns when a TMA variant cannot run this problem: nothing ran. */
 constexpr cudaError_t kNotTaken = (cudaError_t)-1;
 
+/* Work units of a launch: every planned split of every (b, kv head), live or not (the
+ * lengths that cut splits are on the device). */
+static int64_t units_of(const onyx__cuda_attn_params &p) {
+  return (int64_t)p.batch * p.nkv * p.n_split;
+}
+
+/* CTAs of a launch of units > 0 on slots > 0 resident CTAs (CTA c takes units c,
+ * c + grid, ...): one a unit up to the slots, or onyx__cuda_attn_decode_grid's count. */
+static int grid_of(int64_t units, int slots) {
+  int grid = units < slots ? (int)units : slots;
+  if (onyx__cuda_attn_decode_grid > 0 && onyx__cuda_attn_decode_grid < grid) {
+    grid = onyx__cuda_attn_decode_grid;
+  } else if (onyx__cuda_attn_decode_grid < 0) {
+    const int64_t rounds = (units + grid - 1) / grid; /* the same rounds, even CTAs */
+    grid = (int)((units + rounds - 1) / rounds);
+  }
+  return grid;
+}
+
+/* The production variant (see Best): units prepared ahead where the grid v8 would be
+ * launched on deals some CTA more than one unit, else v3. */
+template <typename T, int D>
+static int production_variant(const onyx__cuda_attn_params &p, int dev) {
+  const int n = slots<T, D, V8>(dev);
+  const int64_t units = units_of(p);
+  if (n <= 0 || units <= 0 || units > INT32_MAX) return kBest;
+  return units > grid_of(units, n) ? kPrepared : kBest;
+}
+
+/* What the last launch ran (tests and the benchmark). */
+static std::atomic<int> last_variant{0}, last_grid{0};
+static std::atomic<int64_t> last_units{0};
+
+/* Launches variant `id` (V). */
 template <typename T, int D, class V>
-static cudaError_t launch_v(const onyx__cuda_attn_params &p, int dev, cudaStream_t stream) {
+static cudaError_t launch_v(const onyx__cuda_attn_params &p, int dev, cudaStream_t stream, int id) {
   using C = Cfg<D, V>;
   const int n = slots<T, D, V>(dev);
   if (n <= 0) return V::TMA ? kNotTaken : cudaErrorInvalidDeviceFunction;
-  const int64_t heads = (int64_t)p.batch * p.nkv, units = heads * p.n_split;
+  const int64_t heads = (int64_t)p.batch * p.nkv, units = units_of(p);
   if (units <= 0) return cudaSuccess;
   if (units > INT32_MAX) return cudaErrorInvalidValue;
   CUtensorMap tk, tv;
@@ -1367,13 +1408,10 @@ static cudaError_t launch_v(const onyx__cuda_attn_params &p, int dev, cudaStream
     cudaError_t e = cudaMemsetAsync(count, 0, (size_t)heads * sizeof(uint32_t), stream);
     if (e != cudaSuccess) return e;
   }
-  int grid = units < n ? (int)units : n;
-  if (onyx__cuda_attn_decode_grid > 0 && onyx__cuda_attn_decode_grid < grid) {
-    grid = onyx__cuda_attn_decode_grid;
-  } else if (onyx__cuda_attn_decode_grid < 0) {
-    const int64_t rounds = (units + grid - 1) / grid; /* the same rounds, even CTAs */
-    grid = (int)((units + rounds - 1) / rounds);
-  }
+  const int grid = grid_of(units, n);
+  last_variant.store(id, std::memory_order_relaxed);
+  last_units.store(units, std::memory_order_relaxed);
+  last_grid.store(grid, std::memory_order_relaxed);
   const int split_keys =
       onyx__cuda_attn_decode_split_keys > 0 ? onyx__cuda_attn_decode_split_keys : 0;
   const int alone = onyx__cuda_attn_decode_split0_alone != 0;
@@ -1398,40 +1436,40 @@ static cudaError_t launch_v(const onyx__cuda_attn_params &p, int dev, cudaStream
   return cudaGetLastError();
 }
 
-/* Variant v (1..8), or the production choice for 0; a TMA variant that cannot take the
- * problem (layout, device, a refused map) runs as the production one. */
+/* Variant v (1..8), or the production one (production_variant) for 0; a TMA variant
+ * that cannot take the problem (layout, device, a refused map) runs as Best. */
 template <typename T, int D>
 static cudaError_t launch(const onyx__cuda_attn_params &p, int dev, cudaStream_t stream) {
   int v = onyx__cuda_attn_decode_variant;
-  if (v < 1 || v > 8) v = kBest;
+  if (v < 1 || v > 8) v = production_variant<T, D>(p, dev);
   cudaError_t e = kNotTaken;
   switch (v) {
   case 1:
-    e = launch_v<T, D, V1>(p, dev, stream);
+    e = launch_v<T, D, V1>(p, dev, stream, 1);
     break;
   case 2:
-    e = launch_v<T, D, V2>(p, dev, stream);
+    e = launch_v<T, D, V2>(p, dev, stream, 2);
     break;
   case 3:
-    e = launch_v<T, D, V3>(p, dev, stream);
+    e = launch_v<T, D, V3>(p, dev, stream, 3);
     break;
   case 4:
-    e = launch_v<T, D, V4>(p, dev, stream);
+    e = launch_v<T, D, V4>(p, dev, stream, 4);
     break;
   case 5:
-    e = launch_v<T, D, V5>(p, dev, stream);
+    e = launch_v<T, D, V5>(p, dev, stream, 5);
     break;
   case 6:
-    e = launch_v<T, D, V6>(p, dev, stream);
+    e = launch_v<T, D, V6>(p, dev, stream, 6);
     break;
   case 8:
-    e = launch_v<T, D, V8>(p, dev, stream);
+    e = launch_v<T, D, V8>(p, dev, stream, 8);
     break;
   default:
-    e = launch_v<T, D, V7>(p, dev, stream);
+    e = launch_v<T, D, V7>(p, dev, stream, 7);
     break;
   }
-  if (e == kNotTaken) e = launch_v<T, D, Best>(p, dev, stream);
+  if (e == kNotTaken) e = launch_v<T, D, Best>(p, dev, stream, kBest);
   return e;
 }
 
@@ -1466,6 +1504,13 @@ extern "C" int onyx__cuda_attn_decode(const onyx__cuda_attn_params *p, void *str
   if (p->hk == 64 && p->hv == 64)
     return (int)(bf ? launch<__nv_bfloat16, 64>(*p, dev, s) : launch<__half, 64>(*p, dev, s));
   return (int)cudaErrorInvalidValue;
+}
+
+extern "C" void onyx__cuda_attn_decode_last(int *out_variant, int64_t *out_units, int *out_grid) {
+  using namespace onyx_cuda_attn::decode;
+  *out_variant = last_variant.load(std::memory_order_relaxed);
+  *out_units = last_units.load(std::memory_order_relaxed);
+  *out_grid = last_grid.load(std::memory_order_relaxed);
 }
 
 extern "C" int onyx__cuda_attn_zero(void *dst, uint64_t bytes, void *stream) {

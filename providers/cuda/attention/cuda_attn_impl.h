@@ -239,10 +239,14 @@ extern int onyx__cuda_attn_pdl;
  * -1 the fewest that keep the number of unit rounds (every CTA the same count of
  * units). Tests and the benchmark only (the tail and per-SM rate); not thread-safe. */
 extern int onyx__cuda_attn_decode_grid;
-/* Tests and the benchmark only: a variant of the decode kernel (0: the production one;
+/* Tests and the benchmark only: a variant of the decode kernel (0: the production one,
+ * routed by units a CTA: v8 where the grid deals some CTA more than one unit, else v3;
  * 1..8: the variants of cuda_attn_decode.cu, a TMA one falling back to cp.async where
  * TMA cannot read the layout). Not thread-safe; production code never sets it. */
 extern int onyx__cuda_attn_decode_variant;
+/* Tests and the benchmark only: the variant (1..8) the last decode launch ran, its work
+ * units (every planned split, live or not) and its CTAs; zeros before the first. */
+void onyx__cuda_attn_decode_last(int *out_variant, int64_t *out_units, int *out_grid);
 
 /* NULL when the decode route runs this problem (pointers, strides and the plan's split
  * set), else why not: a feature it lacks (softcap, mask or bias), a head size, more
