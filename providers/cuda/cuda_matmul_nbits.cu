@@ -26,7 +26,11 @@
  * tried: slower at every 0.5B shape on the H200).
  *
  * One row of A with 4-bit codes in blocks of 32 or more takes the block-sum form of
- * this GEMV (nbits_gemv2 below): scales applied after the mma, in float32.
+ * this GEMV (nbits_gemv2 below): scales applied after the mma, in float32. It asks
+ * nothing into L2 (its register loads keep enough in flight), and for the lm_head a
+ * persistent grid whose producer warp bulk-copies tiles into a ring of shared memory
+ * (mbarriers) was tried: at best equal on the H200 (28.6 against 28.5 us), slower with
+ * 8 consumer warps (32.1), so the block form stays.
  *
  * Dequantize (prefill): one thread per 8 codes of a row, (q − zp) · scale in float32
  * rounded once to the output type, as the CPU provider's definition computes it.
@@ -905,20 +909,19 @@ int choose_split(int64_t tiles, int nj, int sm_count) {
   return wk;
 }
 
-template <typename T, int BITS, int VEC, int MODE>
-cudaError_t launch_gemv(const gemv_params &p, size_t smem, unsigned blocks, bool plain,
-                        cudaStream_t stream) {
-  /* Past 48 KiB the kernel must opt in, once (idempotent, so a race is harmless; not
-   * a stream operation, so it may come during a graph capture). */
-  static bool raised = false;
-  if (smem > (48u << 10) && !raised) {
-    cudaError_t e = cudaFuncSetAttribute(nbits_gemv<T, BITS, VEC, MODE>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)ONYX__CUDA_NBITS_GEMV_MAX_SMEM);
+/* One launch of kern: a programmatic dependent of the kernel before unless plain (or
+ * refused: a stream or driver without programmatic launches). Past 48 KiB of shared
+ * memory the kernel must opt in; *raised holds what it was raised to (idempotent, so
+ * a race is harmless; not a stream operation, so it may come during a capture). */
+cudaError_t launch_params(void (*kern)(gemv_params), const gemv_params &p, size_t smem,
+                          unsigned blocks, unsigned threads, bool plain, cudaStream_t stream,
+                          size_t *raised) {
+  if (smem > (48u << 10) && smem > *raised) {
+    cudaError_t e =
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
-    raised = true;
+    *raised = smem;
   }
-  const unsigned threads = 32u * (unsigned)(p.wk > kWarps ? p.wk : kWarps);
   if (!plain) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(blocks);
@@ -930,44 +933,31 @@ cudaError_t launch_gemv(const gemv_params &p, size_t smem, unsigned blocks, bool
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    if (cudaLaunchKernelEx(&cfg, nbits_gemv<T, BITS, VEC, MODE>, p) == cudaSuccess)
-      return cudaSuccess;
-    /* A stream or driver without programmatic launches: an ordinary one. */
+    if (cudaLaunchKernelEx(&cfg, kern, p) == cudaSuccess) return cudaSuccess;
     (void)cudaGetLastError();
   }
-  nbits_gemv<T, BITS, VEC, MODE><<<blocks, threads, smem, stream>>>(p);
+  kern<<<blocks, threads, smem, stream>>>(p);
   return cudaGetLastError();
+}
+
+unsigned block_threads(const gemv_params &p) {
+  return 32u * (unsigned)(p.wk > kWarps ? p.wk : kWarps);
+}
+
+template <typename T, int BITS, int VEC, int MODE>
+cudaError_t launch_gemv(const gemv_params &p, size_t smem, unsigned blocks, bool plain,
+                        cudaStream_t stream) {
+  static size_t raised = 0;
+  return launch_params(nbits_gemv<T, BITS, VEC, MODE>, p, smem, blocks, block_threads(p), plain,
+                       stream, &raised);
 }
 
 template <typename T, int NB, bool ZP, bool OCC3>
 cudaError_t launch_gemv2(const gemv_params &p, size_t smem, unsigned blocks, bool plain,
                          cudaStream_t stream) {
-  static bool raised = false;
-  if (smem > (48u << 10) && !raised) {
-    cudaError_t e = cudaFuncSetAttribute(nbits_gemv2<T, NB, ZP, OCC3>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)ONYX__CUDA_NBITS_GEMV_MAX_SMEM);
-    if (e != cudaSuccess) return e;
-    raised = true;
-  }
-  const unsigned threads = 32u * (unsigned)(p.wk > kWarps ? p.wk : kWarps);
-  if (!plain) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(blocks);
-    cfg.blockDim = dim3(threads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1] = {};
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    if (cudaLaunchKernelEx(&cfg, nbits_gemv2<T, NB, ZP, OCC3>, p) == cudaSuccess)
-      return cudaSuccess;
-    (void)cudaGetLastError();
-  }
-  nbits_gemv2<T, NB, ZP, OCC3><<<blocks, threads, smem, stream>>>(p);
-  return cudaGetLastError();
+  static size_t raised = 0;
+  return launch_params(nbits_gemv2<T, NB, ZP, OCC3>, p, smem, blocks, block_threads(p), plain,
+                       stream, &raised);
 }
 
 template <typename T>
@@ -1101,6 +1091,10 @@ extern "C" cudaError_t onyx__cuda_launch_nbits_gemv(const onyx__cuda_nbits_args 
   const bool v2 = (p.tune & ONYX__CUDA_NBITS_TUNE_V2) && p.m == 1 && a->bits == 4 && vec == 16 &&
                   p.bs_log2 >= 5 && p.zp_kind != 2;
   if (v2) {
+    /* The block-sum kernel streams its codes fast enough that asking them into L2 before
+     * the wait costs more than it saves: chained on the H200, 24 layers + lm_head took
+     * 284 us without it against 299 with (gate|up 3.35 against 3.61 us a kernel). */
+    if (!(a->tune & ONYX__CUDA_NBITS_TUNE_SET) && forced < 0) p.tune &= ~kPrefetch;
     p.sc2 = p.bs_log2 == 5 && p.kb % 2 == 0 && reinterpret_cast<uintptr_t>(a->scales) % 4 == 0;
     const int64_t tpb2 = p.wk >= kWarps ? 1 : kWarps / p.wk;
     const int warps2 = p.wk > kWarps ? p.wk : kWarps;

@@ -19,12 +19,15 @@
  * asked into L2 64 ahead; default = what the launchers choose; no-pdl = the default
  * with ordinary launches (each kernel after the one before has ended: the isolated
  * figure); int4 v1 = the default and no-pdl on the per-weight-scale kernel, beside the
- * block-sum kernel (v2) that the others use (fp16: v1 forms = the default); nk = fp16 W stored
+ * block-sum kernel (v2) that the others use (fp16: v1 forms = the default); occ2 = the
+ * lm_head's v2 blocks two an SM, not three; nk = fp16 W stored
  * [N, K] (the transpose_weights layout, cuda_gemv_nk.cuh): default (the next kernel let in as
  * blocks end), early (at the start), pf (rows asked into L2 before the wait), g4 (four warps a
  * row), no-pdl. Every form's outputs
  * are checked against the definition in double on sampled columns (rel: worst error over the
- * largest |y|). Prints ratios; asserts nothing.
+ * largest |y|). Each shape's rows end with its anchor, "copy chain": the same bytes moved by
+ * as many device-to-device copies chained in one graph (GB/s of bytes read + written, as the
+ * copy bandwidth counts them). Prints ratios; asserts nothing.
  */
 #include <math.h>
 #include <stdio.h>
@@ -292,6 +295,52 @@ static double time_chain(prod *const *ps, int count, void *const *xs, const form
   return 1000.0 * t[REPS / 2];
 }
 
+/* The anchor for one shape's row: `count` device-to-device copies of `bytes` each, from
+ * distinct sources, chained in one graph as the products are. The copies are as short
+ * as the products: what a kernel that only moves the bytes reaches at that size.
+ * Returns us per replay (median). */
+static double time_copy_chain(size_t bytes, int count, cudaStream_t st) {
+  void *dst, *src[64];
+  CHECK(cudaMalloc(&dst, bytes));
+  for (int i = 0; i < count; ++i) {
+    CHECK(cudaMalloc(&src[i], bytes));
+    CHECK(cudaMemsetAsync(src[i], i + 1, bytes, st));
+  }
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < count; ++i)
+    CHECK(cudaMemcpyAsync(dst, src[i], bytes, cudaMemcpyDeviceToDevice, st));
+  CHECK(cudaStreamEndCapture(st, &graph));
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  enum { REPS = 9 };
+  float t[REPS];
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  CHECK(cudaGraphLaunch(exec, st));
+  for (int r = 0; r < REPS; ++r) {
+    CHECK(cudaEventRecord(e0, st));
+    CHECK(cudaGraphLaunch(exec, st));
+    CHECK(cudaEventRecord(e1, st));
+    CHECK(cudaEventSynchronize(e1));
+    CHECK(cudaEventElapsedTime(&t[r], e0, e1));
+  }
+  for (int i = 1; i < REPS; ++i)
+    for (int j = i; j > 0 && t[j] < t[j - 1]; --j) {
+      float tmp = t[j];
+      t[j] = t[j - 1];
+      t[j - 1] = tmp;
+    }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  for (int i = 0; i < count; ++i) cudaFree(src[i]);
+  cudaFree(dst);
+  return 1000.0 * t[REPS / 2];
+}
+
 typedef struct shape {
   const char *name;
   int64_t n, k;
@@ -452,6 +501,28 @@ static void run_precision(int fp16, int layers, double copy, int sms, cudaStream
       const double rel = prod_check(sel[c - 1], prod_input(sel[c - 1], &forms[f], hx896, hx4864));
       print_row(s < 4 ? layer[s].name : lm_head.name, forms[f].name, us, c, bytes, copy, rel);
     }
+    /* Its anchor: the same bytes copied in a chain of as many copies (read + write). */
+    const double cus = time_copy_chain(bytes / (size_t)c, c, st);
+    print_row(s < 4 ? layer[s].name : lm_head.name, "copy chain (r+w)", cus, c, 2 * bytes, copy,
+              0.0);
+  }
+  if (!fp16) { /* the lm_head in steady state: three distinct copies chained */
+    prod extra[2], *lm3[3] = {&all[count - 1], &extra[0], &extra[1]};
+    void *lx3[3] = {xs[count - 1], xs[count - 1], xs[count - 1]};
+    for (int i = 0; i < 2; ++i) {
+      prod_init(&extra[i], lm_head.n, lm_head.k, fp16);
+      extra[i].pro = ONYX__CUDA_NBITS_PRO_NORM;
+      extra[i].fx = fin.x;
+    }
+    for (int f = 0; f < FORMS; ++f) {
+      if (forms[f].nk || forms[f].fused || forms[f].plain) continue;
+      CHECK(cudaMemsetAsync(lm3[2]->y, 0xFF, (size_t)lm3[2]->n * 2, st));
+      const double us = time_chain(lm3, 3, lx3, &forms[f], sms, st);
+      CHECK(cudaStreamSynchronize(st));
+      const double rel = prod_check(lm3[2], prod_input(lm3[2], &forms[f], hx896, hx4864));
+      print_row("lm_head x3", forms[f].name, us, 3, 3 * all[count - 1].bytes, copy, rel);
+    }
+    for (int i = 0; i < 2; ++i) prod_free(&extra[i]);
   }
   if (fp16) { /* the lm_head over the GEMV's unroll and L2 look-ahead (rows) */
     prod *lm = &all[count - 1];

@@ -941,6 +941,11 @@ static void nbits_cases(void) {
       {4, 64, 1, 640, 77, 2, {1, 0}, true, "M = 1 block sums, block 64"},
       {4, 128, 0, 896, 40, 3, {1, 1}, false, "M = 1 block sums, block 128"},
       {4, 32, 0, 256, 20000, 2, {1, 0}, true, "M = 1, one warp a tile (three blocks an SM)"},
+      /* More tiles than three waves of blocks: the lm_head's shape class. */
+      {4, 32, 0, 896, 36864, 2, {1, 0}, true, "M = 1, a warp a tile, lm_head K"},
+      {4, 64, 0, 640, 34048, 3, {1, 1}, false, "M = 1, a warp a tile, block 64"},
+      {4, 128, 0, 300, 34816, 2, {1, 0}, true, "M = 1, a warp a tile, K not whole blocks"},
+      {4, 32, 0, 896, 33800, 2, {1, 0}, false, "M = 1, a warp a tile, N not whole tiles"},
   };
   static const uint32_t types[] = {ONYX_DTYPE_FLOAT16, ONYX_DTYPE_BFLOAT16};
   for (size_t t = 0; t < 2; ++t)
@@ -1236,6 +1241,7 @@ static void norm_matmul_nbits_cases(void) {
     norm_matmul_nbits_case(d, true, 9, 896, 1152, 4, 0, true);    /* prefill: the norm kernel */
     norm_matmul_nbits_case(d, false, 33, 128, 96, 8, 1, false);   /* prefill, plain, 8-bit */
     norm_matmul_nbits_case(d, false, 1, 256, 20000, 4, 0, false); /* lm_head-like: a warp a tile */
+    norm_matmul_nbits_case(d, true, 1, 896, 36864, 4, 0, true);   /* a wide lm_head, skip, bias */
   }
 }
 
