@@ -944,20 +944,12 @@ unsigned block_threads(const gemv_params &p) {
   return 32u * (unsigned)(p.wk > kWarps ? p.wk : kWarps);
 }
 
-template <typename T, int BITS, int VEC, int MODE>
-cudaError_t launch_gemv(const gemv_params &p, size_t smem, unsigned blocks, bool plain,
-                        cudaStream_t stream) {
+/* launch_params for one kernel instance, with that instance's own opt-in record. */
+template <void (*Kern)(gemv_params)>
+cudaError_t launch_one(const gemv_params &p, size_t smem, unsigned blocks, bool plain,
+                       cudaStream_t stream) {
   static size_t raised = 0;
-  return launch_params(nbits_gemv<T, BITS, VEC, MODE>, p, smem, blocks, block_threads(p), plain,
-                       stream, &raised);
-}
-
-template <typename T, int NB, bool ZP, bool OCC3>
-cudaError_t launch_gemv2(const gemv_params &p, size_t smem, unsigned blocks, bool plain,
-                         cudaStream_t stream) {
-  static size_t raised = 0;
-  return launch_params(nbits_gemv2<T, NB, ZP, OCC3>, p, smem, blocks, block_threads(p), plain,
-                       stream, &raised);
+  return launch_params(Kern, p, smem, blocks, block_threads(p), plain, stream, &raised);
 }
 
 template <typename T>
@@ -966,10 +958,10 @@ cudaError_t launch_gemv2_t(const gemv_params &p, size_t smem, unsigned blocks, b
   const bool nb8 = (p.tune & ONYX__CUDA_NBITS_TUNE_NB8) != 0;
   const bool occ3 = p.wk == 1 && !(p.tune & ONYX__CUDA_NBITS_TUNE_OCC2);
   if (p.zp_kind == 1) /* the zero points' registers leave room for 4 chunk groups only */
-    return launch_gemv2<T, 4, true, false>(p, smem, blocks, plain, stream);
-  if (nb8) return launch_gemv2<T, 8, false, false>(p, smem, blocks, plain, stream);
-  return occ3 ? launch_gemv2<T, 4, false, true>(p, smem, blocks, plain, stream)
-              : launch_gemv2<T, 4, false, false>(p, smem, blocks, plain, stream);
+    return launch_one<nbits_gemv2<T, 4, true, false>>(p, smem, blocks, plain, stream);
+  if (nb8) return launch_one<nbits_gemv2<T, 8, false, false>>(p, smem, blocks, plain, stream);
+  return occ3 ? launch_one<nbits_gemv2<T, 4, false, true>>(p, smem, blocks, plain, stream)
+              : launch_one<nbits_gemv2<T, 4, false, false>>(p, smem, blocks, plain, stream);
 }
 
 /* Split K pipelined unless told not to; one warp a tile unpipelined. */
@@ -977,8 +969,8 @@ template <typename T, int BITS, int VEC>
 cudaError_t launch_gemv_pipe(const gemv_params &p, size_t smem, unsigned blocks, bool plain,
                              cudaStream_t stream) {
   return p.wk > 1 && !(p.tune & ONYX__CUDA_NBITS_TUNE_NOPIPE)
-             ? launch_gemv<T, BITS, VEC, kPipe>(p, smem, blocks, plain, stream)
-             : launch_gemv<T, BITS, VEC, kPlain>(p, smem, blocks, plain, stream);
+             ? launch_one<nbits_gemv<T, BITS, VEC, kPipe>>(p, smem, blocks, plain, stream)
+             : launch_one<nbits_gemv<T, BITS, VEC, kPlain>>(p, smem, blocks, plain, stream);
 }
 
 template <typename T>
