@@ -1072,21 +1072,20 @@ extern "C" cudaError_t onyx__cuda_launch_nbits_gemv(const onyx__cuda_nbits_args 
   p.wk = a->split_k > 0 ? a->split_k : choose_split(tiles, p.nj, a->sm_count);
   if (p.wk < 1 || p.wk > kMaxSplit || (p.wk & (p.wk - 1)) != 0) return cudaErrorInvalidValue;
   const int64_t wbytes = (int64_t)p.n * (p.row_bytes + p.kb * 2 + (p.zp_kind == 1 ? p.zp_row : 0));
+  /* The block-sum kernel: one row of A, a lane's 32 codes in one block. */
+  const bool v2_shape = p.m == 1 && a->bits == 4 && vec == 16 && p.bs_log2 >= 5 && p.zp_kind != 2;
+  /* The block-sum kernel streams its codes fast enough that asking them into L2 before
+   * the wait costs more than it saves (chained on the H200, 24 layers + lm_head took 284
+   * us without it against 299 with): its default asks nothing. */
+  const bool prefetch =
+      wbytes <= kPrefetchMaxBytes && (!v2_shape || (a->tune & ONYX__CUDA_NBITS_TUNE_V1));
+  const int chosen = kEarly | (prefetch ? kPrefetch : 0) | ONYX__CUDA_NBITS_TUNE_V2;
   const int forced = env_tune();
-  p.tune = a->tune & ONYX__CUDA_NBITS_TUNE_SET ? a->tune
-           : forced >= 0
-               ? forced
-               : kEarly | (wbytes <= kPrefetchMaxBytes ? kPrefetch : 0) | ONYX__CUDA_NBITS_TUNE_V2;
+  p.tune = a->tune & ONYX__CUDA_NBITS_TUNE_SET ? a->tune : forced >= 0 ? forced : chosen;
   p.tune |= a->tune & (ONYX__CUDA_NBITS_TUNE_NB8 | ONYX__CUDA_NBITS_TUNE_OCC2);
   if (a->tune & ONYX__CUDA_NBITS_TUNE_V1) p.tune &= ~ONYX__CUDA_NBITS_TUNE_V2;
-  /* The block-sum kernel: one row of A, a lane's 32 codes in one block. */
-  const bool v2 = (p.tune & ONYX__CUDA_NBITS_TUNE_V2) && p.m == 1 && a->bits == 4 && vec == 16 &&
-                  p.bs_log2 >= 5 && p.zp_kind != 2;
+  const bool v2 = (p.tune & ONYX__CUDA_NBITS_TUNE_V2) && v2_shape;
   if (v2) {
-    /* The block-sum kernel streams its codes fast enough that asking them into L2 before
-     * the wait costs more than it saves: chained on the H200, 24 layers + lm_head took
-     * 284 us without it against 299 with (gate|up 3.35 against 3.61 us a kernel). */
-    if (!(a->tune & ONYX__CUDA_NBITS_TUNE_SET) && forced < 0) p.tune &= ~kPrefetch;
     p.sc2 = p.bs_log2 == 5 && p.kb % 2 == 0 && reinterpret_cast<uintptr_t>(a->scales) % 4 == 0;
     const int64_t tpb2 = p.wk >= kWarps ? 1 : kWarps / p.wk;
     const int warps2 = p.wk > kWarps ? p.wk : kWarps;

@@ -261,6 +261,17 @@ static double copy_bandwidth(cudaStream_t st) {
   return 2.0 * (double)bytes * 10 / (ms * 1e-3) / 1e9;
 }
 
+/* The median of n timings in milliseconds, in microseconds (sorts t). */
+static double median_us(float *t, int n) {
+  for (int i = 1; i < n; ++i)
+    for (int j = i; j > 0 && t[j] < t[j - 1]; --j) {
+      float tmp = t[j];
+      t[j] = t[j - 1];
+      t[j - 1] = tmp;
+    }
+  return 1000.0 * t[n / 2];
+}
+
 /* Median microseconds of one replay of the products ps[0..count) captured in order. */
 static double time_chain(prod *const *ps, int count, void *const *xs, const form *f, int sms,
                          cudaStream_t st) {
@@ -283,16 +294,10 @@ static double time_chain(prod *const *ps, int count, void *const *xs, const form
   CHECK(cudaEventSynchronize(ev[REPS]));
   float t[REPS];
   for (int r = 0; r < REPS; ++r) CHECK(cudaEventElapsedTime(&t[r], ev[r], ev[r + 1]));
-  for (int i = 1; i < REPS; ++i) /* insertion sort for the median */
-    for (int j = i; j > 0 && t[j] < t[j - 1]; --j) {
-      float tmp = t[j];
-      t[j] = t[j - 1];
-      t[j - 1] = tmp;
-    }
   for (int r = 0; r <= REPS; ++r) cudaEventDestroy(ev[r]);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  return 1000.0 * t[REPS / 2];
+  return median_us(t, REPS);
 }
 
 /* The anchor for one shape's row: `count` device-to-device copies of `bytes` each, from
@@ -300,7 +305,12 @@ static double time_chain(prod *const *ps, int count, void *const *xs, const form
  * as the products: what a kernel that only moves the bytes reaches at that size.
  * Returns us per replay (median). */
 static double time_copy_chain(size_t bytes, int count, cudaStream_t st) {
-  void *dst, *src[64];
+  enum { MAX_COPIES = 64 };
+  void *dst, *src[MAX_COPIES];
+  if (count > MAX_COPIES) {
+    fprintf(stderr, "copy chain: %d copies asked, at most %d\n", count, MAX_COPIES);
+    exit(1);
+  }
   CHECK(cudaMalloc(&dst, bytes));
   for (int i = 0; i < count; ++i) {
     CHECK(cudaMalloc(&src[i], bytes));
@@ -326,19 +336,13 @@ static double time_copy_chain(size_t bytes, int count, cudaStream_t st) {
     CHECK(cudaEventSynchronize(e1));
     CHECK(cudaEventElapsedTime(&t[r], e0, e1));
   }
-  for (int i = 1; i < REPS; ++i)
-    for (int j = i; j > 0 && t[j] < t[j - 1]; --j) {
-      float tmp = t[j];
-      t[j] = t[j - 1];
-      t[j - 1] = tmp;
-    }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   for (int i = 0; i < count; ++i) cudaFree(src[i]);
   cudaFree(dst);
-  return 1000.0 * t[REPS / 2];
+  return median_us(t, REPS);
 }
 
 typedef struct shape {
