@@ -1537,6 +1537,19 @@ static void expect_route(const char *what, uint32_t want) {
   assert_int_equal(got, want);
 }
 
+/* The case has just run: the Hopper kernel wrote the presents where it may (a first
+ * prompt into presents of S rows). Again with the fill launch before it, against the
+ * float64 reference, presents included. */
+static void check_fused_present(const gqa_case *c, uint64_t seed) {
+  const bool first = c->L == 0 && c->T == c->S;
+  assert_int_equal(onyx__cuda_attn_last_fill_present(), first ? 1 : 0);
+  onyx__cuda_attn_fused_present = 0;
+  check_gqa(c, seed);
+  expect_route("  same, the presents filled first", ONYX__CUDA_ROUTE_HOPPER);
+  assert_int_equal(onyx__cuda_attn_last_fill_present(), 0);
+  onyx__cuda_attn_fused_present = -1;
+}
+
 /* Prefill shapes the Hopper route takes: both types, head sizes 64 and 128, BNSH and
  * BSNH presents, causal and not, GQA groups 1 to 4, right-padded batches (keys past a
  * batch's length inside the tile), packed QKV, a growing cache with a past, several row
@@ -1609,6 +1622,7 @@ static void test_hopper_gqa(void **state) {
                        .causal = -1};
       check_gqa(&many, seed + 9);
       expect_route(many.name, ONYX__CUDA_ROUTE_HOPPER);
+      check_fused_present(&many, seed + 9);
       onyx__cuda_attn_hopper_variant = 2; /* a CTA per item */
       check_gqa(&many, seed + 9);
       expect_route("  same with a CTA per item", ONYX__CUDA_ROUTE_HOPPER);
@@ -1617,6 +1631,7 @@ static void test_hopper_gqa(void **state) {
         onyx__cuda_attn_force_hopper = -1;
         check_gqa(&cs[i], seed + (uint64_t)i);
         expect_route(cs[i].name, ONYX__CUDA_ROUTE_HOPPER);
+        check_fused_present(&cs[i], seed + (uint64_t)i);
         onyx__cuda_attn_hopper_variant = 1; /* without the consumers' ping-pong */
         check_gqa(&cs[i], seed + (uint64_t)i);
         expect_route("  same without ping-pong", ONYX__CUDA_ROUTE_HOPPER);

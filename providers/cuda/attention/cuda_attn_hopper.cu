@@ -26,6 +26,10 @@
  *   tensor's end) and may hold anything: their scores are masked with a select, and the
  *   value rows of the boundary tile are zeroed in shared memory before P·V (0·NaN would
  *   otherwise leak into O).
+ * - In the first prompt the K/V tiles come from the new rows themselves, and the
+ *   producer warpgroup's three other warps copy those rows into the presents meanwhile
+ *   (p.fill_present): the copy is memory traffic beside a kernel bound by the tensor
+ *   cores, where a fill launch before it cost about 4 % of the op (B4 S4096).
  *
  * Shared-memory tiles are TMA boxes of 64 columns × rows with the 128-byte swizzle; a
  * tile of head size D is D / 64 such column blocks. Everything the existing flash kernel
@@ -248,6 +252,83 @@ __device__ __forceinline__ int item_at(int r, int total) {
   return k < total ? k : -1;
 }
 
+/* The first prompt's present write (p.fill_present): the producer warpgroup's three
+ * idle warps (t < 96) copy the new K/V rows, which the TMA loads also read, into the
+ * presents while the consumers compute. 16 bytes a thread a step; neighbouring threads
+ * take neighbouring pieces of a row, CTA c the pieces c·96 + t + i·(grid·96). */
+template <int D>
+__device__ __forceinline__ void copy_rows(const uint16_t *src, int32_t s_bs, int32_t s_gs,
+                                          int32_t s_rs, uint16_t *dst,
+                                          const onyx__cuda_attn_params &p, uint32_t t) {
+  constexpr uint32_t kPieces = D / 8; /* of one row */
+  const uint32_t rows = (uint32_t)p.sq, nkv = (uint32_t)p.nkv;
+  const uint32_t n = (uint32_t)p.batch * nkv * rows * kPieces;
+  for (uint32_t i = blockIdx.x * 96u + t; i < n; i += gridDim.x * 96u) {
+    const uint32_t c = i % kPieces, r = (i / kPieces) % rows, bg = i / kPieces / rows;
+    const uint32_t g = bg % nkv, b = bg / nkv;
+    /* Offsets in elements fit 31 bits (fill_present_ok). */
+    const uint32_t from = b * s_bs + g * s_gs + r * s_rs + c * 8u;
+    const uint32_t to =
+        b * (uint32_t)p.pr_bs + g * (uint32_t)p.pr_gs + r * (uint32_t)p.pr_rs + c * 8u;
+    *reinterpret_cast<uint4 *>(dst + to) = __ldg(reinterpret_cast<const uint4 *>(src + from));
+  }
+}
+
+template <int D>
+__device__ __forceinline__ void copy_present(const onyx__cuda_attn_params &p, uint32_t t) {
+  copy_rows<D>(static_cast<const uint16_t *>(p.k), (int32_t)p.k_bs, (int32_t)p.k_gs,
+               (int32_t)p.k_rs, static_cast<uint16_t *>(p.present_k), p, t);
+  copy_rows<D>(static_cast<const uint16_t *>(p.v), (int32_t)p.v_bs, (int32_t)p.v_gs,
+               (int32_t)p.v_rs, static_cast<uint16_t *>(p.present_v), p, t);
+}
+
+/* The producer's one thread: every TMA load, in the consumers' order. It runs ahead
+ * into the next item (its Q into the other buffer, its K/V through the ring) while the
+ * consumers finish the current one. */
+template <int D>
+__device__ __forceinline__ void produce(const CUtensorMap &tq, const CUtensorMap &tk,
+                                        const CUtensorMap &tv, const onyx__cuda_attn_params &p,
+                                        int m_blocks, unsigned char *smem) {
+  using C = Cfg<D>;
+  constexpr int BM = C::BM, BN = C::BN, ST = C::STAGES;
+  unsigned char *qs = smem, *ks = smem + C::K_OFF, *vs = smem + C::V_OFF;
+  uint64_t *bars = reinterpret_cast<uint64_t *>(smem + C::BAR_OFF);
+  uint64_t *q_full = bars, *q_empty = bars + 2, *k_full = bars + 4, *v_full = bars + 4 + ST;
+  uint64_t *k_empty = bars + 4 + 2 * ST, *v_empty = bars + 4 + 3 * ST;
+  const int total = m_blocks * p.batch * p.nq;
+  tma_prefetch_map(&tq);
+  tma_prefetch_map(&tk);
+  tma_prefetch_map(&tv);
+  int git = 0, items = 0; /* key tiles and non-empty items so far */
+  for (int r = 0;; ++r) {
+    const int k = item_at(r, total);
+    if (k < 0) break;
+    const Item it = item_of(p, m_blocks, k, BM, BN);
+    if (it.n_tiles == 0) continue;
+    const int qb = items & 1;
+    mbar_wait(&q_empty[qb], ((uint32_t)(items >> 1) & 1u) ^ 1u);
+    mbar_expect_tx(&q_full[qb], C::Q_BYTES);
+#pragma unroll
+    for (int c = 0; c < C::CHUNKS; ++c)
+      tma_load_4d(qs + qb * C::Q_BYTES + c * BM * 128, &tq, c * 64, it.m0, it.h, it.b, &q_full[qb]);
+    for (int j = 0; j < it.n_tiles; ++j, ++git) {
+      const int n0 = (it.n_tiles - 1 - j) * BN, s = git % ST;
+      const uint32_t ph = (uint32_t)(git / ST) & 1u;
+      mbar_wait(&k_empty[s], ph ^ 1u);
+      mbar_expect_tx(&k_full[s], C::KV_BYTES);
+#pragma unroll
+      for (int c = 0; c < C::CHUNKS; ++c)
+        tma_load_4d(ks + s * C::KV_BYTES + c * BN * 128, &tk, c * 64, n0, it.g, it.b, &k_full[s]);
+      mbar_wait(&v_empty[s], ph ^ 1u);
+      mbar_expect_tx(&v_full[s], C::KV_BYTES);
+#pragma unroll
+      for (int c = 0; c < C::CHUNKS; ++c)
+        tma_load_4d(vs + s * C::KV_BYTES + c * BN * 128, &tv, c * 64, n0, it.g, it.b, &v_full[s]);
+    }
+    ++items;
+  }
+}
+
 /* ------------------------------------------------------------------ the kernel */
 
 template <typename T, int D, bool PING>
@@ -287,42 +368,15 @@ __global__ void __launch_bounds__(384, 1)
   __syncthreads();
 
   if (wg == 0) {
-    /* ---------------- producer: one thread issues every load. It runs ahead into the
-     * next item (its Q once the consumers' last Q·Kᵀ is done, its K/V through the ring)
-     * while the consumers finish the current one. */
+    /* ---------------- producer warpgroup: one thread issues every load (produce), the
+     * other three warps copy the first prompt's presents. */
     regs_shrink<kProducerRegs>();
-    if (warp != 0 || lane != 0) return;
-    tma_prefetch_map(&tq);
-    tma_prefetch_map(&tk);
-    tma_prefetch_map(&tv);
-    int git = 0, items = 0; /* key tiles and non-empty items so far */
-    for (int r = 0;; ++r) {
-      const int k = item_at(r, total);
-      if (k < 0) break;
-      const Item it = item_of(p, m_blocks, k, BM, BN);
-      if (it.n_tiles == 0) continue;
-      const int qb = items & 1;
-      mbar_wait(&q_empty[qb], ((uint32_t)(items >> 1) & 1u) ^ 1u);
-      mbar_expect_tx(&q_full[qb], C::Q_BYTES);
-#pragma unroll
-      for (int c = 0; c < C::CHUNKS; ++c)
-        tma_load_4d(qs + qb * C::Q_BYTES + c * BM * 128, &tq, c * 64, it.m0, it.h, it.b,
-                    &q_full[qb]);
-      for (int j = 0; j < it.n_tiles; ++j, ++git) {
-        const int n0 = (it.n_tiles - 1 - j) * BN, s = git % ST;
-        const uint32_t ph = (uint32_t)(git / ST) & 1u;
-        mbar_wait(&k_empty[s], ph ^ 1u);
-        mbar_expect_tx(&k_full[s], C::KV_BYTES);
-#pragma unroll
-        for (int c = 0; c < C::CHUNKS; ++c)
-          tma_load_4d(ks + s * C::KV_BYTES + c * BN * 128, &tk, c * 64, n0, it.g, it.b, &k_full[s]);
-        mbar_wait(&v_empty[s], ph ^ 1u);
-        mbar_expect_tx(&v_full[s], C::KV_BYTES);
-#pragma unroll
-        for (int c = 0; c < C::CHUNKS; ++c)
-          tma_load_4d(vs + s * C::KV_BYTES + c * BN * 128, &tv, c * 64, n0, it.g, it.b, &v_full[s]);
-      }
-      ++items;
+    /* The warp index through a shuffle is provably warp-uniform: ptxas then keeps the
+     * producer's loop state in uniform registers (without it, that loop spilled at 24). */
+    if (__shfl_sync(0xffffffffu, warp, 0) == 0) {
+      if (lane == 0) produce<D>(tq, tk, tv, p, m_blocks, smem);
+    } else if (p.fill_present) {
+      copy_present<D>(p, (uint32_t)tid - 32u);
     }
     return;
   }

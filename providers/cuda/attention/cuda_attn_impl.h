@@ -112,6 +112,14 @@ typedef struct onyx__cuda_attn_params {
   int32_t append;
   const void *new_k, *new_v;
   int64_t nk_bs, nk_gs, nk_ss;
+
+  /* Hopper route only, the first prompt. fill_present = 1: k/v are the new rows
+   * themselves (kv_rows == sq, every past_b 0) and the kernel also copies them into the
+   * presents, row j of (b, g) to present_k[b·pr_bs + g·pr_gs + j·pr_rs] (present_v
+   * likewise), with warps that otherwise idle, so no fill launch runs before it. */
+  int32_t fill_present;
+  void *present_k, *present_v;
+  int64_t pr_bs, pr_gs, pr_rs;
 } onyx__cuda_attn_params;
 
 /* ------------------------------------------------------------------ routes and plans */
@@ -184,6 +192,15 @@ extern int onyx__cuda_attn_force_hopper;
 /* Tests and the benchmark only: a variant of the Hopper kernel (0: the production one;
  * 1: without the consumers' ping-pong; 2: a CTA per work item, not persistent). */
 extern int onyx__cuda_attn_hopper_variant;
+/* Tests and the benchmark only: 0 keeps the first prompt's present write in the fill
+ * launch (otherwise the Hopper kernel writes it wherever it takes the problem). */
+extern int onyx__cuda_attn_fused_present;
+/* Tests only: whether the last dispatched problem had the Hopper kernel write the
+ * presents. */
+int onyx__cuda_attn_last_fill_present(void);
+/* What onyx__cuda_attn_run returns for a fill_present problem the Hopper kernel did not
+ * take: nothing ran, and the presents are still to be written. */
+#define ONYX__CUDA_ATTN_NOT_TAKEN (-1)
 /* Tests only: the route (onyx__cuda_attn_route) of the last dispatched problem. */
 uint32_t onyx__cuda_attn_last_route(void);
 
@@ -255,7 +272,8 @@ const char *onyx__cuda_attn_decode_refusal(const onyx__cuda_attn_params *p,
                                            const onyx__cuda_attn_plan *plan);
 
 /* Runs a problem on the route the plan and onyx__cuda_attn_hopper_refusal choose;
- * scores as for onyx__cuda_attn_reference. Returns a cudaError_t value. */
+ * scores as for onyx__cuda_attn_reference. Returns a cudaError_t value, or
+ * ONYX__CUDA_ATTN_NOT_TAKEN for a fill_present problem off the Hopper route. */
 int onyx__cuda_attn_run(const onyx__cuda_attn_params *p, const onyx__cuda_attn_plan *plan,
                         float *scores, int64_t key_cols, void *stream);
 

@@ -24,9 +24,15 @@ int onyx__cuda_attn_decode_variant = 0;
 int onyx__cuda_attn_decode_split_keys = ONYX__CUDA_ATTN_DECODE_SPLIT_KEYS;
 int onyx__cuda_attn_decode_split0_alone = 1;
 int onyx__cuda_attn_pdl = 1;
+int onyx__cuda_attn_fused_present = -1;
 int onyx__cuda_attn_decode_grid = 0;
 
 static _Atomic uint32_t last_route = ONYX__CUDA_ROUTE_FLASH;
+static _Atomic int last_fill_present = 0;
+
+int onyx__cuda_attn_last_fill_present(void) {
+  return atomic_load_explicit(&last_fill_present, memory_order_relaxed);
+}
 
 uint32_t onyx__cuda_attn_last_route(void) {
   return atomic_load_explicit(&last_route, memory_order_relaxed);
@@ -73,6 +79,30 @@ const char *onyx__cuda_attn_decode_refusal(const onyx__cuda_attn_params *p,
   return NULL;
 }
 
+/* Whether every element offset b·bs + g·gs + r·rs + d of a (batch, nkv, rows, head)
+ * tensor fits 31 bits. */
+static bool offsets31(int64_t bs, int64_t gs, int64_t rs, const onyx__cuda_attn_params *p) {
+  const int64_t lim = INT32_MAX, ext[3] = {p->batch - 1, p->nkv - 1, p->sq - 1};
+  const int64_t st[3] = {bs, gs, rs};
+  int64_t top = p->hk;
+  for (int i = 0; i < 3; ++i) {
+    if (st[i] < 0 || (st[i] > 0 && ext[i] > (lim - top) / st[i])) return false;
+    top += ext[i] * st[i];
+  }
+  return top <= lim;
+}
+
+/* The Hopper kernel's present copy: the first prompt's new rows (past_b = 0) in 16-byte
+ * pieces, indexed and addressed in 32 bits. */
+static bool fill_present_ok(const onyx__cuda_attn_params *p) {
+  return p->mode == ONYX__CUDA_ATTN_GQA && p->first && p->kv_rows == p->sq &&
+         offsets31(p->k_bs, p->k_gs, p->k_rs, p) && offsets31(p->v_bs, p->v_gs, p->v_rs, p) &&
+         offsets31(p->pr_bs, p->pr_gs, p->pr_rs, p) &&
+         (int64_t)p->batch * p->nkv * p->sq * (p->hk / 8) <= INT32_MAX &&
+         rows16_ok(p->present_k, p->pr_rs, p->pr_gs, p->pr_bs) &&
+         rows16_ok(p->present_v, p->pr_rs, p->pr_gs, p->pr_bs);
+}
+
 const char *onyx__cuda_attn_hopper_refusal(const onyx__cuda_attn_params *p,
                                            const onyx__cuda_attn_plan *plan) {
   if (onyx__cuda_attn_force_hopper == 0) return "turned off (tests)";
@@ -97,6 +127,7 @@ const char *onyx__cuda_attn_hopper_refusal(const onyx__cuda_attn_params *p,
     return "query, key or value layout TMA cannot read";
   if (((uintptr_t)p->y & 3u) != 0 || p->y_ss % 2 != 0 || p->y_hs % 2 != 0 || p->y_bs % 2 != 0)
     return "output not aligned for paired stores";
+  if (p->fill_present && !fill_present_ok(p)) return "present layout the fused write cannot take";
   if (!onyx__cuda_attn_hopper_available()) return "no sm_90 device or no sm_90a build";
   return NULL;
 }
@@ -104,9 +135,10 @@ const char *onyx__cuda_attn_hopper_refusal(const onyx__cuda_attn_params *p,
 int onyx__cuda_attn_run(const onyx__cuda_attn_params *p, const onyx__cuda_attn_plan *plan,
                         float *scores, int64_t key_cols, void *stream) {
   uint32_t route = plan->route;
+  atomic_store_explicit(&last_fill_present, 0, memory_order_relaxed);
   /* append: the caller left the new rows to the decode kernel, which it chose. */
-  if (p->append ||
-      (route == ONYX__CUDA_ROUTE_FLASH && onyx__cuda_attn_decode_refusal(p, plan) == NULL)) {
+  if (p->append || (route == ONYX__CUDA_ROUTE_FLASH && !p->fill_present &&
+                    onyx__cuda_attn_decode_refusal(p, plan) == NULL)) {
     if (p->append && onyx__cuda_attn_decode_refusal(p, plan) != NULL)
       return 1; /* cudaErrorInvalidValue: the new rows would be lost */
     atomic_store_explicit(&last_route, ONYX__CUDA_ROUTE_DECODE, memory_order_relaxed);
@@ -116,9 +148,13 @@ int onyx__cuda_attn_run(const onyx__cuda_attn_params *p, const onyx__cuda_attn_p
     int e = onyx__cuda_attn_hopper(p, stream);
     if (e != -1) { /* -1: a tensor map was refused, nothing ran */
       atomic_store_explicit(&last_route, ONYX__CUDA_ROUTE_HOPPER, memory_order_relaxed);
+      atomic_store_explicit(&last_fill_present, p->fill_present != 0, memory_order_relaxed);
       return e;
     }
   }
+  /* Only the Hopper kernel writes the presents itself: the caller fills them and asks
+   * again without fill_present. */
+  if (p->fill_present) return ONYX__CUDA_ATTN_NOT_TAKEN;
   atomic_store_explicit(&last_route, route, memory_order_relaxed);
   switch (route) {
   case ONYX__CUDA_ROUTE_FLASH:
