@@ -1682,6 +1682,20 @@ static void test_hopper_refusals(void **state) {
 
 /* ONNX Attention on the Hopper route: 4-D BNSH queries with a past (causal offset),
  * 3-D non-causal GQA, and nonpad_kv_seqlen with NaN in the padded keys and values. */
+/* As check_fused_present, for ONNX Attention: the kernel wrote the presents where there
+ * is no past and both are produced (and as many keys as queries); again with the fill
+ * launch before it. */
+static void check_attention_fused_present(const at_case *c, uint64_t seed) {
+  const bool first = c->past == 0 && c->presents && c->sq == c->skv;
+  assert_int_equal(onyx__cuda_attn_last_fill_present(), first ? 1 : 0);
+  if (!first) return;
+  onyx__cuda_attn_fused_present = 0;
+  check_attention(c, seed);
+  expect_route("  same, the presents filled first", ONYX__CUDA_ROUTE_HOPPER);
+  assert_int_equal(onyx__cuda_attn_last_fill_present(), 0);
+  onyx__cuda_attn_fused_present = -1;
+}
+
 static void test_hopper_attention(void **state) {
   (void)state;
   SKIP_WITHOUT_DEVICE();
@@ -1790,10 +1804,52 @@ static void test_hopper_attention(void **state) {
          false,
          true,
          200},
+        /* First prompts with presents: the kernel writes them (no fill launch). */
+        {"hopper: 4D causal first prompt, presents",
+         dt,
+         23,
+         true,
+         2,
+         8,
+         2,
+         256,
+         256,
+         128,
+         128,
+         0,
+         true,
+         0.0f,
+         0.0f,
+         0,
+         false,
+         true,
+         false,
+         0},
+        {"hopper: 3D first prompt, presents",
+         dt,
+         23,
+         false,
+         1,
+         6,
+         2,
+         300,
+         300,
+         64,
+         64,
+         0,
+         false,
+         0.0f,
+         0.0f,
+         0,
+         false,
+         true,
+         false,
+         0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
       check_attention(&cases[i], 2000 + (uint64_t)(t * 100 + i));
       expect_route(cases[i].name, ONYX__CUDA_ROUTE_HOPPER);
+      check_attention_fused_present(&cases[i], 2050 + (uint64_t)(t * 100 + i));
     }
   }
 }

@@ -114,9 +114,10 @@ typedef struct onyx__cuda_attn_params {
   int64_t nk_bs, nk_gs, nk_ss;
 
   /* Hopper route only, the first prompt. fill_present = 1: k/v are the new rows
-   * themselves (kv_rows == sq, every past_b 0) and the kernel also copies them into the
-   * presents, row j of (b, g) to present_k[b·pr_bs + g·pr_gs + j·pr_rs] (present_v
-   * likewise), with warps that otherwise idle, so no fill launch runs before it. */
+   * themselves (kv_rows == sq; GQA: every past_b 0, ONNX: no past) and the kernel also
+   * copies them into the presents, row j of (b, g) to present_k[b·pr_bs + g·pr_gs +
+   * j·pr_rs] (present_v likewise), with warps that otherwise idle, so no fill launch
+   * runs before it. */
   int32_t fill_present;
   void *present_k, *present_v;
   int64_t pr_bs, pr_gs, pr_rs;

@@ -16,7 +16,9 @@
  * 128, 256} run the tensor-core kernel (the Hopper kernel for the prefill it takes, on an
  * sm_90 device), everything else the reference kernel. The kernels read keys from
  * present when it is produced, else straight from K (no past), else from a staging
- * region (past given, present not named). Workspace (STEP):
+ * region (past given, present not named); without a past, the Hopper kernel reads K and
+ * V where they are and writes the presents itself (at_run_fused_present). Workspace
+ * (STEP):
  *   attention_splitk_partials  flash route with a key split
  *   attention_scores           reference route only
  *   attention_kv_staging       past given but present_key/present_value not both named
@@ -198,6 +200,144 @@ static onyx_status at_infer(void *state, const onyx_tensor *inputs, size_t input
 
 /* ------------------------------------------------------------------ compute */
 
+/* Strides of the new K/V rows (i = 0 keys, 1 values): element (b, g, j, d) at
+ * b·bs + g·gs + j·rs + d. */
+typedef struct at_rows {
+  int64_t bs[2], gs[2], rs[2];
+} at_rows;
+
+static at_rows at_new_rows(const at_geom *g) {
+  at_rows r;
+  const int64_t hs[2] = {g->hk, g->hv};
+  for (int i = 0; i < 2; ++i) {
+    if (g->four_d) {
+      r.bs[i] = g->nkv * g->skv * hs[i], r.gs[i] = g->skv * hs[i], r.rs[i] = hs[i];
+    } else {
+      r.bs[i] = g->skv * g->nkv * hs[i], r.gs[i] = hs[i], r.rs[i] = g->nkv * hs[i];
+    }
+  }
+  return r;
+}
+
+/* Everything of the kernels' parameters but the keys and values (and the workspace). */
+static void at_query_params(const at_state *st, const at_geom *g, uint32_t dt,
+                            const onyx_tensor *const *in, const onyx_tensor *y,
+                            onyx__cuda_attn_params *p) {
+  p->dtype = dt;
+  p->batch = (int32_t)g->batch;
+  p->nq = (int32_t)g->nq;
+  p->nkv = (int32_t)g->nkv;
+  p->group = (int32_t)(g->nq / g->nkv);
+  p->sq = (int32_t)g->sq;
+  p->hk = (int32_t)g->hk;
+  p->hv = (int32_t)g->hv;
+  p->scale = st->scale > 0.0f ? st->scale : 1.0f / sqrtf((float)g->hk);
+  p->softcap = st->softcap;
+  p->q = in[AT_Q]->data;
+  p->y = y->data;
+  if (g->four_d) {
+    p->q_bs = g->nq * g->sq * g->hk, p->q_ss = g->hk, p->q_hs = g->sq * g->hk;
+    p->y_bs = g->nq * g->sq * g->hv, p->y_ss = g->hv, p->y_hs = g->sq * g->hv;
+  } else {
+    p->q_bs = g->sq * g->nq * g->hk, p->q_ss = g->nq * g->hk, p->q_hs = g->hk;
+    p->y_bs = g->sq * g->nq * g->hv, p->y_ss = g->nq * g->hv, p->y_hs = g->hv;
+  }
+  p->kv_rows = g->total;
+  p->mode = ONYX__CUDA_ATTN_ONNX;
+  p->total = g->total;
+  p->past = g->past;
+  p->causal = st->causal;
+}
+
+/* No past, both presents produced: attention reads K and V where they are and the
+ * Hopper kernel copies them into the presents beside its matrix products (no fill
+ * launch first). ONYX__CUDA_ATTN_NOT_TAKEN where the kernel does not take it (nothing
+ * ran). */
+static int at_run_fused_present(const onyx__cuda_attn_params *base,
+                                const onyx__cuda_attn_plan *plan, const at_geom *g,
+                                const onyx_tensor *const *in, onyx_tensor *const pres[2],
+                                const at_rows *nr, void *stream) {
+  if (onyx__cuda_attn_fused_present == 0 || g->hk != g->hv) return ONYX__CUDA_ATTN_NOT_TAKEN;
+  onyx__cuda_attn_params p = *base;
+  p.k = in[AT_K]->data;
+  p.k_bs = nr->bs[0], p.k_gs = nr->gs[0], p.k_rs = nr->rs[0];
+  p.v = in[AT_V]->data;
+  p.v_bs = nr->bs[1], p.v_gs = nr->gs[1], p.v_rs = nr->rs[1];
+  p.fill_present = 1;
+  p.present_k = pres[0]->data;
+  p.present_v = pres[1]->data;
+  p.pr_bs = g->nkv * g->total * g->hk; /* BNSH, as the presents always are */
+  p.pr_gs = g->total * g->hk;
+  p.pr_rs = g->hk;
+  if (onyx__cuda_attn_hopper_refusal(&p, plan) != NULL) return ONYX__CUDA_ATTN_NOT_TAKEN;
+  return onyx__cuda_attn_run(&p, plan, NULL, p.kv_rows, stream);
+}
+
+/* The presents (and the staging region) filled from past and the new rows; p's keys and
+ * values set to where the kernels read them: present, staging or the inputs. */
+static onyx_status at_fill_kv(onyx_compute_ctx *ctx, const at_state *st, const at_geom *g,
+                              const onyx_tensor *const *in, onyx_tensor *const pres[2],
+                              void *staging, const at_rows *nr, onyx__cuda_attn_params *p) {
+  const int64_t hs[2] = {g->hk, g->hv}, B = g->batch, T = g->total;
+  const size_t es = onyx_dtype_size(p->dtype);
+  const void *src_kv[2];
+  int64_t s_bs[2], s_gs[2], s_rs[2];
+  for (int i = 0; i < 2; ++i) {
+    void *stage = staging == NULL ? NULL
+                  : i == 0        ? staging
+                           : (unsigned char *)staging + (size_t)(B * g->nkv * T * g->hk) * es;
+    void *targets[2] = {pres[i] != NULL ? pres[i]->data : NULL, stage};
+    for (int t = 0; t < 2; ++t) {
+      if (targets[t] == NULL) continue;
+      onyx__cuda_kv_fill f;
+      memset(&f, 0, sizeof f);
+      f.dtype = p->dtype;
+      f.batch = (int32_t)B;
+      f.nkv = (int32_t)g->nkv;
+      f.head = (int32_t)hs[i];
+      f.seq = (int32_t)g->skv;
+      f.rows = T;
+      f.dst = targets[t];
+      f.d_bs = g->nkv * T * hs[i];
+      f.d_gs = T * hs[i];
+      f.d_rs = hs[i];
+      f.past = in[AT_PAST_K + i] != NULL ? in[AT_PAST_K + i]->data : NULL;
+      f.p_bs = g->nkv * g->past * hs[i];
+      f.p_gs = g->past * hs[i];
+      f.p_rs = hs[i];
+      f.src = in[AT_K + i]->data;
+      f.s_bs = nr->bs[i];
+      f.s_gs = nr->gs[i];
+      f.s_rs = nr->rs[i];
+      f.copy_past = 1;
+      f.mode = ONYX__CUDA_ATTN_ONNX;
+      f.past_rows = g->past;
+      f.past_cap = g->past;
+      int e = onyx__cuda_attn_kv_fill(&f, ctx->stream);
+      if (e != 0) return onyx__cuda_attn_launch_error(ctx, "present fill", e);
+    }
+    if (pres[i] != NULL && !at_staged(st, g)) {
+      src_kv[i] = pres[i]->data;
+    } else if (stage != NULL) {
+      src_kv[i] = stage;
+    } else {
+      src_kv[i] = in[AT_K + i]->data; /* no past: the new rows are all the keys */
+      s_bs[i] = nr->bs[i];
+      s_gs[i] = nr->gs[i];
+      s_rs[i] = nr->rs[i];
+      continue;
+    }
+    s_bs[i] = g->nkv * T * hs[i];
+    s_gs[i] = T * hs[i];
+    s_rs[i] = hs[i];
+  }
+  p->k = src_kv[0];
+  p->k_bs = s_bs[0], p->k_gs = s_gs[0], p->k_rs = s_rs[0];
+  p->v = src_kv[1];
+  p->v_bs = s_bs[1], p->v_gs = s_gs[1], p->v_rs = s_rs[1];
+  return ONYX_STATUS_OK;
+}
+
 static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_tensor *const *inputs,
                               size_t input_count) {
   const at_state *st = state;
@@ -275,100 +415,18 @@ static onyx_status at_compute(void *state, onyx_compute_ctx *ctx, const onyx_ten
       return status;
   }
 
-  /* New K/V rows: element (b, g, j, d). */
-  int64_t hs[2] = {g.hk, g.hv};
-  int64_t n_bs[2], n_gs[2], n_rs[2];
-  for (int i = 0; i < 2; ++i) {
-    if (g.four_d) {
-      n_bs[i] = g.nkv * g.skv * hs[i], n_gs[i] = g.skv * hs[i], n_rs[i] = hs[i];
-    } else {
-      n_bs[i] = g.skv * g.nkv * hs[i], n_gs[i] = hs[i], n_rs[i] = g.nkv * hs[i];
-    }
-  }
-  /* Where the kernels read keys: present, staging or the inputs themselves. */
-  const void *src_kv[2];
-  int64_t s_bs[2], s_gs[2], s_rs[2];
-  size_t es = onyx_dtype_size(dt);
-  for (int i = 0; i < 2; ++i) {
-    void *stage = staging == NULL ? NULL
-                  : i == 0        ? staging
-                                  : (unsigned char *)staging + (size_t)(B * g.nkv * T * g.hk) * es;
-    void *targets[2] = {pres[i] != NULL ? pres[i]->data : NULL, stage};
-    for (int t = 0; t < 2; ++t) {
-      if (targets[t] == NULL) continue;
-      onyx__cuda_kv_fill f;
-      memset(&f, 0, sizeof f);
-      f.dtype = dt;
-      f.batch = (int32_t)B;
-      f.nkv = (int32_t)g.nkv;
-      f.head = (int32_t)hs[i];
-      f.seq = (int32_t)g.skv;
-      f.rows = T;
-      f.dst = targets[t];
-      f.d_bs = g.nkv * T * hs[i];
-      f.d_gs = T * hs[i];
-      f.d_rs = hs[i];
-      f.past = in[AT_PAST_K + i] != NULL ? in[AT_PAST_K + i]->data : NULL;
-      f.p_bs = g.nkv * g.past * hs[i];
-      f.p_gs = g.past * hs[i];
-      f.p_rs = hs[i];
-      f.src = in[AT_K + i]->data;
-      f.s_bs = n_bs[i];
-      f.s_gs = n_gs[i];
-      f.s_rs = n_rs[i];
-      f.copy_past = 1;
-      f.mode = ONYX__CUDA_ATTN_ONNX;
-      f.past_rows = g.past;
-      f.past_cap = g.past;
-      int e = onyx__cuda_attn_kv_fill(&f, ctx->stream);
-      if (e != 0) return onyx__cuda_attn_launch_error(ctx, "present fill", e);
-    }
-    if (pres[i] != NULL && !at_staged(st, &g)) {
-      src_kv[i] = pres[i]->data;
-    } else if (stage != NULL) {
-      src_kv[i] = stage;
-    } else {
-      src_kv[i] = in[AT_K + i]->data; /* no past: the new rows are all the keys */
-      s_bs[i] = n_bs[i];
-      s_gs[i] = n_gs[i];
-      s_rs[i] = n_rs[i];
-      continue;
-    }
-    s_bs[i] = g.nkv * T * hs[i];
-    s_gs[i] = T * hs[i];
-    s_rs[i] = hs[i];
-  }
-
-  p.dtype = dt;
-  p.batch = (int32_t)B;
-  p.nq = (int32_t)g.nq;
-  p.nkv = (int32_t)g.nkv;
-  p.group = (int32_t)(g.nq / g.nkv);
-  p.sq = (int32_t)g.sq;
-  p.hk = (int32_t)g.hk;
-  p.hv = (int32_t)g.hv;
-  p.scale = st->scale > 0.0f ? st->scale : 1.0f / sqrtf((float)g.hk);
-  p.softcap = st->softcap;
-  p.q = in[AT_Q]->data;
-  p.y = y->data;
-  if (g.four_d) {
-    p.q_bs = g.nq * g.sq * g.hk, p.q_ss = g.hk, p.q_hs = g.sq * g.hk;
-    p.y_bs = g.nq * g.sq * g.hv, p.y_ss = g.hv, p.y_hs = g.sq * g.hv;
-  } else {
-    p.q_bs = g.sq * g.nq * g.hk, p.q_ss = g.nq * g.hk, p.q_hs = g.hk;
-    p.y_bs = g.sq * g.nq * g.hv, p.y_ss = g.nq * g.hv, p.y_hs = g.hv;
-  }
-  p.k = src_kv[0];
-  p.k_bs = s_bs[0], p.k_gs = s_gs[0], p.k_rs = s_rs[0];
-  p.v = src_kv[1];
-  p.v_bs = s_bs[1], p.v_gs = s_gs[1], p.v_rs = s_rs[1];
-  p.kv_rows = T;
-  p.mode = ONYX__CUDA_ATTN_ONNX;
-  p.total = T;
-  p.past = g.past;
-  p.causal = st->causal;
+  at_rows nr = at_new_rows(&g);
+  at_query_params(st, &g, dt, in, y, &p);
   p.partials = partials;
   p.n_split = plan.n_split;
+  if (g.past == 0 && pres[0] != NULL && pres[1] != NULL) {
+    int e = at_run_fused_present(&p, &plan, &g, in, pres, &nr, ctx->stream);
+    if (e == 0) return ONYX_STATUS_OK;
+    if (e != ONYX__CUDA_ATTN_NOT_TAKEN)
+      return onyx__cuda_attn_launch_error(ctx, "Attention kernel", e);
+  }
+  if ((status = at_fill_kv(ctx, st, &g, in, pres, staging, &nr, &p)) != ONYX_STATUS_OK)
+    return status;
   int e = onyx__cuda_attn_run(&p, &plan, scores, T, ctx->stream);
   if (e != 0) return onyx__cuda_attn_launch_error(ctx, "Attention kernel", e);
   return ONYX_STATUS_OK;

@@ -92,12 +92,13 @@ static bool offsets31(int64_t bs, int64_t gs, int64_t rs, const onyx__cuda_attn_
   return top <= lim;
 }
 
-/* The Hopper kernel's present copy: the first prompt's new rows (past_b = 0) in 16-byte
- * pieces, indexed and addressed in 32 bits. */
+/* The Hopper kernel's present copy: the first prompt's new rows (GroupQueryAttention's
+ * every past_b 0, Attention's no past), as many as the queries, in 16-byte pieces,
+ * indexed and addressed in 32 bits. */
 static bool fill_present_ok(const onyx__cuda_attn_params *p) {
-  return p->mode == ONYX__CUDA_ATTN_GQA && p->first && p->kv_rows == p->sq &&
-         offsets31(p->k_bs, p->k_gs, p->k_rs, p) && offsets31(p->v_bs, p->v_gs, p->v_rs, p) &&
-         offsets31(p->pr_bs, p->pr_gs, p->pr_rs, p) &&
+  const bool first = p->mode == ONYX__CUDA_ATTN_GQA ? p->first != 0 : p->past == 0;
+  return first && p->kv_rows == p->sq && offsets31(p->k_bs, p->k_gs, p->k_rs, p) &&
+         offsets31(p->v_bs, p->v_gs, p->v_rs, p) && offsets31(p->pr_bs, p->pr_gs, p->pr_rs, p) &&
          (int64_t)p->batch * p->nkv * p->sq * (p->hk / 8) <= INT32_MAX &&
          rows16_ok(p->present_k, p->pr_rs, p->pr_gs, p->pr_bs) &&
          rows16_ok(p->present_v, p->pr_rs, p->pr_gs, p->pr_bs);
