@@ -27,7 +27,10 @@
  * are checked against the definition in double on sampled columns (rel: worst error over the
  * largest |y|). Each shape's rows end with its anchor, "copy chain": the same bytes moved by
  * as many device-to-device copies chained in one graph (GB/s of bytes read + written, as the
- * copy bandwidth counts them). Prints ratios; asserts nothing.
+ * copy bandwidth counts them), and "dependent read": as many nodes of dependent_read.cu's
+ * kernel, which reads the bytes, waits for the node before and writes N outputs (the floor
+ * under a product in the chain); then the decoder's form (fused where int4 has a prologue)
+ * as a share of each anchor's speed. Prints ratios; asserts nothing.
  */
 #include <math.h>
 #include <stdio.h>
@@ -39,6 +42,9 @@
 #include "cuda_impl.h"
 #include "cuda_nbits.h"
 #include "onyx_abi.h"
+
+cudaError_t onyx_bench_dependent_read(const void *w, size_t bytes, const void *x, int k, void *y,
+                                      int n, int sms, cudaStream_t stream);
 
 bool onyx__cuda_pdl = true; /* the provider's option.pdl, read by cuda_gemv.cu's launcher */
 
@@ -300,29 +306,8 @@ static double time_chain(prod *const *ps, int count, void *const *xs, const form
   return median_us(t, REPS);
 }
 
-/* The anchor for one shape's row: `count` device-to-device copies of `bytes` each, from
- * distinct sources, chained in one graph as the products are. The copies are as short
- * as the products: what a kernel that only moves the bytes reaches at that size.
- * Returns us per replay (median). */
-static double time_copy_chain(size_t bytes, int count, cudaStream_t st) {
-  enum { MAX_COPIES = 64 };
-  void *dst, *src[MAX_COPIES];
-  if (count > MAX_COPIES) {
-    fprintf(stderr, "copy chain: %d copies asked, at most %d\n", count, MAX_COPIES);
-    exit(1);
-  }
-  CHECK(cudaMalloc(&dst, bytes));
-  for (int i = 0; i < count; ++i) {
-    CHECK(cudaMalloc(&src[i], bytes));
-    CHECK(cudaMemsetAsync(src[i], i + 1, bytes, st));
-  }
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < count; ++i)
-    CHECK(cudaMemcpyAsync(dst, src[i], bytes, cudaMemcpyDeviceToDevice, st));
-  CHECK(cudaStreamEndCapture(st, &graph));
-  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+/* Median microseconds of one replay of exec (instantiated, not yet launched). */
+static double replay_us(cudaGraphExec_t exec, cudaStream_t st) {
   enum { REPS = 9 };
   float t[REPS];
   cudaEvent_t e0, e1;
@@ -338,11 +323,42 @@ static double time_copy_chain(size_t bytes, int count, cudaStream_t st) {
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
+  return median_us(t, REPS);
+}
+
+/* The anchors for one shape's row, each `count` nodes over distinct sources of `bytes`
+ * chained in one graph as the products are (us per replay, median):
+ *   copy:      device-to-device copies (what moving the bytes costs at that size);
+ *   dependent: dependent_read.cu's kernel, x of k halves in and n halves out (what a
+ *              node that reads the bytes and waits for the one before costs). */
+enum { MAX_ANCHOR_NODES = 64 };
+static double time_anchor_chain(bool dependent, size_t bytes, int count, const void *x, int k,
+                                int n, int sms, cudaStream_t st) {
+  void *dst, *src[MAX_ANCHOR_NODES];
+  if (count > MAX_ANCHOR_NODES) {
+    fprintf(stderr, "anchor chain: %d nodes asked, at most %d\n", count, MAX_ANCHOR_NODES);
+    exit(1);
+  }
+  bytes &= ~(size_t)15;
+  CHECK(cudaMalloc(&dst, bytes > (size_t)n * 2 ? bytes : (size_t)n * 2));
+  for (int i = 0; i < count; ++i) {
+    CHECK(cudaMalloc(&src[i], bytes));
+    CHECK(cudaMemsetAsync(src[i], i + 1, bytes, st));
+  }
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < count; ++i)
+    CHECK(dependent ? onyx_bench_dependent_read(src[i], bytes, x, k, dst, n, sms, st)
+                    : cudaMemcpyAsync(dst, src[i], bytes, cudaMemcpyDeviceToDevice, st));
+  CHECK(cudaStreamEndCapture(st, &graph));
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  const double us = replay_us(exec, st);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   for (int i = 0; i < count; ++i) cudaFree(src[i]);
   cudaFree(dst);
-  return median_us(t, REPS);
+  return us;
 }
 
 typedef struct shape {
@@ -497,18 +513,25 @@ static void run_precision(int fp16, int layers, double copy, int sms, cudaStream
       sx[c++] = xs[i];
     }
     const size_t bytes = s < 4 ? shape_bytes[s] : all[count - 1].bytes;
+    const char *name = s < 4 ? layer[s].name : lm_head.name;
+    double decoder_us = 0; /* the form the decoder runs: fused where int4 has a prologue */
     for (int f = 0; f < FORMS; ++f) {
       if ((forms[f].nk && !fp16) || (forms[f].fused && fp16)) continue;
       CHECK(cudaMemsetAsync(sel[c - 1]->y, 0xFF, (size_t)sel[c - 1]->n * 2, st));
       const double us = time_chain(sel, c, sx, &forms[f], sms, st);
       CHECK(cudaStreamSynchronize(st));
       const double rel = prod_check(sel[c - 1], prod_input(sel[c - 1], &forms[f], hx896, hx4864));
-      print_row(s < 4 ? layer[s].name : lm_head.name, forms[f].name, us, c, bytes, copy, rel);
+      print_row(name, forms[f].name, us, c, bytes, copy, rel);
+      if (strcmp(forms[f].name, fp16 || s == 1 ? "default" : "fused default") == 0) decoder_us = us;
     }
-    /* Its anchor: the same bytes copied in a chain of as many copies (read + write). */
-    const double cus = time_copy_chain(bytes / (size_t)c, c, st);
-    print_row(s < 4 ? layer[s].name : lm_head.name, "copy chain (r+w)", cus, c, 2 * bytes, copy,
-              0.0);
+    /* Its anchors: the same bytes copied (read + write), and read by dependent nodes. */
+    const double cus = time_anchor_chain(false, bytes / (size_t)c, c, NULL, 0, 0, sms, st);
+    print_row(name, "copy chain (r+w)", cus, c, 2 * bytes, copy, 0.0);
+    const double dus = time_anchor_chain(true, bytes / (size_t)c, c, sx[0], (int)sel[0]->k,
+                                         (int)sel[0]->n, sms, st);
+    print_row(name, "dependent read", dus, c, bytes, copy, 0.0);
+    printf("%-22s decoder's form at %.0f%% of a copy's speed, %.0f%% of a dependent read's\n", name,
+           100.0 * cus / decoder_us, 100.0 * dus / decoder_us);
   }
   if (!fp16) { /* the lm_head in steady state: three distinct copies chained */
     prod extra[2], *lm3[3] = {&all[count - 1], &extra[0], &extra[1]};
