@@ -29,8 +29,9 @@
  * as many device-to-device copies chained in one graph (GB/s of bytes read + written, as the
  * copy bandwidth counts them), and "dependent read": as many nodes of dependent_read.cu's
  * kernel, which reads the bytes, waits for the node before and writes N outputs (the floor
- * under a product in the chain); then the decoder's form (fused where int4 has a prologue)
- * as a share of each anchor's speed. Prints ratios; asserts nothing.
+ * under a product in the chain; int4 also: with x staged in shared memory, with a block
+ * sum, over one CTA per 16 rows as the GEMV's grid); then the default form as a share of
+ * each anchor's speed. Prints ratios; asserts nothing.
  */
 #include <math.h>
 #include <stdio.h>
@@ -44,7 +45,7 @@
 #include "onyx_abi.h"
 
 cudaError_t onyx_bench_dependent_read(const void *w, size_t bytes, const void *x, int k, void *y,
-                                      int n, int sms, cudaStream_t stream);
+                                      int n, int sms, int form, int blocks, cudaStream_t stream);
 
 bool onyx__cuda_pdl = true; /* the provider's option.pdl, read by cuda_gemv.cu's launcher */
 
@@ -328,11 +329,13 @@ static double replay_us(cudaGraphExec_t exec, cudaStream_t st) {
 
 /* The anchors for one shape's row, each `count` nodes over distinct sources of `bytes`
  * chained in one graph as the products are (us per replay, median):
- *   copy:      device-to-device copies (what moving the bytes costs at that size);
- *   dependent: dependent_read.cu's kernel, x of k halves in and n halves out (what a
- *              node that reads the bytes and waits for the one before costs). */
+ *   kind < 0:  device-to-device copies (what moving the bytes costs at that size);
+ *   kind >= 0: dependent_read.cu's kernel in that form over `blocks` CTAs (0: two an
+ *              SM), x of k halves in and n halves out (what a node that reads the bytes
+ *              and waits for the one before costs; with the forms, what staging x and
+ *              a block sum add). */
 enum { MAX_ANCHOR_NODES = 64 };
-static double time_anchor_chain(bool dependent, size_t bytes, int count, const void *x, int k,
+static double time_anchor_chain(int kind, int blocks, size_t bytes, int count, const void *x, int k,
                                 int n, int sms, cudaStream_t st) {
   void *dst, *src[MAX_ANCHOR_NODES];
   if (count > MAX_ANCHOR_NODES) {
@@ -349,7 +352,7 @@ static double time_anchor_chain(bool dependent, size_t bytes, int count, const v
   cudaGraphExec_t exec;
   CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < count; ++i)
-    CHECK(dependent ? onyx_bench_dependent_read(src[i], bytes, x, k, dst, n, sms, st)
+    CHECK(kind >= 0 ? onyx_bench_dependent_read(src[i], bytes, x, k, dst, n, sms, kind, blocks, st)
                     : cudaMemcpyAsync(dst, src[i], bytes, cudaMemcpyDeviceToDevice, st));
   CHECK(cudaStreamEndCapture(st, &graph));
   CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -514,7 +517,7 @@ static void run_precision(int fp16, int layers, double copy, int sms, cudaStream
     }
     const size_t bytes = s < 4 ? shape_bytes[s] : all[count - 1].bytes;
     const char *name = s < 4 ? layer[s].name : lm_head.name;
-    double decoder_us = 0; /* the form the decoder runs: fused where int4 has a prologue */
+    double default_us = 0;
     for (int f = 0; f < FORMS; ++f) {
       if ((forms[f].nk && !fp16) || (forms[f].fused && fp16)) continue;
       CHECK(cudaMemsetAsync(sel[c - 1]->y, 0xFF, (size_t)sel[c - 1]->n * 2, st));
@@ -522,16 +525,33 @@ static void run_precision(int fp16, int layers, double copy, int sms, cudaStream
       CHECK(cudaStreamSynchronize(st));
       const double rel = prod_check(sel[c - 1], prod_input(sel[c - 1], &forms[f], hx896, hx4864));
       print_row(name, forms[f].name, us, c, bytes, copy, rel);
-      if (strcmp(forms[f].name, fp16 || s == 1 ? "default" : "fused default") == 0) decoder_us = us;
+      if (strcmp(forms[f].name, "default") == 0) default_us = us;
     }
     /* Its anchors: the same bytes copied (read + write), and read by dependent nodes. */
-    const double cus = time_anchor_chain(false, bytes / (size_t)c, c, NULL, 0, 0, sms, st);
+    const size_t each = bytes / (size_t)c;
+    const int k = (int)sel[0]->k, n = (int)sel[0]->n;
+    const double cus = time_anchor_chain(-1, 0, each, c, NULL, 0, 0, sms, st);
     print_row(name, "copy chain (r+w)", cus, c, 2 * bytes, copy, 0.0);
-    const double dus = time_anchor_chain(true, bytes / (size_t)c, c, sx[0], (int)sel[0]->k,
-                                         (int)sel[0]->n, sms, st);
+    const double dus = time_anchor_chain(0, 0, each, c, sx[0], k, n, sms, st);
     print_row(name, "dependent read", dus, c, bytes, copy, 0.0);
-    printf("%-22s decoder's form at %.0f%% of a copy's speed, %.0f%% of a dependent read's\n", name,
-           100.0 * cus / decoder_us, 100.0 * dus / decoder_us);
+    if (!fp16 && s < 4) { /* what the GEMV's shape of work adds to the floor */
+      static const struct {
+        const char *name;
+        int form;
+        bool gemv_grid;
+      } dep[] = {{"dep + x staged", 1, false},
+                 {"dep + x + sum", 3, false},
+                 {"dep, 16-row grid", 0, true},
+                 {"dep + x + sum, 16r", 3, true}};
+      for (size_t d = 0; d < sizeof dep / sizeof dep[0]; ++d) {
+        const int blocks = dep[d].gemv_grid ? (n + 15) / 16 : 0;
+        print_row(name, dep[d].name,
+                  time_anchor_chain(dep[d].form, blocks, each, c, sx[0], k, n, sms, st), c, bytes,
+                  copy, 0.0);
+      }
+    }
+    printf("%-22s default at %.0f%% of a copy's speed, %.0f%% of a dependent read's\n", name,
+           100.0 * cus / default_us, 100.0 * dus / default_us);
   }
   if (!fp16) { /* the lm_head in steady state: three distinct copies chained */
     prod extra[2], *lm3[3] = {&all[count - 1], &extra[0], &extra[1]};

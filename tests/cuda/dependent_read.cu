@@ -15,8 +15,12 @@
 
 namespace {
 
-constexpr int kThreads = 256, kInFlight = 8;
+constexpr int kThreads = 256, kInFlight = 8, kMaxK = 8192;
 
+/* STAGE: x into shared memory and a barrier before use, as the GEMV stages A; SUM: the
+ * block's folds summed through shared memory behind a second barrier, as its split-K
+ * sum. Both off: the floor itself. */
+template <bool STAGE, bool SUM>
 __global__ void __launch_bounds__(kThreads)
     dependent_read(const uint4 *w, size_t words, const uint16_t *x, int k, uint16_t *y, int n) {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -30,7 +34,15 @@ __global__ void __launch_bounds__(kThreads)
     v[u] = j < words ? __ldcs(w + j) : make_uint4(0, 0, 0, 0);
   }
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  uint32_t fold = x[threadIdx.x % k];
+  uint32_t fold;
+  if constexpr (STAGE) {
+    __shared__ uint16_t sx[kMaxK];
+    for (int e = threadIdx.x; e < k; e += kThreads) sx[e] = x[e];
+    __syncthreads();
+    fold = sx[(threadIdx.x * 7u) % (unsigned)k];
+  } else {
+    fold = x[threadIdx.x % k];
+  }
   for (;;) {
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) fold ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
@@ -42,6 +54,13 @@ __global__ void __launch_bounds__(kThreads)
       v[u] = j < words ? __ldcs(w + j) : make_uint4(0, 0, 0, 0);
     }
   }
+  if constexpr (SUM) {
+    __shared__ uint32_t red[kThreads];
+    red[threadIdx.x] = fold;
+    __syncthreads();
+    if (threadIdx.x < 32)
+      for (int q = 1; q < kThreads / 32; ++q) fold += red[threadIdx.x + 32 * q];
+  }
   /* Every thread's fold reaches memory or could: no load is dead code. */
   if (me < (size_t)n)
     y[me] = (uint16_t)(fold ^ fold >> 16);
@@ -51,12 +70,15 @@ __global__ void __launch_bounds__(kThreads)
 
 } // namespace
 
-/* One dependent read of `bytes` (a multiple of 16) at w, x of k halves, y of n halves:
- * a programmatic dependent of the kernel before on `stream` (capturable). */
+/* One dependent read of `bytes` (a multiple of 16) at w, x of k halves, y of n halves,
+ * over `blocks` CTAs (0: two an SM); form bit 0 STAGE (k <= 8192), bit 1 SUM. A
+ * programmatic dependent of the kernel before on `stream` (capturable). */
 extern "C" cudaError_t onyx_bench_dependent_read(const void *w, size_t bytes, const void *x, int k,
-                                                 void *y, int n, int sms, cudaStream_t stream) {
+                                                 void *y, int n, int sms, int form, int blocks,
+                                                 cudaStream_t stream) {
+  if (k > kMaxK && (form & 1)) return cudaErrorInvalidValue;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)(2 * (sms > 0 ? sms : 132)));
+  cfg.gridDim = dim3((unsigned)(blocks > 0 ? blocks : 2 * (sms > 0 ? sms : 132)));
   cfg.blockDim = dim3(kThreads);
   cfg.stream = stream;
   cudaLaunchAttribute attr[1] = {};
@@ -64,6 +86,9 @@ extern "C" cudaError_t onyx_bench_dependent_read(const void *w, size_t bytes, co
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, dependent_read, static_cast<const uint4 *>(w), bytes / 16,
+  void (*const kern[4])(const uint4 *, size_t, const uint16_t *, int, uint16_t *,
+                        int) = {dependent_read<false, false>, dependent_read<true, false>,
+                                dependent_read<false, true>, dependent_read<true, true>};
+  return cudaLaunchKernelEx(&cfg, kern[form & 3], static_cast<const uint4 *>(w), bytes / 16,
                             static_cast<const uint16_t *>(x), k, static_cast<uint16_t *>(y), n);
 }
