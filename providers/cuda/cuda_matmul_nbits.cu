@@ -773,7 +773,7 @@ __device__ __forceinline__ void load_batch2(const gemv_params &p, const uint8_t 
 }
 
 /* Chunk group u of the batch into the lane's two row sums. */
-template <typename T, int NB, bool ZP>
+template <typename T, int NB, bool ZP, bool TWO>
 __device__ __forceinline__ void chunk_sums(const batch2<NB, ZP> &t, int u, const uint16_t *src,
                                            float &acc0, float &acc1) {
   uint32_t bw[16];
@@ -788,7 +788,11 @@ __device__ __forceinline__ void chunk_sums(const batch2<NB, ZP> &t, int u, const
   const uint32_t za = ZP ? t.z0[ZP ? u : 0] & 15u : 8u, zb = ZP ? t.z1[ZP ? u : 0] & 15u : 8u;
   const uint32_t oa = dq_raw<T>::off(za), ob = dq_raw<T>::off(zb);
   const uint32_t oa16 = dq_raw<T>::off16(za), ob16 = dq_raw<T>::off16(zb);
-  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  /* TWO: the odd steps into a second accumulator, so two mma chains of 4 run side by
+   * side instead of one of 8 (the split-K layer products, whose time after the PDL wait
+   * is latency: chain 282 against 286 us on the H200; the lm_head, which streams, lost
+   * 0.5 % and keeps one chain). */
+  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
   for (int s = 0; s < 8; ++s) {
     const int q = s >> 1, i = (s & 1) * 2;
@@ -797,7 +801,11 @@ __device__ __forceinline__ void chunk_sums(const batch2<NB, ZP> &t, int u, const
     a[1] = dq_raw<T>::pair(t.w1[u][q], i, ob, ob16);
     a[2] = dq_raw<T>::pair(t.w0[u][q], i + 1, oa, oa16);
     a[3] = dq_raw<T>::pair(t.w1[u][q], i + 1, ob, ob16);
-    mma16816<T>(c, a, bw[2 * s], bw[2 * s + 1]);
+    mma16816<T>(TWO && (s & 1) ? d : c, a, bw[2 * s], bw[2 * s + 1]);
+  }
+  if (TWO) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) c[e] += d[e];
   }
   /* c[0], c[1]: row g, the chunks of lanes 2·c4 and 2·c4 + 1; c[2], c[3]: row g + 8. */
   acc0 = fmaf(f16t<T>::to_f((uint16_t)(t.s0[u] & 0xFFFFu)), c[0], acc0);
@@ -845,7 +853,7 @@ __global__ void __launch_bounds__(OCC3 ? kWarps * 32 : kMaxSplit * 32, OCC3 ? 3 
       const int j = jb + u * p.wk;
       if (j >= p.nj) break;
       const uint16_t *src = g == c4 ? sa + (j * 4 + c4) * 32 : sa + p.kc;
-      chunk_sums<T, NB, ZP>(t, u, src, acc0, acc1);
+      chunk_sums<T, NB, ZP, !OCC3>(t, u, src, acc0, acc1);
     }
   }
   if (!(p.tune & kEarly)) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
