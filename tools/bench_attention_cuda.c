@@ -281,6 +281,8 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
     float kv1 = measure(state, &c, in, 7, &ws2);
     onyx__cuda_attn_hopper_variant = 2; /* and the one without the persistent grid */
     float kv2 = measure(state, &c, in, 7, &ws2);
+    onyx__cuda_attn_hopper_variant = 3; /* and items chained */
+    float kv3 = measure(state, &c, in, 7, &ws2);
     onyx__cuda_attn_hopper_variant = 0;
     /* The presents filled by a launch before the kernel; then the op again (the drift). */
     const int fused = onyx__cuda_attn_last_fill_present();
@@ -290,11 +292,12 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
     float kfused = measure(state, &c, in, 7, &ws2); /* the op's own configuration again */
     printf("onyx prefill B=%d Hq=%d Hkv=%d S=%d D=%d causal: op (%s route, presents %s) %.4f ms "
            "%.1f TFLOP/s | presents filled first %.4f ms %.1f | op again %.4f ms "
-           "%.1f | no ping-pong %.4f ms %.1f | CTA per item %.4f ms %.1f | flash kernel %.4f ms "
-           "%.1f | workspace %llu B\n",
+           "%.1f | no ping-pong %.4f ms %.1f | CTA per item %.4f ms %.1f | chained %.4f ms "
+           "%.1f | flash kernel %.4f ms %.1f | workspace %llu B\n",
            B, hq, hkv, S, D, route_name(r->route), fused ? "by the kernel" : "filled first", ms,
            r->ours, kfill, flops / kfill / 1e9, kfused, flops / kfused / 1e9, kv1,
-           flops / kv1 / 1e9, kv2, flops / kv2 / 1e9, kf, r->kernel64, (unsigned long long)ws);
+           flops / kv1 / 1e9, kv2, flops / kv2 / 1e9, kv3, flops / kv3 / 1e9, kf, r->kernel64,
+           (unsigned long long)ws);
   } else {
     double bytes = 2.0 * B * hkv * (double)S_kv * D * 2.0;
     r->ours = bytes / ms / 1e6;

@@ -1627,6 +1627,26 @@ static void test_hopper_gqa(void **state) {
       check_gqa(&many, seed + 9);
       expect_route("  same with a CTA per item", ONYX__CUDA_ROUTE_HOPPER);
       onyx__cuda_attn_hopper_variant = 0;
+      /* About 8 items a CTA, of 1 to 8 key tiles; in variant 3 the first Q·Kᵀ of each
+       * item goes out with the last P·V of the one before. */
+      gqa_case deep = {.name = "hopper: B4 S1024 32/8 (1024 items)",
+                       .dtype = k_half_types[t],
+                       .B = 4,
+                       .S = 1024,
+                       .nq = 32,
+                       .nkv = 8,
+                       .H = H,
+                       .T = 1024,
+                       .seqlens = {1023, 700, 1023, 333},
+                       .causal = -1};
+      check_gqa(&deep, seed + 11);
+      expect_route(deep.name, ONYX__CUDA_ROUTE_HOPPER);
+      onyx__cuda_attn_hopper_variant = 3; /* items chained */
+      check_gqa(&deep, seed + 11);
+      expect_route("  same, items chained", ONYX__CUDA_ROUTE_HOPPER);
+      check_gqa(&many, seed + 9);
+      expect_route("  240 items, chained", ONYX__CUDA_ROUTE_HOPPER);
+      onyx__cuda_attn_hopper_variant = 0;
       for (int i = 0; i < 4; ++i) {
         onyx__cuda_attn_force_hopper = -1;
         check_gqa(&cs[i], seed + (uint64_t)i);

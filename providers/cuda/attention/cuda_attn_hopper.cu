@@ -204,6 +204,14 @@ template <int D> __device__ __forceinline__ void rescale(float (&o)[D / 2], cons
   }
 }
 
+template <int D>
+__device__ __forceinline__ void clear_state(float (&o)[D / 2], float (&m)[2], float (&l)[2]) {
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+  m[0] = m[1] = -INFINITY;
+  l[0] = l[1] = 0.0f;
+}
+
 /* Zeroes value rows [r_lo, BN) of a V tile (D / 64 column blocks of 128-byte rows; the
  * swizzle only moves 16-byte pieces inside a row), by the 128 threads of one warpgroup,
  * and makes the zeros visible to its wgmmas. Both consumers zero the same rows (the
@@ -241,6 +249,73 @@ __device__ __forceinline__ Item item_of(const onyx__cuda_attn_params &p, int m_b
   if (p.causal && it.geo.qpos0 + last_row + 1 < hi) hi = it.geo.qpos0 + last_row + 1;
   it.n_tiles = hi > 0 ? (int)((hi + bn - 1) / bn) : 0;
   return it;
+}
+
+/* The rows of an item one consumer thread owns (row0 and row0 + 8, row0 counted from
+ * the block's first row) and the key limits that decide masking. */
+struct Rows {
+  int row0;
+  int lim[2];        /* each row's key limit (exclusive) less 2·t4: compared with key0 + 8i + e */
+  int64_t first_lim; /* the block's first row's: key tiles ending at or before it need no mask */
+  int zero_from;     /* value rows from here on in tile 0 (the last visited) get zeroed */
+};
+__device__ __forceinline__ Rows rows_of(const onyx__cuda_attn_params &p, const Item &it,
+                                        int row_in_block, int t4, int bn) {
+  Rows rw;
+  const BatchGeom &geo = it.geo;
+  rw.row0 = it.m0 + row_in_block;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    int64_t lm = geo.limit;
+    if (p.causal && geo.qpos0 + rw.row0 + 8 * rr + 1 < lm) lm = geo.qpos0 + rw.row0 + 8 * rr + 1;
+    rw.lim[rr] = (int)max(lm, (int64_t)-1) - 2 * t4;
+  }
+  rw.first_lim = geo.limit;
+  if (p.causal && geo.qpos0 + it.m0 + 1 < rw.first_lim) rw.first_lim = geo.qpos0 + it.m0 + 1;
+  /* Value rows at or past the limit may hold anything (0·NaN would reach O); tiles run
+   * from the last down, so the one holding the limit is tile 0. */
+  rw.zero_from = geo.limit < p.kv_rows ? (int)(geo.limit - (it.n_tiles - 1) * bn) : bn;
+  return rw;
+}
+
+/* After an item's first Q·Kᵀ has completed: frees its K stage (and Q when it is the
+ * item's only tile) and runs the first softmax into the P·V operand. */
+template <typename T, int BN>
+__device__ __forceinline__ void first_softmax(float (&sc)[BN / 2], uint32_t (&pa)[BN / 16][4],
+                                              float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                              const Rows &rw, int n, uint64_t *k_empty,
+                                              uint64_t *q_empty, int lane, float sl2) {
+  fence_regs(sc);
+  __syncwarp();
+  if (lane == 0) {
+    mbar_arrive(k_empty);
+    if (n == 1) mbar_arrive(q_empty);
+  }
+  const int key_top = (n - 1) * BN;
+  softmax_tile<BN>(sc, m, l, alpha, rw.lim, key_top, key_top + BN > rw.first_lim, sl2);
+  to_operand<T, BN>(sc, pa);
+}
+
+/* Epilogue: the row sums over the quad, then O / l straight to the output (zeros for
+ * rows that see no key). */
+template <typename T, int D>
+__device__ __forceinline__ void store_rows(const onyx__cuda_attn_params &p, const Item &it,
+                                           int row0, int t4, const float (&o)[D / 2],
+                                           const float (&m)[2], float (&l)[2]) {
+  T *ybase = (T *)p.y + (int64_t)it.b * p.y_bs + (int64_t)it.h * p.y_hs;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
+    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
+    const float f = (m[rr] == -INFINITY || !(l[rr] > 0.0f)) ? 0.0f : 1.0f / l[rr];
+    const int row = row0 + 8 * rr;
+    if (row >= p.sq) continue;
+    T *dst = ybase + (int64_t)row * p.y_ss + 2 * t4;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i)
+      *reinterpret_cast<uint32_t *>(dst + 8 * i) =
+          Pack<T>::two(o[4 * i + 2 * rr] * f, o[4 * i + 2 * rr + 1] * f);
+  }
 }
 
 /* The persistent grid's schedule: in round r CTA c takes item r·G + c, or r·G + G−1−c
@@ -331,7 +406,7 @@ __device__ __forceinline__ void produce(const CUtensorMap &tq, const CUtensorMap
 
 /* ------------------------------------------------------------------ the kernel */
 
-template <typename T, int D, bool PING>
+template <typename T, int D, bool PING, bool CHAIN>
 __global__ void __launch_bounds__(384, 1)
     hopper_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                   const __grid_constant__ CUtensorMap tv, const onyx__cuda_attn_params p,
@@ -385,129 +460,146 @@ __global__ void __launch_bounds__(384, 1)
    * Per key tile j: issue S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} together, wait for S_j
    * only, so the softmax of S_j runs while the tensor cores do P_{j-1}·V_{j-1}; the two
    * consumers take turns to issue (ping-pong), so one's softmax also covers the other's
-   * matrix products. */
+   * matrix products. Across items (CHAIN) the last P·V of one goes out with the first
+   * Q·Kᵀ of the next, whose softmax then runs after this item's epilogue. */
   regs_grow<kConsumerRegs>();
   const int cw = wg - 1, wq = warp & 3, gq = lane >> 2, t4 = lane & 3, wg_tid = tid - 128 * wg;
   const float sl2 = p.scale * kLog2e;
   const int my_turn = kBarTurn + cw, other_turn = kBarTurn + (cw ^ 1);
   if (PING && cw == 1) bar_arrive(kBarTurn, 256); /* consumer 0 issues first */
 
-  int git = 0, items = 0;
-  for (int r = 0;; ++r) {
-    const int k = item_at(r, total);
-    if (k < 0) break;
-    const Item it = item_of(p, m_blocks, k, BM, BN);
-    const int n = it.n_tiles;
-    const BatchGeom &geo = it.geo;
-    const int row0 = it.m0 + cw * 64 + wq * 16 + gq; /* this thread's rows: row0, row0 + 8 */
-
-    /* Key limit (exclusive) of each of this thread's rows, and of the block's first row:
-     * key tiles that end at or before the latter need no mask. */
-    int lim[2];
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      int64_t lm = geo.limit;
-      if (p.causal && geo.qpos0 + row0 + 8 * rr + 1 < lm) lm = geo.qpos0 + row0 + 8 * rr + 1;
-      lim[rr] = (int)max(lm, (int64_t)-1) - 2 * t4; /* compared with key0 + 8i + e */
+  int git = 0, items = 0; /* key tiles and non-empty items so far */
+  /* primed (CHAIN): the current item's first tile went out with the last P·V of the
+   * item before and its softmax is done (o, m, l, alpha, pa hold it). */
+  bool primed = false;
+  Item it;
+  Rows rw;
+  float o[D / 2], m[2], l[2], alpha[2], sc[BN / 2];
+  uint32_t pa[BN / 16][4];
+  for (int r = 0, k = item_at(0, total); k >= 0; ++r) {
+    if (!primed) {
+      it = item_of(p, m_blocks, k, BM, BN);
+      rw = rows_of(p, it, cw * 64 + wq * 16 + gq, t4, BN);
     }
-    int64_t first_lim = geo.limit;
-    if (p.causal && geo.qpos0 + it.m0 + 1 < first_lim) first_lim = geo.qpos0 + it.m0 + 1;
-    /* Value rows at or past the limit may hold anything; the tile holding the limit gets
-     * them zeroed (0·NaN would reach O). Tiles run from the last down: it is tile 0. */
-    const int zero_from = geo.limit < p.kv_rows ? (int)(geo.limit - (n - 1) * BN) : BN;
+    const int n = it.n_tiles;
+    const uint32_t q_addr = saddr(qs + (items & 1) * C::Q_BYTES) + cw * 64 * 128;
+    if (!primed) {
+      clear_state<D>(o, m, l);
+      if (n > 0) {
+        const int s0 = git % ST, qb = items & 1;
+        mbar_wait(&q_full[qb], (uint32_t)(items >> 1) & 1u);
+        mbar_wait(&k_full[s0], (uint32_t)(git / ST) & 1u);
+        if (PING) bar_sync(my_turn, 256);
+        wgmma_fence();
+        qk_issue<T, D, BM, BN>(sc, q_addr, saddr(ks + s0 * C::KV_BYTES));
+        wgmma_commit();
+        if (PING) bar_arrive(other_turn, 256);
+        wgmma_wait<0>();
+        first_softmax<T, BN>(sc, pa, m, l, alpha, rw, n, &k_empty[s0], &q_empty[qb], lane, sl2);
+      }
+    }
 
-    float o[D / 2];
-#pragma unroll
-    for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha[2];
-
-    if (n > 0) {
-      float sc[BN / 2];
-      uint32_t pa[BN / 16][4];
-      const int s0 = git % ST, qb = items & 1;
-      const uint32_t q_addr = saddr(qs + qb * C::Q_BYTES) + cw * 64 * 128;
-      mbar_wait(&q_full[qb], (uint32_t)(items >> 1) & 1u);
-      mbar_wait(&k_full[s0], (uint32_t)(git / ST) & 1u);
+    for (int j = 1; j < n; ++j) {
+      const int g = git + j, s = g % ST, sp = (g - 1) % ST, key0 = (n - 1 - j) * BN;
+      mbar_wait(&k_full[s], (uint32_t)(g / ST) & 1u);
+      mbar_wait(&v_full[sp], (uint32_t)((g - 1) / ST) & 1u);
+      if (j == 1 && rw.zero_from < BN)
+        zero_rows<D, BN>(vs + sp * C::KV_BYTES, rw.zero_from, wg_tid, kBarWg + cw);
+      rescale<D>(o, alpha); /* by the last softmax's factor: no P·V is in flight */
       if (PING) bar_sync(my_turn, 256);
       wgmma_fence();
-      qk_issue<T, D, BM, BN>(sc, q_addr, saddr(ks + s0 * C::KV_BYTES));
+      qk_issue<T, D, BM, BN>(sc, q_addr, saddr(ks + s * C::KV_BYTES));
+      wgmma_commit();
+      pv_issue<T, D, BN>(o, pa, saddr(vs + sp * C::KV_BYTES));
       wgmma_commit();
       if (PING) bar_arrive(other_turn, 256);
-      wgmma_wait<0>();
+      wgmma_wait<1>(); /* S_j is ready; P·V of the tile before still runs */
       fence_regs(sc);
       __syncwarp();
       if (lane == 0) {
-        mbar_arrive(&k_empty[s0]);
-        if (n == 1) mbar_arrive(&q_empty[qb]);
+        mbar_arrive(&k_empty[s]);
+        if (j == n - 1) mbar_arrive(&q_empty[items & 1]); /* the item's last use of Q */
       }
-      const int key_top = (n - 1) * BN;
-      softmax_tile<BN>(sc, m, l, alpha, lim, key_top, key_top + BN > first_lim, sl2);
+      softmax_tile<BN>(sc, m, l, alpha, rw.lim, key0, key0 + BN > rw.first_lim, sl2);
+      wgmma_wait<0>();
+      fence_regs(o);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&v_empty[sp]);
       to_operand<T, BN>(sc, pa);
+    }
 
-      for (int j = 1; j < n; ++j) {
-        const int g = git + j, s = g % ST, sp = (g - 1) % ST, key0 = (n - 1 - j) * BN;
-        mbar_wait(&k_full[s], (uint32_t)(g / ST) & 1u);
-        mbar_wait(&v_full[sp], (uint32_t)((g - 1) / ST) & 1u);
-        if (j == 1 && zero_from < BN)
-          zero_rows<D, BN>(vs + sp * C::KV_BYTES, zero_from, wg_tid, kBarWg + cw);
-        rescale<D>(o, alpha); /* by the last softmax's factor: no P·V is in flight */
-        if (PING) bar_sync(my_turn, 256);
-        wgmma_fence();
-        qk_issue<T, D, BM, BN>(sc, q_addr, saddr(ks + s * C::KV_BYTES));
-        wgmma_commit();
-        pv_issue<T, D, BN>(o, pa, saddr(vs + sp * C::KV_BYTES));
-        wgmma_commit();
-        if (PING) bar_arrive(other_turn, 256);
-        wgmma_wait<1>(); /* S_j is ready; P·V of the tile before still runs */
-        fence_regs(sc);
-        __syncwarp();
-        if (lane == 0) {
-          mbar_arrive(&k_empty[s]);
-          if (j == n - 1) mbar_arrive(&q_empty[qb]); /* the item's last use of Q */
-        }
-        softmax_tile<BN>(sc, m, l, alpha, lim, key0, key0 + BN > first_lim, sl2);
-        wgmma_wait<0>();
-        fence_regs(o);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&v_empty[sp]);
-        to_operand<T, BN>(sc, pa);
+    /* The next item; with CHAIN, when both have keys, its first Q·Kᵀ is issued with
+     * this item's last P·V, so the tensor cores work through this epilogue and the
+     * next item's first softmax instead of waiting between items. */
+    Item nx = it; /* the next item's, when there is one */
+    Rows nr = rw;
+    bool chain = false;
+    const int kn = item_at(r + 1, total);
+    if constexpr (CHAIN) {
+      if (kn >= 0) {
+        nx = item_of(p, m_blocks, kn, BM, BN);
+        nr = rows_of(p, nx, cw * 64 + wq * 16 + gq, t4, BN);
       }
-
-      /* P·V of the last tile. */
-      const int gl = git + n - 1, sl = gl % ST;
+      /* Through a shuffle: provably warp-uniform, so ptxas keeps the wgmmas unserialized. */
+      chain = __shfl_sync(0xffffffffu, (int)(n > 0 && kn >= 0 && nx.n_tiles > 0), 0) != 0;
+    }
+    const int gl = git + n - 1, sl = gl % ST;
+    if (n > 0) { /* the last tile's V, and the accumulator ready for its P·V */
       mbar_wait(&v_full[sl], (uint32_t)(gl / ST) & 1u);
-      if (n == 1 && zero_from < BN)
-        zero_rows<D, BN>(vs + sl * C::KV_BYTES, zero_from, wg_tid, kBarWg + cw);
+      if (n == 1 && rw.zero_from < BN)
+        zero_rows<D, BN>(vs + sl * C::KV_BYTES, rw.zero_from, wg_tid, kBarWg + cw);
       rescale<D>(o, alpha);
+    }
+    /* Two whole branches, each with its own waits and releases: with one shared tail
+     * after them ptxas serializes every wgmma of the chained kernel (no C7520 note;
+     * a WARPGROUP.DEPBAR after each HGMMA in the SASS). */
+    if (chain) {
+      /* The last P·V with the next item's first Q·Kᵀ. */
+      const int s0n = (git + n) % ST, qbn = (items + 1) & 1;
+      mbar_wait(&q_full[qbn], (uint32_t)((items + 1) >> 1) & 1u);
+      mbar_wait(&k_full[s0n], (uint32_t)((git + n) / ST) & 1u);
       if (PING) bar_sync(my_turn, 256);
       wgmma_fence();
       pv_issue<T, D, BN>(o, pa, saddr(vs + sl * C::KV_BYTES));
       wgmma_commit();
+      qk_issue<T, D, BM, BN>(sc, saddr(qs + qbn * C::Q_BYTES) + cw * 64 * 128,
+                             saddr(ks + s0n * C::KV_BYTES));
+      wgmma_commit();
       if (PING) bar_arrive(other_turn, 256);
-      wgmma_wait<0>();
+      wgmma_wait<1>(); /* the P·V is done; the next Q·Kᵀ still runs */
       fence_regs(o);
       __syncwarp();
       if (lane == 0) mbar_arrive(&v_empty[sl]);
       git += n;
       ++items;
+      store_rows<T, D>(p, it, rw.row0, t4, o, m, l);
+      clear_state<D>(o, m, l);
+      wgmma_wait<0>();
+      first_softmax<T, BN>(sc, pa, m, l, alpha, nr, nx.n_tiles, &k_empty[s0n], &q_empty[qbn], lane,
+                           sl2);
+    } else {
+      if (n > 0) {
+        /* P·V of the last tile. */
+        if (PING) bar_sync(my_turn, 256);
+        wgmma_fence();
+        pv_issue<T, D, BN>(o, pa, saddr(vs + sl * C::KV_BYTES));
+        wgmma_commit();
+        if (PING) bar_arrive(other_turn, 256);
+        wgmma_wait<0>();
+        fence_regs(o);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&v_empty[sl]);
+        git += n;
+        ++items;
+      }
+      store_rows<T, D>(p, it, rw.row0, t4, o, m, l);
     }
-
-    /* Epilogue: the row sums over the quad, then O / l straight to the output (zeros
-     * for rows that see no key). */
-    T *ybase = (T *)p.y + (int64_t)it.b * p.y_bs + (int64_t)it.h * p.y_hs;
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
-      l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
-      const float f = (m[rr] == -INFINITY || !(l[rr] > 0.0f)) ? 0.0f : 1.0f / l[rr];
-      const int row = row0 + 8 * rr;
-      if (row >= p.sq) continue;
-      T *dst = ybase + (int64_t)row * p.y_ss + 2 * t4;
-#pragma unroll
-      for (int i = 0; i < D / 8; ++i)
-        *reinterpret_cast<uint32_t *>(dst + 8 * i) =
-            Pack<T>::two(o[4 * i + 2 * rr] * f, o[4 * i + 2 * rr + 1] * f);
+    primed = chain;
+    if constexpr (CHAIN) {
+      it = nx;
+      rw = nr;
     }
+    k = kn;
   }
   /* Consumer 1 arrived once more than consumer 0 waited (its first arrival lets
    * consumer 0 start): take that turn so no barrier is left half-passed. */
@@ -572,9 +664,13 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t
       !make_map(&tk, p.dtype, p.k, D, p.kv_rows, p.nkv, p.batch, p.k_rs, p.k_gs, p.k_bs, C::BN) ||
       !make_map(&tv, p.dtype, p.v, D, p.kv_rows, p.nkv, p.batch, p.v_rs, p.v_gs, p.v_bs, C::BN))
     return kNotTaken;
-  /* Variant 1 (tests and the benchmark): no ping-pong between the consumers. */
-  auto kern =
-      onyx__cuda_attn_hopper_variant == 1 ? hopper_kernel<T, D, false> : hopper_kernel<T, D, true>;
+  /* Variants (tests and the benchmark): 1 no ping-pong between the consumers, 3 an
+   * item's first Q·Kᵀ chained to the last P·V of the item before (not yet timed on the
+   * device: it becomes the default if it wins beside it in one run). */
+  const int v = onyx__cuda_attn_hopper_variant;
+  auto kern = v == 1   ? hopper_kernel<T, D, false, false>
+              : v == 3 ? hopper_kernel<T, D, true, true>
+                       : hopper_kernel<T, D, true, false>;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
   if (e != cudaSuccess) return e;
   const int m_blocks = (p.sq + C::BM - 1) / C::BM;
@@ -599,10 +695,10 @@ static int probe(int dev) {
   if (major != 9 || minor != 0 || encode_fn() == nullptr) return 2;
   /* The kernels exist only as sm_90a machine code: an image must load for this device. */
   cudaFuncAttributes a;
-  const void *kernels[4] = {(const void *)hopper_kernel<__nv_bfloat16, 128, true>,
-                            (const void *)hopper_kernel<__nv_bfloat16, 64, true>,
-                            (const void *)hopper_kernel<__half, 128, true>,
-                            (const void *)hopper_kernel<__half, 64, true>};
+  const void *kernels[4] = {(const void *)hopper_kernel<__nv_bfloat16, 128, true, false>,
+                            (const void *)hopper_kernel<__nv_bfloat16, 64, true, false>,
+                            (const void *)hopper_kernel<__half, 128, true, false>,
+                            (const void *)hopper_kernel<__half, 64, true, false>};
   for (const void *k : kernels)
     if (cudaFuncGetAttributes(&a, k) != cudaSuccess) {
       (void)cudaGetLastError();

@@ -191,7 +191,8 @@ extern int onyx__cuda_attn_force_split;
  * dispatcher decides). Not thread-safe; production code never sets it. */
 extern int onyx__cuda_attn_force_hopper;
 /* Tests and the benchmark only: a variant of the Hopper kernel (0: the production one;
- * 1: without the consumers' ping-pong; 2: a CTA per work item, not persistent). */
+ * 1: without the consumers' ping-pong; 2: a CTA per work item, not persistent; 3: an item's
+ * first Q·Kᵀ chained to the last P·V of the item before). */
 extern int onyx__cuda_attn_hopper_variant;
 /* Tests and the benchmark only: 0 keeps the first prompt's present write in the fill
  * launch (otherwise the Hopper kernel writes it wherever it takes the problem). */
