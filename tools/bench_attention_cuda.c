@@ -35,149 +35,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_attention_op.h"
 #include "bench_read_rate.h"
 #include "cuda_attention_kernels.h"
 #include "cuda_attn_harness.h"
 #include "cuda_attn_impl.h"
-
-#define CHECK(call)                                                                                \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
-
-enum { WARM = 10, ITERS = 50 };
-
-/* A compute context whose outputs are preallocated (no allocation in the timed loop). */
-typedef struct bench_ctx {
-  onyx_compute_ctx ctx;
-  const onyx_tensor *const *inputs;
-  onyx_tensor outs[3];
-  void *mem[3];
-  size_t cap[3];
-  char err[512];
-} bench_ctx;
-
-static onyx_status b_alloc(onyx_compute_ctx *ctx, size_t index, uint32_t dtype, uint32_t rank,
-                           const int64_t *dims, onyx_tensor **out) {
-  bench_ctx *c = (bench_ctx *)ctx;
-  onyx_tensor *t = &c->outs[index];
-  memset(t, 0, sizeof *t);
-  t->dtype = dtype;
-  t->device = ONYX_DEVICE_CUDA;
-  t->rank = rank;
-  for (uint32_t i = 0; i < rank; ++i) t->dims[i] = dims[i];
-  size_t bytes = (size_t)onyx_tensor_numel(t) * onyx_dtype_size(dtype);
-  if (bytes > c->cap[index]) {
-    if (c->mem[index] != NULL) CHECK(cudaFree(c->mem[index]));
-    CHECK(cudaMalloc(&c->mem[index], bytes));
-    c->cap[index] = bytes;
-  }
-  t->data = c->mem[index];
-  *out = t;
-  return ONYX_STATUS_OK;
-}
-
-static onyx_status b_alias(onyx_compute_ctx *ctx, size_t index, size_t input_index) {
-  bench_ctx *c = (bench_ctx *)ctx;
-  c->outs[index] = *c->inputs[input_index];
-  return ONYX_STATUS_OK;
-}
-
-static void b_err(onyx_compute_ctx *ctx, const char *fmt, ...) {
-  bench_ctx *c = (bench_ctx *)ctx;
-  snprintf(c->err, sizeof c->err, "%s", fmt);
-}
-
-static int cmp_float(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* Median milliseconds of ITERS event-timed calls of compute after WARM warm-ups. */
-static float time_op(void *state, bench_ctx *c, const onyx_tensor *const *in, size_t n) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  float ts[ITERS];
-  for (int i = 0; i < WARM + ITERS; ++i) {
-    CHECK(cudaEventRecord(a, 0));
-    onyx_status st = onyx_cuda_gqa_kernel.compute(state, &c->ctx, in, n);
-    CHECK(cudaEventRecord(b, 0));
-    CHECK(cudaEventSynchronize(b));
-    if (st != ONYX_STATUS_OK) {
-      fprintf(stderr, "compute failed: %d %s\n", st, c->err);
-      exit(1);
-    }
-    if (i >= WARM) CHECK(cudaEventElapsedTime(&ts[i - WARM], a, b));
-  }
-  CHECK(cudaGetLastError());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  qsort(ts, ITERS, sizeof ts[0], cmp_float);
-  return ts[ITERS / 2];
-}
-
-/* Milliseconds a call of ITERS calls launched back to back between one pair of events
- * (after WARM warm-ups): the host's time per call hides behind the device's. */
-static float time_op_b2b(void *state, bench_ctx *c, const onyx_tensor *const *in, size_t n) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < WARM + ITERS; ++i) {
-    if (i == WARM) CHECK(cudaEventRecord(a, 0));
-    if (onyx_cuda_gqa_kernel.compute(state, &c->ctx, in, n) != ONYX_STATUS_OK) {
-      fprintf(stderr, "compute failed: %s\n", c->err);
-      exit(1);
-    }
-  }
-  CHECK(cudaEventRecord(b, 0));
-  CHECK(cudaEventSynchronize(b));
-  float ms = 0.0f;
-  CHECK(cudaEventElapsedTime(&ms, a, b));
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return ms / ITERS;
-}
-
-/* Requirement for the current overrides, fresh views, then time_op (or time_op_b2b with
- * b2b); workspace bytes out through *ws. */
-static float measure_as(void *state, bench_ctx *c, const onyx_tensor *const *in, size_t n,
-                        uint64_t *ws, bool b2b) {
-  onyx_tensor geo[8];
-  memset(geo, 0, sizeof geo);
-  for (size_t i = 0; i < n; ++i)
-    if (in[i] != NULL) {
-      geo[i] = *in[i];
-      geo[i].data = NULL;
-    }
-  onyx_workspace_requirement req;
-  memset(&req, 0, sizeof req);
-  onyx_cuda_gqa_kernel.workspace(state, geo, n, &req);
-  onyx_workspace_view views[ONYX_MAX_WORKSPACE_REGIONS];
-  *ws = 0;
-  for (uint32_t i = 0; i < req.count; ++i) {
-    views[i].name = req.regions[i].name;
-    views[i].bytes = req.regions[i].bytes;
-    CHECK(cudaMalloc(&views[i].data, req.regions[i].bytes));
-    *ws += req.regions[i].bytes;
-  }
-  c->ctx.workspace = views;
-  c->ctx.workspace_count = req.count;
-  float ms = b2b ? time_op_b2b(state, c, in, n) : time_op(state, c, in, n);
-  for (uint32_t i = 0; i < req.count; ++i) cudaFree(views[i].data);
-  c->ctx.workspace = NULL;
-  c->ctx.workspace_count = 0;
-  return ms;
-}
-
-static float measure(void *state, bench_ctx *c, const onyx_tensor *const *in, size_t n,
-                     uint64_t *ws) {
-  return measure_as(state, c, in, n, ws, false);
-}
 
 /* Results, keyed like the anchor's lines. */
 typedef struct result {
@@ -216,52 +78,11 @@ static int n_results;
 
 static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D) {
   const bool prefill = strcmp(kind, "prefill") == 0;
-  const uint32_t dt = ONYX_DTYPE_BFLOAT16;
   const int S = prefill ? S_kv : 1;
-  const int L = prefill ? 0 : S_kv; /* decode: shared buffer of S_kv rows */
-  const int T = S_kv;
-  ch_rng rng = {(uint64_t)(B * 131 + S_kv * 7 + D)};
-  ch_tensor q, k, v, pk, pv, sl, tot;
-  memset(&pk, 0, sizeof pk);
-  memset(&pv, 0, sizeof pv);
-  int64_t qd[3] = {B, S, (int64_t)hq * D}, kd[3] = {B, S, (int64_t)hkv * D};
-  ch_tensor_random(&q, dt, 3, qd, &rng, 1.0);
-  ch_tensor_random(&k, dt, 3, kd, &rng, 1.0);
-  ch_tensor_random(&v, dt, 3, kd, &rng, 1.0);
-  if (L > 0) {
-    int64_t pd[4] = {B, hkv, L, D};
-    ch_tensor_random(&pk, dt, 4, pd, &rng, 1.0);
-    ch_tensor_random(&pv, dt, 4, pd, &rng, 1.0);
-  }
-  int32_t *seqlens = malloc((size_t)B * sizeof(int32_t));
-  for (int b = 0; b < B; ++b) seqlens[b] = T - 1;
-  int64_t bd[1] = {B};
-  ch_tensor_bytes(&sl, ONYX_DTYPE_INT32, 1, bd, seqlens, false);
-  int32_t t32 = T;
-  ch_tensor_bytes(&tot, ONYX_DTYPE_INT32, 0, NULL, &t32, true); /* host, as ONNX Runtime */
-  const onyx_tensor *in[7] = {&q.t,  &k.t,  &v.t, L > 0 ? &pk.t : NULL, L > 0 ? &pv.t : NULL,
-                              &sl.t, &tot.t};
-  ch_node node;
-  ch_node_init(&node, "com.microsoft", "GroupQueryAttention", 1, 7, 3);
-  ch_node_int(&node, "num_heads", hq);
-  ch_node_int(&node, "kv_num_heads", hkv);
-  for (int i = 0; i < 7; ++i) node.in_present[i] = in[i] != NULL;
-  void *state = NULL;
-  char err[256];
-  if (onyx_cuda_gqa_kernel.create(NULL, &node.info, &state, err, sizeof err) != ONYX_STATUS_OK) {
-    fprintf(stderr, "create: %s\n", err);
-    exit(1);
-  }
-  bench_ctx c;
-  memset(&c, 0, sizeof c);
-  c.ctx.struct_size = sizeof c.ctx;
-  c.ctx.version = ONYX_ABI_VERSION;
-  c.ctx.alloc_output = b_alloc;
-  c.ctx.alias_output = b_alias;
-  c.ctx.set_error = b_err;
-  c.inputs = in;
+  bench_op op;
+  bench_op_open(&op, prefill, B, hq, hkv, S_kv, D);
   uint64_t ws = 0;
-  float ms = measure(state, &c, in, 7, &ws);
+  float ms = bench_op_time(&op, &ws, false);
   result *r = &results[n_results++];
   memset(r, 0, sizeof *r);
   snprintf(r->kind, sizeof r->kind, "%s", kind);
@@ -273,23 +94,23 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
     /* The flash kernel on the same problem (the Hopper route turned off). */
     uint64_t ws2;
     onyx__cuda_attn_force_hopper = 0;
-    float kf = measure(state, &c, in, 7, &ws2);
+    float kf = bench_op_time(&op, &ws2, false);
     onyx__cuda_attn_force_hopper = -1;
     r->kernel64 = flops / kf / 1e9;
     /* The Hopper kernel's variant without the consumers' ping-pong. */
     onyx__cuda_attn_hopper_variant = 1;
-    float kv1 = measure(state, &c, in, 7, &ws2);
+    float kv1 = bench_op_time(&op, &ws2, false);
     onyx__cuda_attn_hopper_variant = 2; /* and the one without the persistent grid */
-    float kv2 = measure(state, &c, in, 7, &ws2);
+    float kv2 = bench_op_time(&op, &ws2, false);
     onyx__cuda_attn_hopper_variant = 3; /* and items chained */
-    float kv3 = measure(state, &c, in, 7, &ws2);
+    float kv3 = bench_op_time(&op, &ws2, false);
     onyx__cuda_attn_hopper_variant = 0;
     /* The presents filled by a launch before the kernel; then the op again (the drift). */
     const int fused = onyx__cuda_attn_last_fill_present();
     onyx__cuda_attn_fused_present = 0;
-    float kfill = measure(state, &c, in, 7, &ws2);
+    float kfill = bench_op_time(&op, &ws2, false);
     onyx__cuda_attn_fused_present = -1;
-    float kfused = measure(state, &c, in, 7, &ws2); /* the op's own configuration again */
+    float kfused = bench_op_time(&op, &ws2, false); /* the op's own configuration again */
     printf("onyx prefill B=%d Hq=%d Hkv=%d S=%d D=%d causal: op (%s route, presents %s) %.4f ms "
            "%.1f TFLOP/s | presents filled first %.4f ms %.1f | op again %.4f ms "
            "%.1f | no ping-pong %.4f ms %.1f | CTA per item %.4f ms %.1f | chained %.4f ms "
@@ -316,18 +137,18 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
     for (int f = 0; f < 4; ++f) printf(" %.0f", r->rd.form_gbps[f]);
     printf("\n");
     uint64_t wsb;
-    r->ours_b2b = bytes / measure_as(state, &c, in, 7, &wsb, true) / 1e6;
+    r->ours_b2b = bytes / bench_op_time(&op, &wsb, true) / 1e6;
     onyx__cuda_attn_decode_grid = -1;
-    r->grid_even = bytes / measure(state, &c, in, 7, &wsb) / 1e6;
+    r->grid_even = bytes / bench_op_time(&op, &wsb, false) / 1e6;
     onyx__cuda_attn_decode_grid = 16;
     onyx__cuda_attn_decode_variant = OLD_V; /* the route would take v8 on 16 CTAs */
-    r->per_sm16 = bytes / measure(state, &c, in, 7, &wsb) / 1e6 / 16.0;
+    r->per_sm16 = bytes / bench_op_time(&op, &wsb, false) / 1e6 / 16.0;
     onyx__cuda_attn_decode_grid = 0;
-    r->old_b2b = bytes / measure_as(state, &c, in, 7, &wsb, true) / 1e6;
+    r->old_b2b = bytes / bench_op_time(&op, &wsb, true) / 1e6;
     onyx__cuda_attn_decode_variant = NEW_V;
-    r->new_b2b = bytes / measure_as(state, &c, in, 7, &wsb, true) / 1e6;
+    r->new_b2b = bytes / bench_op_time(&op, &wsb, true) / 1e6;
     onyx__cuda_attn_decode_grid = 16;
-    r->new_sm16 = bytes / measure(state, &c, in, 7, &wsb) / 1e6 / 16.0;
+    r->new_sm16 = bytes / bench_op_time(&op, &wsb, false) / 1e6 / 16.0;
     onyx__cuda_attn_decode_grid = 0;
     onyx__cuda_attn_decode_variant = 0;
     printf("  decode B=%d Skv=%d: op back to back %.0f GB/s | rounds' own CTAs %.0f | "
@@ -339,7 +160,7 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
      * writes the new row). */
     uint64_t ws2;
     onyx__cuda_attn_force_decode = 0;
-    float kf = measure(state, &c, in, 7, &ws2);
+    float kf = bench_op_time(&op, &ws2, false);
     onyx__cuda_attn_force_decode = -1;
     r->kernel64 = bytes / kf / 1e6;
     printf("onyx decode B=%d Hq=%d Hkv=%d Skv=%d D=%d: op (%s route, v%d: %lld units on %d "
@@ -351,7 +172,7 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
     for (int vi = 1; vi <= 8; ++vi) {
       if (skip != NULL && skip[0] == '0' + vi) continue;
       onyx__cuda_attn_decode_variant = vi;
-      float t = measure(state, &c, in, 7, &ws2);
+      float t = bench_op_time(&op, &ws2, false);
       r->var[vi] = bytes / t / 1e6;
       printf("  variant %d decode B=%d Skv=%d D=%d route %s: %.4f ms %.0f GB/s\n", vi, B, S_kv, D,
              route_name(onyx__cuda_attn_last_route()), t, r->var[vi]);
@@ -362,19 +183,14 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
     for (size_t si = 0; si < sizeof splits / sizeof splits[0]; ++si) {
       if (splits[si] > S_kv / ONYX__CUDA_ATTN_SPLIT_MIN_KEYS && splits[si] > 1) continue;
       onyx__cuda_attn_force_split = splits[si];
-      float t = measure(state, &c, in, 7, &ws2);
+      float t = bench_op_time(&op, &ws2, false);
       printf("  sweep decode B=%d Skv=%d D=%d route %s split %d: %.4f ms %.0f GB/s\n", B, S_kv, D,
              route_name(onyx__cuda_attn_last_route()), splits[si], t, bytes / t / 1e6);
     }
     onyx__cuda_attn_force_split = -1;
   }
   fflush(stdout);
-  for (int i = 0; i < 3; ++i)
-    if (c.mem[i] != NULL) cudaFree(c.mem[i]);
-  onyx_cuda_gqa_kernel.destroy(state);
-  free(seqlens);
-  ch_tensor *all[] = {&q, &k, &v, &pk, &pv, &sl, &tot};
-  for (int i = 0; i < 7; ++i) ch_tensor_free(all[i]);
+  bench_op_close(&op);
 }
 
 /* Reads the anchor's lines and files its numbers under the matching results. */

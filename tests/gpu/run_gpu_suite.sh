@@ -11,7 +11,8 @@
 #    valid across in-place KV growth;
 # 4. runs the exporters' float16/bfloat16/int4 decoders (tests/models/exported/*-cuda) on CUDA
 #    strict with graphs against the CPU: tokens identical, or the logits that explain a flip;
-# 5. times the CUDA attention against PyTorch SDPA (tools/torch_sdpa_gqa.py).
+# 5. times the CUDA attention against PyTorch SDPA (tools/torch_sdpa_gqa.py), then the
+#    issue's shapes in interleaved rounds beside cuDNN (tools/torch_sdpa_serve.py).
 # Logs go to OUT_DIR; a summary to stdout. Make .deps with scripts/device-deps.sh .deps
 # (the shared prefix plus jansson, PCRE2 and utf8proc).
 set -u
@@ -115,4 +116,8 @@ elif [ -x $b/tests/cuda_attention/onyx_bench_attention_cuda ]; then
   PYTHONUNBUFFERED=1 timeout 200 $b/tests/cuda_attention/onyx_bench_attention_cuda \
     tools/torch_sdpa_gqa.py >"$out/bench.log" 2>&1
   tail -12 "$out/bench.log"
+  echo "== the issue's attention shapes in interleaved rounds beside cuDNN (5 rounds)"
+  PYTHONUNBUFFERED=1 timeout 150 $b/tests/cuda_attention/onyx_bench_attention_rounds \
+    tools/torch_sdpa_serve.py 5 >"$out/rounds.log" 2>&1
+  tail -7 "$out/rounds.log"
 fi
