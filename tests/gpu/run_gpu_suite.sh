@@ -14,10 +14,19 @@
 # 5. times the CUDA attention against PyTorch SDPA (tools/torch_sdpa_gqa.py), then the
 #    issue's shapes in interleaved rounds beside cuDNN (tools/torch_sdpa_serve.py).
 # Logs go to OUT_DIR; a summary to stdout. Make .deps with scripts/device-deps.sh .deps
-# (the shared prefix plus jansson, PCRE2 and utf8proc).
+# (the shared prefix plus jansson, PCRE2 and utf8proc). NODE_TESTS_DIR may also be a
+# tarball of ../shared/onnx-node-tests (`tar -C ../shared -cJf node.tar.xz
+# onnx-node-tests`: 2.4 MB against 54 MB, within what a device call carries); it is
+# unpacked into /tmp.
 set -u
 node=$1 out=$2
 mkdir -p "$out"
+case "$node" in
+*.tar.xz)
+  mkdir -p /tmp/onyx-node-tests && tar -C /tmp/onyx-node-tests -xJf "$node" &&
+    node=/tmp/onyx-node-tests/onnx-node-tests/node || { echo "cannot unpack $1"; exit 1; }
+  ;;
+esac
 . .deps/env.sh
 export PATH=/usr/local/cuda/bin:$PATH
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
