@@ -7,15 +7,15 @@
  *
  *   onyx_bench_attention_rounds [tools/torch_sdpa_serve.py | -] [rounds, default 5]
  *
- * Every round times each shape in turn: the op as the dispatcher routes it, for prefill
- * the Hopper kernel's chained variant too (onyx__cuda_attn_hopper_variant = 3), and the
- * anchor on the same shape through one Python process kept running
- * (tools/torch_sdpa_serve.py, inputs made once per shape). All sides use the same
- * method: 10 warm-up calls, the median of 50 calls each between CUDA events. Even
- * rounds time Onyx first, odd rounds the anchor first. Printed: each round's numbers,
- * then per shape each side's median over the rounds, the ratio of the medians, the
- * smallest and largest round ratio and how many rounds reach the issue's bar. No
- * thresholds are enforced: numbers to read.
+ * Every round times each shape in turn: the op as the dispatcher routes it; for prefill
+ * also the Hopper kernel's chained variant and the one without ping-pong
+ * (onyx__cuda_attn_hopper_variant = 3 and 1: at B4 S4096 the latter read 579 TFLOP/s
+ * against the op's 548 in one run); and the anchor on the same shape, through one Python
+ * process kept running (tools/torch_sdpa_serve.py, inputs made once per shape). All sides use the
+ * same method: 10 warm-up calls, the median of 50 calls each between CUDA events. Even rounds time
+ * Onyx first, odd rounds the anchor first. Printed: each round's numbers, then per shape each
+ * side's median over the rounds, the ratio of the medians, the smallest and largest round ratio and
+ * how many rounds reach the issue's bar. No thresholds are enforced: numbers to read.
  */
 #include <signal.h>
 #include <stdbool.h>
@@ -29,6 +29,8 @@
 #include "cuda_attn_impl.h"
 
 enum { MAX_ROUNDS = 15, N_SHAPES = 6 };
+/* Columns of a round: the op, the chained variant, no ping-pong (prefill), the anchor. */
+enum { COL_OP, COL_CHAIN, COL_NOPING, COL_ANCHOR, N_COLS };
 
 /* kind, B, Hq, Hkv, S (prefill) or Skv (decode), D, and the bar (× cuDNN). */
 typedef struct shape {
@@ -137,38 +139,46 @@ static void shape_name(const shape *s, char *buf, size_t n) {
            s->hkv, s->prefill ? "S" : "Skv", s->s, s->d);
 }
 
-/* One round: rates of the op, the chained variant (prefill; 0 otherwise), the anchor. */
-static void run_round(int r, bench_op *ops, anchor *a, double (*out)[MAX_ROUNDS][3]) {
+/* Rate of op with the Hopper kernel's variant v (prefill; 0 for decode). */
+static double variant_rate(bench_op *op, int v) {
+  if (!op->prefill) return 0.0;
+  uint64_t ws;
+  onyx__cuda_attn_hopper_variant = v;
+  const double r = rate(op, bench_op_time(op, &ws, false));
+  onyx__cuda_attn_hopper_variant = 0;
+  return r;
+}
+
+/* One round: each shape's columns (COL_*), the anchor first in odd rounds. */
+static void run_round(int r, bench_op *ops, anchor *a, double (*out)[MAX_ROUNDS][N_COLS]) {
   for (int i = 0; i < N_SHAPES; ++i) {
     bench_op *op = &ops[i];
+    double *o = out[i][r];
     uint64_t ws;
-    double anchor_first = r % 2 ? anchor_ms(a, op) : 0.0;
-    out[i][r][0] = rate(op, bench_op_time(op, &ws, false));
-    out[i][r][1] = 0.0;
-    if (op->prefill) {
-      onyx__cuda_attn_hopper_variant = 3;
-      out[i][r][1] = rate(op, bench_op_time(op, &ws, false));
-      onyx__cuda_attn_hopper_variant = 0;
-    }
-    out[i][r][2] = rate(op, r % 2 ? anchor_first : anchor_ms(a, op));
+    const double anchor_first = r % 2 ? anchor_ms(a, op) : 0.0;
+    o[COL_OP] = rate(op, bench_op_time(op, &ws, false));
+    o[COL_CHAIN] = variant_rate(op, 3);
+    o[COL_NOPING] = variant_rate(op, 1);
+    o[COL_ANCHOR] = rate(op, r % 2 ? anchor_first : anchor_ms(a, op));
     char name[64];
     shape_name(&k_shapes[i], name, sizeof name);
-    printf("round %d %-34s onyx %7.1f chained %7.1f cudnn %7.1f  x cudnn %.3f\n", r, name,
-           out[i][r][0], out[i][r][1], out[i][r][2],
-           out[i][r][2] > 0.0 ? out[i][r][0] / out[i][r][2] : 0.0);
+    printf("round %d %-34s onyx %7.1f chained %7.1f no-ping %7.1f cudnn %7.1f  x cudnn %.3f\n", r,
+           name, o[COL_OP], o[COL_CHAIN], o[COL_NOPING], o[COL_ANCHOR],
+           o[COL_ANCHOR] > 0.0 ? o[COL_OP] / o[COL_ANCHOR] : 0.0);
     fflush(stdout);
   }
 }
 
-static void print_summary(int rounds, double (*res)[MAX_ROUNDS][3]) {
-  printf("\n%-34s %8s %8s %8s | %7s %7s | %13s | %s\n", "shape (bf16), medians of rounds", "onyx",
-         "chained", "cudnn", "x cudnn", "chain x", "round x min-max", "rounds at bar");
+static void print_summary(int rounds, double (*res)[MAX_ROUNDS][N_COLS]) {
+  printf("\n%-34s %8s %8s %8s %8s | %7s %7s %7s | %13s | %s\n", "shape (bf16), medians of rounds",
+         "onyx", "chained", "no-ping", "cudnn", "x cudnn", "chain x", "nping x", "round x min-max",
+         "rounds at bar");
   for (int i = 0; i < N_SHAPES; ++i) {
-    double col[3][MAX_ROUNDS], ratio[MAX_ROUNDS];
+    double col[N_COLS][MAX_ROUNDS], ratio[MAX_ROUNDS];
     int at_bar = 0;
     for (int r = 0; r < rounds; ++r) {
-      for (int c = 0; c < 3; ++c) col[c][r] = res[i][r][c];
-      ratio[r] = res[i][r][2] > 0.0 ? res[i][r][0] / res[i][r][2] : 0.0;
+      for (int c = 0; c < N_COLS; ++c) col[c][r] = res[i][r][c];
+      ratio[r] = res[i][r][COL_ANCHOR] > 0.0 ? res[i][r][COL_OP] / res[i][r][COL_ANCHOR] : 0.0;
       at_bar += ratio[r] >= k_shapes[i].bar;
     }
     double lo = 1e300, hi = 0.0;
@@ -177,13 +187,16 @@ static void print_summary(int rounds, double (*res)[MAX_ROUNDS][3]) {
       if (ratio[r] < lo) lo = ratio[r];
       if (ratio[r] > hi) hi = ratio[r];
     }
-    const double on = median(col[0], rounds), ch = median(col[1], rounds);
-    const double cd = median(col[2], rounds);
+    double med[N_COLS];
+    for (int c = 0; c < N_COLS; ++c) med[c] = median(col[c], rounds);
+    const double cd = med[COL_ANCHOR] > 0.0 ? med[COL_ANCHOR] : 1e300;
     char name[64];
     shape_name(&k_shapes[i], name, sizeof name);
-    printf("%-34s %8.1f %8.1f %8.1f | %7.3f %7.3f | %6.3f-%6.3f | %d of %d at >= %.1f (%s)\n", name,
-           on, ch, cd, cd > 0.0 ? on / cd : 0.0, cd > 0.0 ? ch / cd : 0.0, hi > 0.0 ? lo : 0.0, hi,
-           at_bar, rounds, k_shapes[i].bar, k_shapes[i].prefill ? "TFLOP/s" : "GB/s");
+    printf("%-34s %8.1f %8.1f %8.1f %8.1f | %7.3f %7.3f %7.3f | %6.3f-%6.3f | %d of %d at >= %.1f "
+           "(%s)\n",
+           name, med[COL_OP], med[COL_CHAIN], med[COL_NOPING], med[COL_ANCHOR], med[COL_OP] / cd,
+           med[COL_CHAIN] / cd, med[COL_NOPING] / cd, hi > 0.0 ? lo : 0.0, hi, at_bar, rounds,
+           k_shapes[i].bar, k_shapes[i].prefill ? "TFLOP/s" : "GB/s");
   }
 }
 
@@ -208,7 +221,7 @@ int main(int argc, char **argv) {
     const shape *s = &k_shapes[i];
     bench_op_open(&ops[i], s->prefill, s->B, s->hq, s->hkv, s->s, s->d);
   }
-  static double res[N_SHAPES][MAX_ROUNDS][3];
+  static double res[N_SHAPES][MAX_ROUNDS][N_COLS];
   for (int r = 0; r < rounds; ++r) run_round(r, ops, &a, res);
   print_summary(rounds, res);
   for (int i = 0; i < N_SHAPES; ++i) bench_op_close(&ops[i]);
