@@ -88,7 +88,7 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
   snprintf(r->kind, sizeof r->kind, "%s", kind);
   r->B = B, r->hq = hq, r->hkv = hkv, r->s = S_kv, r->d = D;
   if (prefill) {
-    double flops = 4.0 * B * hq * (double)S * S * D / 2.0;
+    const double flops = bench_op_work(&op);
     r->ours = flops / ms / 1e9;
     r->route = onyx__cuda_attn_last_route();
     /* The flash kernel on the same problem (the Hopper route turned off). */
@@ -120,7 +120,7 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
            flops / kv1 / 1e9, kv2, flops / kv2 / 1e9, kv3, flops / kv3 / 1e9, kf, r->kernel64,
            (unsigned long long)ws);
   } else {
-    double bytes = 2.0 * B * hkv * (double)S_kv * D * 2.0;
+    const double bytes = bench_op_work(&op);
     r->ours = bytes / ms / 1e6;
     r->route = onyx__cuda_attn_last_route();
     onyx__cuda_attn_decode_last(&r->op_v, &r->op_units, &r->op_grid);

@@ -596,16 +596,18 @@ __device__ __forceinline__ void prefetch_rows(const gemv_params &p, int n0, int 
   if (p.zp_kind == 2) l2_prefetch(p.zp_float, (size_t)n0 * p.kb * 2, (size_t)n1 * p.kb * 2, lane);
 }
 
+/* This block's share (16-byte multiples) of bytes [0, total) from base, into L2. */
+__device__ __forceinline__ void prefetch_share(const void *base, size_t total, int lane) {
+  const size_t g = gridDim.x, each = (total + g * 16 - 1) / (g * 16) * 16;
+  const size_t b0 = blockIdx.x * each < total ? blockIdx.x * each : total;
+  l2_prefetch(base, b0, b0 + each < total ? b0 + each : total, lane);
+}
+
 /* This block's share of a later product's weights (the ahead hint) asked into L2 by
  * one warp: a hint, so it goes out before the wait and nothing waits for it. */
 __device__ __forceinline__ void prefetch_ahead(const gemv_params &p, int lane) {
-  const size_t g = gridDim.x, i = blockIdx.x;
-  const size_t cb = (p.ahead_bb + g * 16 - 1) / (g * 16) * 16;
-  const size_t cs = (p.ahead_sb + g * 16 - 1) / (g * 16) * 16;
-  const size_t b0 = i * cb < p.ahead_bb ? i * cb : p.ahead_bb;
-  const size_t s0 = i * cs < p.ahead_sb ? i * cs : p.ahead_sb;
-  l2_prefetch(p.ahead_b, b0, b0 + cb < p.ahead_bb ? b0 + cb : p.ahead_bb, lane);
-  l2_prefetch(p.ahead_s, s0, s0 + cs < p.ahead_sb ? s0 + cs : p.ahead_sb, lane);
+  prefetch_share(p.ahead_b, p.ahead_bb, lane);
+  prefetch_share(p.ahead_s, p.ahead_sb, lane);
 }
 
 /* The warp of each block that sends the ahead hint: the last (warp 0 sends TUNE_PREFETCH). */

@@ -467,6 +467,9 @@ __global__ void __launch_bounds__(384, 1)
   const float sl2 = p.scale * kLog2e;
   const int my_turn = kBarTurn + cw, other_turn = kBarTurn + (cw ^ 1);
   if (PING && cw == 1) bar_arrive(kBarTurn, 256); /* consumer 0 issues first */
+  const int my_row = cw * 64 + wq * 16 + gq;      /* in the item's block: rows my_row, my_row + 8 */
+  /* This consumer's 64 rows of Q buffer b. */
+  const auto q_rows = [&](int b) { return saddr(qs + b * C::Q_BYTES) + cw * 64 * 128; };
 
   int git = 0, items = 0; /* key tiles and non-empty items so far */
   /* primed (CHAIN): the current item's first tile went out with the last P·V of the
@@ -479,10 +482,10 @@ __global__ void __launch_bounds__(384, 1)
   for (int r = 0, k = item_at(0, total); k >= 0; ++r) {
     if (!primed) {
       it = item_of(p, m_blocks, k, BM, BN);
-      rw = rows_of(p, it, cw * 64 + wq * 16 + gq, t4, BN);
+      rw = rows_of(p, it, my_row, t4, BN);
     }
     const int n = it.n_tiles;
-    const uint32_t q_addr = saddr(qs + (items & 1) * C::Q_BYTES) + cw * 64 * 128;
+    const uint32_t q_addr = q_rows(items & 1);
     if (!primed) {
       clear_state<D>(o, m, l);
       if (n > 0) {
@@ -538,7 +541,7 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (CHAIN) {
       if (kn >= 0) {
         nx = item_of(p, m_blocks, kn, BM, BN);
-        nr = rows_of(p, nx, cw * 64 + wq * 16 + gq, t4, BN);
+        nr = rows_of(p, nx, my_row, t4, BN);
       }
       /* Through a shuffle: provably warp-uniform, so ptxas keeps the wgmmas unserialized. */
       chain = __shfl_sync(0xffffffffu, (int)(n > 0 && kn >= 0 && nx.n_tiles > 0), 0) != 0;
@@ -562,8 +565,7 @@ __global__ void __launch_bounds__(384, 1)
       wgmma_fence();
       pv_issue<T, D, BN>(o, pa, saddr(vs + sl * C::KV_BYTES));
       wgmma_commit();
-      qk_issue<T, D, BM, BN>(sc, saddr(qs + qbn * C::Q_BYTES) + cw * 64 * 128,
-                             saddr(ks + s0n * C::KV_BYTES));
+      qk_issue<T, D, BM, BN>(sc, q_rows(qbn), saddr(ks + s0n * C::KV_BYTES));
       wgmma_commit();
       if (PING) bar_arrive(other_turn, 256);
       wgmma_wait<1>(); /* the P·V is done; the next Q·Kᵀ still runs */
