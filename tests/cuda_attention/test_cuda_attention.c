@@ -1647,6 +1647,31 @@ static void test_hopper_gqa(void **state) {
       check_gqa(&many, seed + 9);
       expect_route("  240 items, chained", ONYX__CUDA_ROUTE_HOPPER);
       onyx__cuda_attn_hopper_variant = 0;
+      /* The paired schedule (cuda_attn_hopper_sched.cuh; the launch takes it where K/V
+       * outgrow half of L2, never at these sizes): here one paired round of 132 units,
+       * then the tail heavy first; chained too (the consumers' cursor looks an item
+       * ahead); an odd count of row blocks (a unit of the middle block alone) with
+       * padded batches. */
+      gqa_case odd = deep;
+      odd.name = "hopper: B4 S840 32/8 (7 row blocks a head), paired";
+      odd.S = odd.T = 840;
+      odd.seqlens[0] = 839, odd.seqlens[1] = 600, odd.seqlens[2] = 839, odd.seqlens[3] = 200;
+      onyx__cuda_attn_hopper_schedule = 1;
+      check_gqa(&deep, seed + 11);
+      expect_route("  1024 items, paired", ONYX__CUDA_ROUTE_HOPPER);
+      onyx__cuda_attn_hopper_variant = 3;
+      check_gqa(&deep, seed + 11);
+      expect_route("  1024 items, paired and chained", ONYX__CUDA_ROUTE_HOPPER);
+      onyx__cuda_attn_hopper_variant = 0;
+      if (t == 0) {
+        check_gqa(&odd, seed + 12);
+        expect_route(odd.name, ONYX__CUDA_ROUTE_HOPPER);
+      }
+      onyx__cuda_attn_hopper_schedule = -1;
+      onyx__cuda_attn_hopper_l2_hints = 0; /* plain loads, no L2 eviction policy */
+      check_gqa(&many, seed + 9);
+      expect_route("  240 items, plain loads", ONYX__CUDA_ROUTE_HOPPER);
+      onyx__cuda_attn_hopper_l2_hints = -1;
       for (int i = 0; i < 4; ++i) {
         onyx__cuda_attn_force_hopper = -1;
         check_gqa(&cs[i], seed + (uint64_t)i);

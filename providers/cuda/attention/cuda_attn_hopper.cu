@@ -18,10 +18,10 @@
  *   reduced once at the end. Only tiles that cross a row's key limit (the causal
  *   diagonal, the end of the keys) evaluate a mask; tiles are visited from the last key
  *   tile down, so the masked ones come first.
- * - Items are ordered with the row blocks that see the most keys (causal: the last ones)
- *   first and dealt to the CTAs in a snake (round r forwards, round r + 1 backwards), so
- *   the long items start first, the short ones fill the tail and no CTA always gets the
- *   heavier item of a round.
+ * - Items are dealt statically (cuda_attn_hopper_sched.cuh): heavy row blocks first in a
+ *   snake while all K/V fits in L2, else in pairs of row blocks whose key counts add up
+ *   to the same, a few heads at a time, so concurrent CTAs share their K/V in L2. K/V
+ *   loads ask L2 to keep their lines (evict_last), Q loads to drop theirs first.
  * - Keys past a batch's limit but inside the tensor are loaded (TMA only clips at the
  *   tensor's end) and may hold anything: their scores are masked with a select, and the
  *   value rows of the boundary tile are zeroed in shared memory before P·V (0·NaN would
@@ -54,6 +54,7 @@
 #include <mutex>
 
 #include "cuda_attn_device.cuh"
+#include "cuda_attn_hopper_sched.cuh"
 #include "cuda_attn_impl.h"
 #include "cuda_attn_wgmma.cuh"
 
@@ -227,21 +228,19 @@ __device__ __forceinline__ void zero_rows(unsigned char *vt, int r_lo, int wg_ti
   bar_sync(bar_id, 128);
 }
 
-/* Work item k (< total = m_blocks · batch · nq): heavy row blocks first (causal: the last
- * rows see the most keys), the query heads of one KV group side by side (their K/V
- * tiles meet in L2). Keys [0, hi) matter to some row of the block (rows past sq do not
- * count); n_tiles key tiles of BN cover them. */
+/* Work item: row block mi of query head bh = b · nq + h (cuda_attn_hopper_sched.cuh deals
+ * them). Keys [0, hi) matter to some row of the block (rows past sq do not count);
+ * n_tiles key tiles of BN cover them. */
 struct Item {
   int b, h, g, m0, n_tiles;
   BatchGeom geo;
 };
-__device__ __forceinline__ Item item_of(const onyx__cuda_attn_params &p, int m_blocks, int k,
-                                        int bm, int bn) {
-  const int heads = p.batch * p.nq, bh = k % heads;
+__device__ __forceinline__ Item item_of(const onyx__cuda_attn_params &p, int bh, int mi, int bm,
+                                        int bn) {
   Item it;
-  it.m0 = (m_blocks - 1 - k / heads) * bm;
+  it.m0 = mi * bm;
   it.b = bh / p.nq;
-  it.h = bh % p.nq;
+  it.h = bh - it.b * p.nq;
   it.g = it.h / p.group;
   it.geo = batch_geom(p, it.b);
   const int64_t last_row = (int64_t)min(it.m0 + bm, p.sq) - 1;
@@ -318,15 +317,6 @@ __device__ __forceinline__ void store_rows(const onyx__cuda_attn_params &p, cons
   }
 }
 
-/* The persistent grid's schedule: in round r CTA c takes item r·G + c, or r·G + G−1−c
- * in odd rounds (a snake over the heavy-first order, so no CTA always gets the heavier
- * item of a round); -1 past the end. */
-__device__ __forceinline__ int item_at(int r, int total) {
-  const int G = (int)gridDim.x, c = (int)blockIdx.x;
-  const int k = r * G + ((r & 1) ? G - 1 - c : c);
-  return k < total ? k : -1;
-}
-
 /* The first prompt's present write (p.fill_present): the producer warpgroup's three
  * idle warps (t < 96) copy the new K/V rows, which the TMA loads also read, into the
  * presents while the consumers compute. 16 bytes a thread a step; neighbouring threads
@@ -357,51 +347,66 @@ __device__ __forceinline__ void copy_present(const onyx__cuda_attn_params &p, ui
                (int32_t)p.v_rs, static_cast<uint16_t *>(p.present_v), p, t);
 }
 
-/* The producer's one thread: every TMA load, in the consumers' order. It runs ahead
- * into the next item (its Q into the other buffer, its K/V through the ring) while the
- * consumers finish the current one. */
+/* The producer's loads of one item, in the consumers' order: its Q into buffer
+ * items & 1, its key tiles from the last down through the ring. git and items count the
+ * key tiles and non-empty items so far. */
 template <int D>
-__device__ __forceinline__ void produce(const CUtensorMap &tq, const CUtensorMap &tk,
-                                        const CUtensorMap &tv, const onyx__cuda_attn_params &p,
-                                        int m_blocks, unsigned char *smem) {
+__device__ __forceinline__ void
+produce_item(const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv, const Item &it,
+             unsigned char *smem, L2Evict q_ev, L2Evict kv_ev, int &git, int &items) {
   using C = Cfg<D>;
   constexpr int BM = C::BM, BN = C::BN, ST = C::STAGES;
   unsigned char *qs = smem, *ks = smem + C::K_OFF, *vs = smem + C::V_OFF;
   uint64_t *bars = reinterpret_cast<uint64_t *>(smem + C::BAR_OFF);
   uint64_t *q_full = bars, *q_empty = bars + 2, *k_full = bars + 4, *v_full = bars + 4 + ST;
   uint64_t *k_empty = bars + 4 + 2 * ST, *v_empty = bars + 4 + 3 * ST;
-  const int total = m_blocks * p.batch * p.nq;
+  if (it.n_tiles == 0) return;
+  const int qb = items & 1;
+  mbar_wait(&q_empty[qb], ((uint32_t)(items >> 1) & 1u) ^ 1u);
+  mbar_expect_tx(&q_full[qb], C::Q_BYTES);
+#pragma unroll
+  for (int c = 0; c < C::CHUNKS; ++c)
+    tma_load_4d_hint(qs + qb * C::Q_BYTES + c * BM * 128, &tq, c * 64, it.m0, it.h, it.b,
+                     &q_full[qb], l2_policy(q_ev));
+  for (int j = 0; j < it.n_tiles; ++j, ++git) {
+    const int n0 = (it.n_tiles - 1 - j) * BN, s = git % ST;
+    const uint32_t ph = (uint32_t)(git / ST) & 1u;
+    mbar_wait(&k_empty[s], ph ^ 1u);
+    mbar_expect_tx(&k_full[s], C::KV_BYTES);
+#pragma unroll
+    for (int c = 0; c < C::CHUNKS; ++c)
+      tma_load_4d_hint(ks + s * C::KV_BYTES + c * BN * 128, &tk, c * 64, n0, it.g, it.b, &k_full[s],
+                       l2_policy(kv_ev));
+    mbar_wait(&v_empty[s], ph ^ 1u);
+    mbar_expect_tx(&v_full[s], C::KV_BYTES);
+#pragma unroll
+    for (int c = 0; c < C::CHUNKS; ++c)
+      tma_load_4d_hint(vs + s * C::KV_BYTES + c * BN * 128, &tv, c * 64, n0, it.g, it.b, &v_full[s],
+                       l2_policy(kv_ev));
+  }
+  ++items;
+}
+
+/* The producer's one thread: every TMA load, in the consumers' order (the schedule's
+ * paired part, then its tail). It runs ahead into the next item (its Q into the other
+ * buffer, its K/V through the ring) while the consumers finish the current one. */
+template <int D>
+__device__ __forceinline__ void produce(const CUtensorMap &tq, const CUtensorMap &tk,
+                                        const CUtensorMap &tv, const onyx__cuda_attn_params &p,
+                                        const Sched &sc, bool kv_evict_last, unsigned char *smem) {
+  constexpr int BM = Cfg<D>::BM, BN = Cfg<D>::BN;
   tma_prefetch_map(&tq);
   tma_prefetch_map(&tk);
   tma_prefetch_map(&tv);
-  int git = 0, items = 0; /* key tiles and non-empty items so far */
-  for (int r = 0;; ++r) {
-    const int k = item_at(r, total);
-    if (k < 0) break;
-    const Item it = item_of(p, m_blocks, k, BM, BN);
-    if (it.n_tiles == 0) continue;
-    const int qb = items & 1;
-    mbar_wait(&q_empty[qb], ((uint32_t)(items >> 1) & 1u) ^ 1u);
-    mbar_expect_tx(&q_full[qb], C::Q_BYTES);
-#pragma unroll
-    for (int c = 0; c < C::CHUNKS; ++c)
-      tma_load_4d(qs + qb * C::Q_BYTES + c * BM * 128, &tq, c * 64, it.m0, it.h, it.b, &q_full[qb]);
-    for (int j = 0; j < it.n_tiles; ++j, ++git) {
-      const int n0 = (it.n_tiles - 1 - j) * BN, s = git % ST;
-      const uint32_t ph = (uint32_t)(git / ST) & 1u;
-      mbar_wait(&k_empty[s], ph ^ 1u);
-      mbar_expect_tx(&k_full[s], C::KV_BYTES);
-#pragma unroll
-      for (int c = 0; c < C::CHUNKS; ++c)
-        tma_load_4d(ks + s * C::KV_BYTES + c * BN * 128, &tk, c * 64, n0, it.g, it.b, &k_full[s]);
-      mbar_wait(&v_empty[s], ph ^ 1u);
-      mbar_expect_tx(&v_full[s], C::KV_BYTES);
-#pragma unroll
-      for (int c = 0; c < C::CHUNKS; ++c)
-        tma_load_4d(vs + s * C::KV_BYTES + c * BN * 128, &tv, c * 64, n0, it.g, it.b, &v_full[s]);
-    }
-    ++items;
-  }
+  /* Q is read by one CTA (the KV group's other heads read their own), K/V by every row
+   * block of the group's heads: those lines are the ones worth keeping in L2. The
+   * policies are made where they are used (no registers held across the loop). */
+  const L2Evict q_ev = kv_evict_last ? L2Evict::first : L2Evict::normal;
+  const L2Evict kv_ev = kv_evict_last ? L2Evict::last : L2Evict::normal;
+  int git = 0, items = 0;
+  for_each_item(sc, (int)gridDim.x, (int)blockIdx.x, [&](int bh, int mi) {
+    produce_item<D>(tq, tk, tv, item_of(p, bh, mi, BM, BN), smem, q_ev, kv_ev, git, items);
+  });
 }
 
 /* ------------------------------------------------------------------ the kernel */
@@ -410,7 +415,7 @@ template <typename T, int D, bool PING, bool CHAIN>
 __global__ void __launch_bounds__(384, 1)
     hopper_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                   const __grid_constant__ CUtensorMap tv, const onyx__cuda_attn_params p,
-                  int m_blocks) {
+                  const Sched sched, bool kv_evict_last) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = Cfg<D>;
   constexpr int BM = C::BM, BN = C::BN, ST = C::STAGES;
@@ -425,7 +430,6 @@ __global__ void __launch_bounds__(384, 1)
   uint64_t *k_empty = bars + 4 + 2 * ST, *v_empty = bars + 4 + 3 * ST;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
-  const int total = m_blocks * p.batch * p.nq;
 
   if (tid == 0) {
     for (int b = 0; b < 2; ++b) {
@@ -449,7 +453,7 @@ __global__ void __launch_bounds__(384, 1)
     /* The warp index through a shuffle is provably warp-uniform: ptxas then keeps the
      * producer's loop state in uniform registers (without it, that loop spilled at 24). */
     if (__shfl_sync(0xffffffffu, warp, 0) == 0) {
-      if (lane == 0) produce<D>(tq, tk, tv, p, m_blocks, smem);
+      if (lane == 0) produce<D>(tq, tk, tv, p, sched, kv_evict_last, smem);
     } else if (p.fill_present) {
       copy_present<D>(p, (uint32_t)tid - 32u);
     }
@@ -479,9 +483,12 @@ __global__ void __launch_bounds__(384, 1)
   Rows rw;
   float o[D / 2], m[2], l[2], alpha[2], sc[BN / 2];
   uint32_t pa[BN / 16][4];
-  for (int r = 0, k = item_at(0, total); k >= 0; ++r) {
+  const int G = (int)gridDim.x, me = (int)blockIdx.x;
+  Cursor cur;
+  int bh, mi;
+  for (bool more = next_item(sched, G, me, cur, bh, mi); more;) {
     if (!primed) {
-      it = item_of(p, m_blocks, k, BM, BN);
+      it = item_of(p, bh, mi, BM, BN);
       rw = rows_of(p, it, my_row, t4, BN);
     }
     const int n = it.n_tiles;
@@ -537,14 +544,14 @@ __global__ void __launch_bounds__(384, 1)
     Item nx = it; /* the next item's, when there is one */
     Rows nr = rw;
     bool chain = false;
-    const int kn = item_at(r + 1, total);
+    const bool more_n = next_item(sched, G, me, cur, bh, mi);
     if constexpr (CHAIN) {
-      if (kn >= 0) {
-        nx = item_of(p, m_blocks, kn, BM, BN);
+      if (more_n) {
+        nx = item_of(p, bh, mi, BM, BN);
         nr = rows_of(p, nx, my_row, t4, BN);
       }
       /* Through a shuffle: provably warp-uniform, so ptxas keeps the wgmmas unserialized. */
-      chain = __shfl_sync(0xffffffffu, (int)(n > 0 && kn >= 0 && nx.n_tiles > 0), 0) != 0;
+      chain = __shfl_sync(0xffffffffu, (int)(n > 0 && more_n && nx.n_tiles > 0), 0) != 0;
     }
     const int gl = git + n - 1, sl = gl % ST;
     if (n > 0) { /* the last tile's V, and the accumulator ready for its P·V */
@@ -601,7 +608,7 @@ __global__ void __launch_bounds__(384, 1)
       it = nx;
       rw = nr;
     }
-    k = kn;
+    more = more_n;
   }
   /* Consumer 1 arrived once more than consumer 0 waited (its first arrival lets
    * consumer 0 start): take that turn so no barrier is left half-passed. */
@@ -611,7 +618,8 @@ __global__ void __launch_bounds__(384, 1)
   (void)tk;
   (void)tv;
   (void)p;
-  (void)m_blocks;
+  (void)sched;
+  (void)kv_evict_last;
   __trap(); /* never launched: only built for sm_90a */
 #endif
 }
@@ -659,7 +667,8 @@ static bool make_map(CUtensorMap *map, uint32_t dtype, const void *base, int64_t
 constexpr cudaError_t kNotTaken = (cudaError_t)-1;
 
 template <typename T, int D>
-static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t stream) {
+static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, int64_t l2_bytes,
+                          cudaStream_t stream) {
   using C = Cfg<D>;
   CUtensorMap tq, tk, tv;
   if (!make_map(&tq, p.dtype, p.q, D, p.sq, p.nq, p.batch, p.q_ss, p.q_hs, p.q_bs, C::BM) ||
@@ -675,17 +684,25 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t
                        : hopper_kernel<T, D, true, false>;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
   if (e != cudaSuccess) return e;
-  const int m_blocks = (p.sq + C::BM - 1) / C::BM;
-  const int64_t items = (int64_t)m_blocks * p.batch * p.nq;
+  const int m_blocks = (p.sq + C::BM - 1) / C::BM, heads = p.batch * p.nq;
+  const int64_t items = (int64_t)m_blocks * heads;
   /* Persistent: one CTA per SM. Variant 2 (tests, benchmark): a CTA per item. */
   const int64_t ctas = (items < sms || onyx__cuda_attn_hopper_variant == 2) ? items : sms;
-  kern<<<(unsigned)ctas, C::THREADS, C::SMEM, stream>>>(tq, tk, tv, p, m_blocks);
+  /* Paired units where the K/V of all heads would crowd L2 (the keys any row may read
+   * bound the bytes: kv_rows). */
+  const int64_t kv_bytes = (int64_t)p.batch * p.nkv * p.kv_rows * (p.hk + p.hv) * 2;
+  const int forced = onyx__cuda_attn_hopper_schedule;
+  const bool paired = forced >= 0 ? forced == 1 : kv_bytes > l2_bytes / 2;
+  const Sched sc = plan_sched(m_blocks, heads, (int)ctas, paired);
+  const bool hints = onyx__cuda_attn_hopper_l2_hints != 0;
+  kern<<<(unsigned)ctas, C::THREADS, C::SMEM, stream>>>(tq, tk, tv, p, sc, hints);
   return cudaGetLastError();
 }
 
-/* Per device: 0 unknown, 1 the route runs here, 2 it does not; and its SM count. */
+/* Per device: 0 unknown, 1 the route runs here, 2 it does not; its SM count and L2 size. */
 static std::atomic<int> g_available[64];
 static std::atomic<int> g_sms[64];
+static std::atomic<int> g_l2[64];
 
 static int probe(int dev) {
   int major = 0, minor = 0;
@@ -712,7 +729,13 @@ static int probe(int dev) {
     (void)cudaGetLastError();
     return 2;
   }
+  int l2 = 0;
+  if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    l2 = 0; /* unknown: every launch then takes the paired schedule */
+  }
   g_sms[dev].store(sms, std::memory_order_relaxed);
+  g_l2[dev].store(l2, std::memory_order_relaxed);
   return 1;
 }
 
@@ -743,12 +766,15 @@ extern "C" int onyx__cuda_attn_hopper(const onyx__cuda_attn_params *p, void *str
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return (int)cudaGetLastError();
   const int sms = g_sms[dev].load(std::memory_order_relaxed);
+  const int64_t l2 = g_l2[dev].load(std::memory_order_relaxed);
   const bool bf = p->dtype == ONYX_DTYPE_BFLOAT16;
   if (p->dtype != ONYX_DTYPE_BFLOAT16 && p->dtype != ONYX_DTYPE_FLOAT16)
     return (int)cudaErrorInvalidValue;
   if (p->hk == 128 && p->hv == 128)
-    return (int)(bf ? launch<__nv_bfloat16, 128>(*p, sms, s) : launch<__half, 128>(*p, sms, s));
+    return (int)(bf ? launch<__nv_bfloat16, 128>(*p, sms, l2, s)
+                    : launch<__half, 128>(*p, sms, l2, s));
   if (p->hk == 64 && p->hv == 64)
-    return (int)(bf ? launch<__nv_bfloat16, 64>(*p, sms, s) : launch<__half, 64>(*p, sms, s));
+    return (int)(bf ? launch<__nv_bfloat16, 64>(*p, sms, l2, s)
+                    : launch<__half, 64>(*p, sms, l2, s));
   return (int)cudaErrorInvalidValue;
 }

@@ -194,6 +194,12 @@ extern int onyx__cuda_attn_force_hopper;
  * 1: without the consumers' ping-pong; 2: a CTA per work item, not persistent; 3: an item's
  * first Q·Kᵀ chained to the last P·V of the item before). */
 extern int onyx__cuda_attn_hopper_variant;
+/* Tests and the benchmark only: the Hopper kernel's schedule (-1: the launch decides from
+ * the K/V bytes against L2; 0: heavy first; 1: paired units; cuda_attn_hopper_sched.cuh). */
+extern int onyx__cuda_attn_hopper_schedule;
+/* Tests and the benchmark only: 0 makes the Hopper kernel's loads plain (else K/V ask L2
+ * for evict_last, Q for evict_first). */
+extern int onyx__cuda_attn_hopper_l2_hints;
 /* Tests and the benchmark only: 0 keeps the first prompt's present write in the fill
  * launch (otherwise the Hopper kernel writes it wherever it takes the problem). */
 extern int onyx__cuda_attn_fused_present;

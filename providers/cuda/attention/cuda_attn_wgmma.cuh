@@ -66,6 +66,28 @@ __device__ __forceinline__ void tma_load_4d(void *dst, const void *map, int c0, 
                : "memory");
 }
 
+/* tma_load_4d with an L2 eviction policy (l2_policy). */
+__device__ __forceinline__ void tma_load_4d_hint(void *dst, const void *map, int c0, int c1, int c2,
+                                                 int c3, uint64_t *bar, uint64_t policy) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               ".L2::cache_hint [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(saddr(dst)),
+               "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(saddr(bar)), "l"(policy)
+               : "memory");
+}
+/* An L2 policy for a load: evict_last keeps its lines past normal ones, evict_first lets
+ * them go first, evict_normal is a plain load. */
+enum class L2Evict { normal, first, last };
+__device__ __forceinline__ uint64_t l2_policy(L2Evict e) {
+  uint64_t p;
+  if (e == L2Evict::last)
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(p));
+  else if (e == L2Evict::first)
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  else
+    asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+
 /* ------------------------------------------------------------------ registers, barriers */
 
 template <int N> __device__ __forceinline__ void regs_grow() {
