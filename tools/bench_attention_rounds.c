@@ -11,7 +11,8 @@
  * also the Hopper kernel's chained variant (onyx__cuda_attn_hopper_variant = 3), its
  * heavy-first schedule (onyx__cuda_attn_hopper_schedule = 0: the op takes the paired one
  * where K/V outgrow half of L2, as at B4 S4096) and its loads without L2 eviction hints
- * (onyx__cuda_attn_hopper_l2_hints = 0); and the anchor on the same shape, through one Python
+ * (onyx__cuda_attn_hopper_l2_hints = 0), and both off (the kernel before either), in an
+ * order rotated every round; and the anchor on the same shape, through one Python
  * process kept running (tools/torch_sdpa_serve.py, inputs made once per shape). All sides use the
  * same method: 10 warm-up calls, the median of 50 calls each between CUDA events. Even rounds time
  * Onyx first, odd rounds the anchor first. Printed: each round's numbers, then per shape each
@@ -30,9 +31,16 @@
 #include "cuda_attn_impl.h"
 
 enum { MAX_ROUNDS = 15, N_SHAPES = 6 };
-/* Columns of a round: the op, the chained variant, heavy first, plain loads (prefill), the
- * anchor. */
-enum { COL_OP, COL_CHAIN, COL_HEAVY, COL_PLAIN, COL_ANCHOR, N_COLS };
+/* Columns of a round: the op, the chained variant, heavy first, plain loads, both (the
+ * kernel before the paired schedule and the hints; prefill), the anchor. */
+enum { COL_OP, COL_CHAIN, COL_HEAVY, COL_PLAIN, COL_OLD, COL_ANCHOR, N_COLS };
+
+/* The Hopper kernel's knobs for each Onyx column (-1: the launch decides). */
+typedef struct knobs {
+  int variant, schedule, hints;
+} knobs;
+static const knobs k_cols[COL_ANCHOR] = {
+    {0, -1, -1}, {3, -1, -1}, {0, 0, -1}, {0, -1, 0}, {0, 0, 0}};
 
 /* kind, B, Hq, Hkv, S (prefill) or Skv (decode), D, and the bar (× cuDNN). */
 typedef struct shape {
@@ -141,14 +149,17 @@ static void shape_name(const shape *s, char *buf, size_t n) {
            s->hkv, s->prefill ? "S" : "Skv", s->s, s->d);
 }
 
-/* Rate of op with one of the Hopper kernel's knobs set to v (prefill; 0 for decode). */
-static double knob_rate(bench_op *op, int *knob, int v) {
-  if (!op->prefill) return 0.0;
+/* Rate of op in Onyx column c (the knobs only for prefill; 0 for decode past the op). */
+static double column_rate(bench_op *op, int c) {
+  if (c != COL_OP && !op->prefill) return 0.0;
   uint64_t ws;
-  const int was = *knob;
-  *knob = v;
+  onyx__cuda_attn_hopper_variant = k_cols[c].variant;
+  onyx__cuda_attn_hopper_schedule = k_cols[c].schedule;
+  onyx__cuda_attn_hopper_l2_hints = k_cols[c].hints;
   const double r = rate(op, bench_op_time(op, &ws, false));
-  *knob = was;
+  onyx__cuda_attn_hopper_variant = 0;
+  onyx__cuda_attn_hopper_schedule = -1;
+  onyx__cuda_attn_hopper_l2_hints = -1;
   return r;
 }
 
@@ -157,27 +168,28 @@ static void run_round(int r, bench_op *ops, anchor *a, double (*out)[MAX_ROUNDS]
   for (int i = 0; i < N_SHAPES; ++i) {
     bench_op *op = &ops[i];
     double *o = out[i][r];
-    uint64_t ws;
     const double anchor_first = r % 2 ? anchor_ms(a, op) : 0.0;
-    o[COL_OP] = rate(op, bench_op_time(op, &ws, false));
-    o[COL_CHAIN] = knob_rate(op, &onyx__cuda_attn_hopper_variant, 3);
-    o[COL_HEAVY] = knob_rate(op, &onyx__cuda_attn_hopper_schedule, 0);
-    o[COL_PLAIN] = knob_rate(op, &onyx__cuda_attn_hopper_l2_hints, 0);
+    /* The Onyx columns in a rotated order: the device warms through a round (in one run
+     * the last-timed column read 5 % below the first on the same kernel). */
+    for (int j = 0; j < COL_ANCHOR; ++j) {
+      const int c = (j + r) % COL_ANCHOR;
+      o[c] = column_rate(op, c);
+    }
     o[COL_ANCHOR] = rate(op, r % 2 ? anchor_first : anchor_ms(a, op));
     char name[64];
     shape_name(&k_shapes[i], name, sizeof name);
-    printf("round %d %-34s onyx %7.1f chained %7.1f heavy %7.1f plain %7.1f cudnn %7.1f  x cudnn "
-           "%.3f\n",
-           r, name, o[COL_OP], o[COL_CHAIN], o[COL_HEAVY], o[COL_PLAIN], o[COL_ANCHOR],
+    printf("round %d %-34s onyx %7.1f chained %7.1f heavy %7.1f plain %7.1f old %7.1f cudnn %7.1f"
+           "  x cudnn %.3f\n",
+           r, name, o[COL_OP], o[COL_CHAIN], o[COL_HEAVY], o[COL_PLAIN], o[COL_OLD], o[COL_ANCHOR],
            o[COL_ANCHOR] > 0.0 ? o[COL_OP] / o[COL_ANCHOR] : 0.0);
     fflush(stdout);
   }
 }
 
 static void print_summary(int rounds, double (*res)[MAX_ROUNDS][N_COLS]) {
-  printf("\n%-34s %8s %8s %8s %8s %8s | %7s %7s %7s %7s | %13s | %s\n",
-         "shape (bf16), medians of rounds", "onyx", "chained", "heavy", "plain", "cudnn", "x cudnn",
-         "chain x", "heavy x", "plain x", "round x min-max", "rounds at bar");
+  printf("\n%-34s %7s %7s %7s %7s %7s %7s | %7s %7s %7s %7s %7s | %13s | %s\n",
+         "shape (bf16), medians of rounds", "onyx", "chained", "heavy", "plain", "old", "cudnn",
+         "x cudnn", "chain x", "heavy x", "plain x", "old x", "round x min-max", "rounds at bar");
   for (int i = 0; i < N_SHAPES; ++i) {
     double col[N_COLS][MAX_ROUNDS], ratio[MAX_ROUNDS];
     int at_bar = 0;
@@ -197,12 +209,12 @@ static void print_summary(int rounds, double (*res)[MAX_ROUNDS][N_COLS]) {
     const double cd = med[COL_ANCHOR] > 0.0 ? med[COL_ANCHOR] : 1e300;
     char name[64];
     shape_name(&k_shapes[i], name, sizeof name);
-    printf("%-34s %8.1f %8.1f %8.1f %8.1f %8.1f | %7.3f %7.3f %7.3f %7.3f | %6.3f-%6.3f | %d of %d "
-           "at >= %.1f (%s)\n",
-           name, med[COL_OP], med[COL_CHAIN], med[COL_HEAVY], med[COL_PLAIN], med[COL_ANCHOR],
-           med[COL_OP] / cd, med[COL_CHAIN] / cd, med[COL_HEAVY] / cd, med[COL_PLAIN] / cd,
-           hi > 0.0 ? lo : 0.0, hi, at_bar, rounds, k_shapes[i].bar,
-           k_shapes[i].prefill ? "TFLOP/s" : "GB/s");
+    printf("%-34s %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f | %7.3f %7.3f %7.3f %7.3f %7.3f | "
+           "%6.3f-%6.3f | %d of %d at >= %.1f (%s)\n",
+           name, med[COL_OP], med[COL_CHAIN], med[COL_HEAVY], med[COL_PLAIN], med[COL_OLD],
+           med[COL_ANCHOR], med[COL_OP] / cd, med[COL_CHAIN] / cd, med[COL_HEAVY] / cd,
+           med[COL_PLAIN] / cd, med[COL_OLD] / cd, hi > 0.0 ? lo : 0.0, hi, at_bar, rounds,
+           k_shapes[i].bar, k_shapes[i].prefill ? "TFLOP/s" : "GB/s");
   }
 }
 
