@@ -102,7 +102,7 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
     float kv1 = bench_op_time(&op, &ws2, false);
     onyx__cuda_attn_hopper_variant = 2; /* and the one without the persistent grid */
     float kv2 = bench_op_time(&op, &ws2, false);
-    onyx__cuda_attn_hopper_variant = 3; /* and items chained */
+    onyx__cuda_attn_hopper_variant = 3; /* and items unchained */
     float kv3 = bench_op_time(&op, &ws2, false);
     onyx__cuda_attn_hopper_variant = 0;
     /* The presents filled by a launch before the kernel; then the op again (the drift). */
@@ -113,7 +113,7 @@ static void bench_gqa(const char *kind, int B, int hq, int hkv, int S_kv, int D)
     float kfused = bench_op_time(&op, &ws2, false); /* the op's own configuration again */
     printf("onyx prefill B=%d Hq=%d Hkv=%d S=%d D=%d causal: op (%s route, presents %s) %.4f ms "
            "%.1f TFLOP/s | presents filled first %.4f ms %.1f | op again %.4f ms "
-           "%.1f | no ping-pong %.4f ms %.1f | CTA per item %.4f ms %.1f | chained %.4f ms "
+           "%.1f | no ping-pong %.4f ms %.1f | CTA per item %.4f ms %.1f | unchained %.4f ms "
            "%.1f | flash kernel %.4f ms %.1f | workspace %llu B\n",
            B, hq, hkv, S, D, route_name(r->route), fused ? "by the kernel" : "filled first", ms,
            r->ours, kfill, flops / kfill / 1e9, kfused, flops / kfused / 1e9, kv1,

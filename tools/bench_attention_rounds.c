@@ -8,16 +8,17 @@
  *   onyx_bench_attention_rounds [tools/torch_sdpa_serve.py | -] [rounds, default 5]
  *
  * Every round times each shape in turn: the op as the dispatcher routes it; for prefill
- * also the Hopper kernel's chained variant (onyx__cuda_attn_hopper_variant = 3), its
- * heavy-first schedule (onyx__cuda_attn_hopper_schedule = 0: the op takes the paired one
- * where K/V outgrow half of L2, as at B4 S4096) and its loads without L2 eviction hints
- * (onyx__cuda_attn_hopper_l2_hints = 0), and both off (the kernel before either), in an
- * order rotated every round; and the anchor on the same shape, through one Python
- * process kept running (tools/torch_sdpa_serve.py, inputs made once per shape). All sides use the
- * same method: 10 warm-up calls, the median of 50 calls each between CUDA events. Even rounds time
- * Onyx first, odd rounds the anchor first. Printed: each round's numbers, then per shape each
- * side's median over the rounds, the ratio of the medians, the smallest and largest round ratio and
- * how many rounds reach the issue's bar. No thresholds are enforced: numbers to read.
+ * also the Hopper kernel unchained (onyx__cuda_attn_hopper_variant = 3: an item's first
+ * Q·Kᵀ waits for the item before to end), with its paired schedule
+ * (onyx__cuda_attn_hopper_schedule = 1), with loads without L2 eviction hints
+ * (onyx__cuda_attn_hopper_l2_hints = 0), and unchained with plain loads (the kernel before
+ * 2026-12-07), in an order rotated every round; and the anchor on the same shape, through one
+ * Python process kept running (tools/torch_sdpa_serve.py, inputs made once per shape). All sides
+ * use the same method: 10 warm-up calls, the median of 50 calls each between CUDA events. Even
+ * rounds time Onyx first, odd rounds the anchor first. Printed: each round's numbers, then per
+ * shape each side's median over the rounds, the ratio of the medians, the smallest and largest
+ * round ratio and how many rounds reach the issue's bar. No thresholds are enforced: numbers to
+ * read.
  */
 #include <signal.h>
 #include <stdbool.h>
@@ -31,16 +32,15 @@
 #include "cuda_attn_impl.h"
 
 enum { MAX_ROUNDS = 15, N_SHAPES = 6 };
-/* Columns of a round: the op, the chained variant, heavy first, plain loads, both (the
- * kernel before the paired schedule and the hints; prefill), the anchor. */
-enum { COL_OP, COL_CHAIN, COL_HEAVY, COL_PLAIN, COL_OLD, COL_ANCHOR, N_COLS };
+/* Columns of a round: the op, unchained, paired, plain loads, old (unchained, heavy first,
+ * plain: the kernel before 2026-12-07; prefill), the anchor. */
+enum { COL_OP, COL_UNCHAINED, COL_PAIRED, COL_PLAIN, COL_OLD, COL_ANCHOR, N_COLS };
 
 /* The Hopper kernel's knobs for each Onyx column (-1: the launch decides). */
 typedef struct knobs {
   int variant, schedule, hints;
 } knobs;
-static const knobs k_cols[COL_ANCHOR] = {
-    {0, -1, -1}, {3, -1, -1}, {0, 0, -1}, {0, -1, 0}, {0, 0, 0}};
+static const knobs k_cols[COL_ANCHOR] = {{0, 0, -1}, {3, 0, -1}, {0, 1, -1}, {0, 0, 0}, {3, 0, 0}};
 
 /* kind, B, Hq, Hkv, S (prefill) or Skv (decode), D, and the bar (× cuDNN). */
 typedef struct shape {
@@ -158,7 +158,7 @@ static double column_rate(bench_op *op, int c) {
   onyx__cuda_attn_hopper_l2_hints = k_cols[c].hints;
   const double r = rate(op, bench_op_time(op, &ws, false));
   onyx__cuda_attn_hopper_variant = 0;
-  onyx__cuda_attn_hopper_schedule = -1;
+  onyx__cuda_attn_hopper_schedule = 0;
   onyx__cuda_attn_hopper_l2_hints = -1;
   return r;
 }
@@ -178,18 +178,19 @@ static void run_round(int r, bench_op *ops, anchor *a, double (*out)[MAX_ROUNDS]
     o[COL_ANCHOR] = rate(op, r % 2 ? anchor_first : anchor_ms(a, op));
     char name[64];
     shape_name(&k_shapes[i], name, sizeof name);
-    printf("round %d %-34s onyx %7.1f chained %7.1f heavy %7.1f plain %7.1f old %7.1f cudnn %7.1f"
-           "  x cudnn %.3f\n",
-           r, name, o[COL_OP], o[COL_CHAIN], o[COL_HEAVY], o[COL_PLAIN], o[COL_OLD], o[COL_ANCHOR],
-           o[COL_ANCHOR] > 0.0 ? o[COL_OP] / o[COL_ANCHOR] : 0.0);
+    printf(
+        "round %d %-34s onyx %7.1f unchained %7.1f paired %7.1f plain %7.1f old %7.1f cudnn %7.1f"
+        "  x cudnn %.3f\n",
+        r, name, o[COL_OP], o[COL_UNCHAINED], o[COL_PAIRED], o[COL_PLAIN], o[COL_OLD],
+        o[COL_ANCHOR], o[COL_ANCHOR] > 0.0 ? o[COL_OP] / o[COL_ANCHOR] : 0.0);
     fflush(stdout);
   }
 }
 
 static void print_summary(int rounds, double (*res)[MAX_ROUNDS][N_COLS]) {
   printf("\n%-34s %7s %7s %7s %7s %7s %7s | %7s %7s %7s %7s %7s | %13s | %s\n",
-         "shape (bf16), medians of rounds", "onyx", "chained", "heavy", "plain", "old", "cudnn",
-         "x cudnn", "chain x", "heavy x", "plain x", "old x", "round x min-max", "rounds at bar");
+         "shape (bf16), medians of rounds", "onyx", "unchain", "paired", "plain", "old", "cudnn",
+         "x cudnn", "unch x", "pair x", "plain x", "old x", "round x min-max", "rounds at bar");
   for (int i = 0; i < N_SHAPES; ++i) {
     double col[N_COLS][MAX_ROUNDS], ratio[MAX_ROUNDS];
     int at_bar = 0;
@@ -211,8 +212,8 @@ static void print_summary(int rounds, double (*res)[MAX_ROUNDS][N_COLS]) {
     shape_name(&k_shapes[i], name, sizeof name);
     printf("%-34s %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f | %7.3f %7.3f %7.3f %7.3f %7.3f | "
            "%6.3f-%6.3f | %d of %d at >= %.1f (%s)\n",
-           name, med[COL_OP], med[COL_CHAIN], med[COL_HEAVY], med[COL_PLAIN], med[COL_OLD],
-           med[COL_ANCHOR], med[COL_OP] / cd, med[COL_CHAIN] / cd, med[COL_HEAVY] / cd,
+           name, med[COL_OP], med[COL_UNCHAINED], med[COL_PAIRED], med[COL_PLAIN], med[COL_OLD],
+           med[COL_ANCHOR], med[COL_OP] / cd, med[COL_UNCHAINED] / cd, med[COL_PAIRED] / cd,
            med[COL_PLAIN] / cd, med[COL_OLD] / cd, hi > 0.0 ? lo : 0.0, hi, at_bar, rounds,
            k_shapes[i].bar, k_shapes[i].prefill ? "TFLOP/s" : "GB/s");
   }

@@ -1627,8 +1627,8 @@ static void test_hopper_gqa(void **state) {
       check_gqa(&many, seed + 9);
       expect_route("  same with a CTA per item", ONYX__CUDA_ROUTE_HOPPER);
       onyx__cuda_attn_hopper_variant = 0;
-      /* About 8 items a CTA, of 1 to 8 key tiles; in variant 3 the first Q·Kᵀ of each
-       * item goes out with the last P·V of the one before. */
+      /* About 8 items a CTA, of 1 to 8 key tiles; the first Q·Kᵀ of each item goes out
+       * with the last P·V of the one before (variant 3: not). */
       gqa_case deep = {.name = "hopper: B4 S1024 32/8 (1024 items)",
                        .dtype = k_half_types[t],
                        .B = 4,
@@ -1641,33 +1641,32 @@ static void test_hopper_gqa(void **state) {
                        .causal = -1};
       check_gqa(&deep, seed + 11);
       expect_route(deep.name, ONYX__CUDA_ROUTE_HOPPER);
-      onyx__cuda_attn_hopper_variant = 3; /* items chained */
+      onyx__cuda_attn_hopper_variant = 3; /* items unchained */
       check_gqa(&deep, seed + 11);
-      expect_route("  same, items chained", ONYX__CUDA_ROUTE_HOPPER);
+      expect_route("  same, items unchained", ONYX__CUDA_ROUTE_HOPPER);
       check_gqa(&many, seed + 9);
-      expect_route("  240 items, chained", ONYX__CUDA_ROUTE_HOPPER);
+      expect_route("  240 items, unchained", ONYX__CUDA_ROUTE_HOPPER);
       onyx__cuda_attn_hopper_variant = 0;
-      /* The paired schedule (cuda_attn_hopper_sched.cuh; the launch takes it where K/V
-       * outgrow half of L2, never at these sizes): here one paired round of 132 units,
-       * then the tail heavy first; chained too (the consumers' cursor looks an item
-       * ahead); an odd count of row blocks (a unit of the middle block alone) with
-       * padded batches. */
+      /* The paired schedule (cuda_attn_hopper_sched.cuh, on request): here one paired
+       * round of 132 units, then the tail heavy first; chained (the consumers' cursor
+       * looks an item ahead) and not; an odd count of row blocks (a unit of the middle
+       * block alone) with padded batches. */
       gqa_case odd = deep;
       odd.name = "hopper: B4 S840 32/8 (7 row blocks a head), paired";
       odd.S = odd.T = 840;
       odd.seqlens[0] = 839, odd.seqlens[1] = 600, odd.seqlens[2] = 839, odd.seqlens[3] = 200;
       onyx__cuda_attn_hopper_schedule = 1;
       check_gqa(&deep, seed + 11);
-      expect_route("  1024 items, paired", ONYX__CUDA_ROUTE_HOPPER);
+      expect_route("  1024 items, paired and chained", ONYX__CUDA_ROUTE_HOPPER);
       onyx__cuda_attn_hopper_variant = 3;
       check_gqa(&deep, seed + 11);
-      expect_route("  1024 items, paired and chained", ONYX__CUDA_ROUTE_HOPPER);
+      expect_route("  1024 items, paired and unchained", ONYX__CUDA_ROUTE_HOPPER);
       onyx__cuda_attn_hopper_variant = 0;
       if (t == 0) {
         check_gqa(&odd, seed + 12);
         expect_route(odd.name, ONYX__CUDA_ROUTE_HOPPER);
       }
-      onyx__cuda_attn_hopper_schedule = -1;
+      onyx__cuda_attn_hopper_schedule = 0;
       onyx__cuda_attn_hopper_l2_hints = 0; /* plain loads, no L2 eviction policy */
       check_gqa(&many, seed + 9);
       expect_route("  240 items, plain loads", ONYX__CUDA_ROUTE_HOPPER);

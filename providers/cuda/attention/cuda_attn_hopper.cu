@@ -18,10 +18,10 @@
  *   reduced once at the end. Only tiles that cross a row's key limit (the causal
  *   diagonal, the end of the keys) evaluate a mask; tiles are visited from the last key
  *   tile down, so the masked ones come first.
- * - Items are dealt statically (cuda_attn_hopper_sched.cuh): heavy row blocks first in a
- *   snake while all K/V fits in L2, else in pairs of row blocks whose key counts add up
- *   to the same, a few heads at a time, so concurrent CTAs share their K/V in L2. K/V
- *   loads ask L2 to keep their lines (evict_last), Q loads to drop theirs first.
+ * - Items are dealt statically, heavy row blocks first in a snake
+ *   (cuda_attn_hopper_sched.cuh). K/V loads ask L2 to keep their lines (evict_last), Q
+ *   loads to drop theirs first. An item's first Q·Kᵀ goes out with the last P·V of the
+ *   item before, so the tensor cores work through its epilogue.
  * - Keys past a batch's limit but inside the tensor are loaded (TMA only clips at the
  *   tensor's end) and may hold anything: their scores are masked with a select, and the
  *   value rows of the boundary tile are zeroed in shared memory before P·V (0·NaN would
@@ -667,42 +667,37 @@ static bool make_map(CUtensorMap *map, uint32_t dtype, const void *base, int64_t
 constexpr cudaError_t kNotTaken = (cudaError_t)-1;
 
 template <typename T, int D>
-static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, int64_t l2_bytes,
-                          cudaStream_t stream) {
+static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t stream) {
   using C = Cfg<D>;
   CUtensorMap tq, tk, tv;
   if (!make_map(&tq, p.dtype, p.q, D, p.sq, p.nq, p.batch, p.q_ss, p.q_hs, p.q_bs, C::BM) ||
       !make_map(&tk, p.dtype, p.k, D, p.kv_rows, p.nkv, p.batch, p.k_rs, p.k_gs, p.k_bs, C::BN) ||
       !make_map(&tv, p.dtype, p.v, D, p.kv_rows, p.nkv, p.batch, p.v_rs, p.v_gs, p.v_bs, C::BN))
     return kNotTaken;
-  /* Variants (tests and the benchmark): 1 no ping-pong between the consumers, 3 an
-   * item's first Q·Kᵀ chained to the last P·V of the item before (not yet timed on the
-   * device: it becomes the default if it wins beside it in one run). */
+  /* The production kernel chains an item's first Q·Kᵀ to the last P·V of the item
+   * before (B4 S4096 on an H100, medians of 7 rotated rounds: 537 against 514 TFLOP/s
+   * unchained). Variants (tests and the benchmark): 1 no ping-pong between the consumers
+   * (unchained too), 3 unchained. */
   const int v = onyx__cuda_attn_hopper_variant;
   auto kern = v == 1   ? hopper_kernel<T, D, false, false>
-              : v == 3 ? hopper_kernel<T, D, true, true>
-                       : hopper_kernel<T, D, true, false>;
+              : v == 3 ? hopper_kernel<T, D, true, false>
+                       : hopper_kernel<T, D, true, true>;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
   if (e != cudaSuccess) return e;
   const int m_blocks = (p.sq + C::BM - 1) / C::BM, heads = p.batch * p.nq;
   const int64_t items = (int64_t)m_blocks * heads;
   /* Persistent: one CTA per SM. Variant 2 (tests, benchmark): a CTA per item. */
   const int64_t ctas = (items < sms || onyx__cuda_attn_hopper_variant == 2) ? items : sms;
-  /* Paired units where the K/V of all heads would crowd L2 (the keys any row may read
-   * bound the bytes: kv_rows). */
-  const int64_t kv_bytes = (int64_t)p.batch * p.nkv * p.kv_rows * (p.hk + p.hv) * 2;
-  const int forced = onyx__cuda_attn_hopper_schedule;
-  const bool paired = forced >= 0 ? forced == 1 : kv_bytes > l2_bytes / 2;
-  const Sched sc = plan_sched(m_blocks, heads, (int)ctas, paired);
+  /* Heavy first; paired units on request (measured no faster, cuda_attn_hopper_sched.cuh). */
+  const Sched sc = plan_sched(m_blocks, heads, (int)ctas, onyx__cuda_attn_hopper_schedule == 1);
   const bool hints = onyx__cuda_attn_hopper_l2_hints != 0;
   kern<<<(unsigned)ctas, C::THREADS, C::SMEM, stream>>>(tq, tk, tv, p, sc, hints);
   return cudaGetLastError();
 }
 
-/* Per device: 0 unknown, 1 the route runs here, 2 it does not; its SM count and L2 size. */
+/* Per device: 0 unknown, 1 the route runs here, 2 it does not; and its SM count. */
 static std::atomic<int> g_available[64];
 static std::atomic<int> g_sms[64];
-static std::atomic<int> g_l2[64];
 
 static int probe(int dev) {
   int major = 0, minor = 0;
@@ -714,10 +709,10 @@ static int probe(int dev) {
   if (major != 9 || minor != 0 || encode_fn() == nullptr) return 2;
   /* The kernels exist only as sm_90a machine code: an image must load for this device. */
   cudaFuncAttributes a;
-  const void *kernels[4] = {(const void *)hopper_kernel<__nv_bfloat16, 128, true, false>,
-                            (const void *)hopper_kernel<__nv_bfloat16, 64, true, false>,
-                            (const void *)hopper_kernel<__half, 128, true, false>,
-                            (const void *)hopper_kernel<__half, 64, true, false>};
+  const void *kernels[4] = {(const void *)hopper_kernel<__nv_bfloat16, 128, true, true>,
+                            (const void *)hopper_kernel<__nv_bfloat16, 64, true, true>,
+                            (const void *)hopper_kernel<__half, 128, true, true>,
+                            (const void *)hopper_kernel<__half, 64, true, true>};
   for (const void *k : kernels)
     if (cudaFuncGetAttributes(&a, k) != cudaSuccess) {
       (void)cudaGetLastError();
@@ -729,13 +724,7 @@ static int probe(int dev) {
     (void)cudaGetLastError();
     return 2;
   }
-  int l2 = 0;
-  if (cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    l2 = 0; /* unknown: every launch then takes the paired schedule */
-  }
   g_sms[dev].store(sms, std::memory_order_relaxed);
-  g_l2[dev].store(l2, std::memory_order_relaxed);
   return 1;
 }
 
@@ -766,15 +755,12 @@ extern "C" int onyx__cuda_attn_hopper(const onyx__cuda_attn_params *p, void *str
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return (int)cudaGetLastError();
   const int sms = g_sms[dev].load(std::memory_order_relaxed);
-  const int64_t l2 = g_l2[dev].load(std::memory_order_relaxed);
   const bool bf = p->dtype == ONYX_DTYPE_BFLOAT16;
   if (p->dtype != ONYX_DTYPE_BFLOAT16 && p->dtype != ONYX_DTYPE_FLOAT16)
     return (int)cudaErrorInvalidValue;
   if (p->hk == 128 && p->hv == 128)
-    return (int)(bf ? launch<__nv_bfloat16, 128>(*p, sms, l2, s)
-                    : launch<__half, 128>(*p, sms, l2, s));
+    return (int)(bf ? launch<__nv_bfloat16, 128>(*p, sms, s) : launch<__half, 128>(*p, sms, s));
   if (p->hk == 64 && p->hv == 64)
-    return (int)(bf ? launch<__nv_bfloat16, 64>(*p, sms, l2, s)
-                    : launch<__half, 64>(*p, sms, l2, s));
+    return (int)(bf ? launch<__nv_bfloat16, 64>(*p, sms, s) : launch<__half, 64>(*p, sms, s));
   return (int)cudaErrorInvalidValue;
 }

@@ -5,21 +5,23 @@
  *
  * Two schedules, both static (no counter in memory, so nothing to reset between launches
  * or graph replays):
- * - heavy first: items in the order (row block from the last down, head), round r of the
- *   grid taking the r-th G of them, dealt forwards in even rounds and backwards in odd
- *   ones (a snake), so long items start first and short ones fill the tail. A round holds
- *   one row block of every head, so every KV group's K/V is read at once: fine while all
- *   of it fits in L2 (B1 S4096 D128: 16 MB), not at B4 (64 MB, 66 % L2 hits in ncu).
+ * - heavy first (the default): items in the order (row block from the last down, head),
+ *   round r of the grid taking the r-th G of them, dealt forwards in even rounds and
+ *   backwards in odd ones (a snake), so long items start first and short ones fill the
+ *   tail. A round holds one row block of every head, so every KV group's K/V is read at
+ *   once (B4 S4096 D128: 64 MB against 50 MB of L2; 66 % L2 hits in ncu).
  * - paired: a unit is a head's row blocks u and m_blocks − 1 − u. Under a causal mask the
  *   two see keys adding to the same count whatever u is, so dealing units round-robin
  *   (CTA c takes unit r·G + c) balances the CTAs without sorting by weight, and the G
  *   units of a round come from a few neighbouring heads: their K/V meet in L2. The last
  *   heads (about two rounds of units) stay heavy first, snaked, starting with the CTAs
- *   that got no unit in the paired part's last round, to even out the tail.
+ *   that got no unit in the paired part's last round, to even out the tail. Selected
+ *   with onyx__cuda_attn_hopper_schedule = 1: at B4 S4096 on an H100 it read the same as
+ *   heavy first (514 TFLOP/s both, medians of 7 rotated rounds), so L2 reuse is not what
+ *   that shape lacks; kept, tested, for longer keys where a group's K/V is larger.
  * A host-side simulation of the causal shapes (132 CTAs, an item's cost its key tiles
  * plus half a tile) puts the paired schedule's busiest CTA 0.2–1.3 % further above the
- * mean than the heavy-first one's (2.4 % at B1 S16384, where units are long), so the
- * host picks it only where the K/V of all heads exceeds half of L2.
+ * mean than the heavy-first one's (2.4 % at B1 S16384, where units are long).
  */
 #pragma once
 

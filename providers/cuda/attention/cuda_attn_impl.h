@@ -191,11 +191,11 @@ extern int onyx__cuda_attn_force_split;
  * dispatcher decides). Not thread-safe; production code never sets it. */
 extern int onyx__cuda_attn_force_hopper;
 /* Tests and the benchmark only: a variant of the Hopper kernel (0: the production one;
- * 1: without the consumers' ping-pong; 2: a CTA per work item, not persistent; 3: an item's
- * first Q·Kᵀ chained to the last P·V of the item before). */
+ * 1: without the consumers' ping-pong, unchained; 2: a CTA per work item, not persistent;
+ * 3: unchained, an item's first Q·Kᵀ waiting for the item before to end). */
 extern int onyx__cuda_attn_hopper_variant;
-/* Tests and the benchmark only: the Hopper kernel's schedule (-1: the launch decides from
- * the K/V bytes against L2; 0: heavy first; 1: paired units; cuda_attn_hopper_sched.cuh). */
+/* Tests and the benchmark only: the Hopper kernel's schedule (1: paired units, else heavy
+ * first; cuda_attn_hopper_sched.cuh). */
 extern int onyx__cuda_attn_hopper_schedule;
 /* Tests and the benchmark only: 0 makes the Hopper kernel's loads plain (else K/V ask L2
  * for evict_last, Q for evict_first). */
