@@ -83,9 +83,6 @@ struct gemv_params {
   uint16_t *sum;
   float eps;
   int vec8; /* K a multiple of 8 and every row pointer 16-byte aligned: A in 16-byte loads */
-  /* A later product's weights, asked into L2 (onyx__cuda_nbits_args' ahead hint). */
-  const void *ahead_b, *ahead_s;
-  size_t ahead_bb, ahead_sb;
 };
 
 __device__ __forceinline__ uint32_t h2u(__half2 h) {
@@ -596,25 +593,6 @@ __device__ __forceinline__ void prefetch_rows(const gemv_params &p, int n0, int 
   if (p.zp_kind == 2) l2_prefetch(p.zp_float, (size_t)n0 * p.kb * 2, (size_t)n1 * p.kb * 2, lane);
 }
 
-/* This block's share (16-byte multiples) of bytes [0, total) from base, into L2. */
-__device__ __forceinline__ void prefetch_share(const void *base, size_t total, int lane) {
-  const size_t g = gridDim.x, each = (total + g * 16 - 1) / (g * 16) * 16;
-  const size_t b0 = blockIdx.x * each < total ? blockIdx.x * each : total;
-  l2_prefetch(base, b0, b0 + each < total ? b0 + each : total, lane);
-}
-
-/* This block's share of a later product's weights (the ahead hint) asked into L2 by
- * one warp: a hint, so it goes out before the wait and nothing waits for it. */
-__device__ __forceinline__ void prefetch_ahead(const gemv_params &p, int lane) {
-  prefetch_share(p.ahead_b, p.ahead_bb, lane);
-  prefetch_share(p.ahead_s, p.ahead_sb, lane);
-}
-
-/* The warp of each block that sends the ahead hint: the last (warp 0 sends TUNE_PREFETCH). */
-__device__ __forceinline__ bool sends_ahead(const gemv_params &p, int warp) {
-  return p.ahead_b != nullptr && warp == (int)(blockDim.x >> 5) - 1;
-}
-
 /*
  * Launched as a programmatic dependent of the kernel before it (where the stream
  * allows). The weights are constants — only A and Y depend on earlier work — so
@@ -644,7 +622,6 @@ __global__ void __launch_bounds__(MODE == kPlain ? kWarps * 32 : kMaxSplit * 32,
     prefetch_rows(p, b0, b1 < p.n ? b1 : p.n, lane);
   }
   if (p.tune & kEarly) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  if (sends_ahead(p, warp)) prefetch_ahead(p, lane);
   /* Rows past N read the last row (their results are dropped). */
   const int r0 = n0 + g < p.n ? n0 + g : p.n - 1;
   const int r1 = n0 + g + 8 < p.n ? n0 + g + 8 : p.n - 1;
@@ -858,7 +835,6 @@ __global__ void __launch_bounds__(OCC3 ? kWarps * 32 : kMaxSplit * 32, OCC3 ? 3 
     prefetch_rows(p, b0, b1 < p.n ? b1 : p.n, lane);
   }
   if (p.tune & kEarly) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  if (sends_ahead(p, warp)) prefetch_ahead(p, lane);
   const int r0 = n0 + g < p.n ? n0 + g : p.n - 1;
   const int r1 = n0 + g + 8 < p.n ? n0 + g + 8 : p.n - 1;
   const uint8_t *row0 = p.b + (size_t)r0 * p.row_bytes;
@@ -1070,12 +1046,6 @@ gemv_params make_params(const onyx__cuda_nbits_args *a) {
   p.gamma = static_cast<const uint16_t *>(a->gamma);
   p.sum = static_cast<uint16_t *>(a->sum);
   p.eps = a->epsilon;
-  if (a->ahead_b != nullptr) { /* the scales' hint only with the codes' */
-    p.ahead_b = a->ahead_b;
-    p.ahead_bb = a->ahead_b_bytes;
-    p.ahead_s = a->ahead_scales;
-    p.ahead_sb = a->ahead_scales != nullptr ? a->ahead_scales_bytes : 0;
-  }
   const uintptr_t rows = reinterpret_cast<uintptr_t>(a->a) | reinterpret_cast<uintptr_t>(a->skip) |
                          reinterpret_cast<uintptr_t>(a->gamma) |
                          reinterpret_cast<uintptr_t>(a->sum);

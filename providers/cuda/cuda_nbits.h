@@ -68,13 +68,6 @@ typedef struct onyx__cuda_nbits_args {
   const void *skip, *gamma;
   void *sum;
   float epsilon;
-  /* GEMV only, a hint: a later product's weights (codes and scales, device; NULL for
-   * none), asked into L2 before this one waits, shared over its blocks. Chained decode
-   * products each wait on their own weights' first HBM bytes; asked a product ahead,
-   * they are in L2 when it runs. Not yet used by the provider (the chain bench's
-   * "ahead" forms). */
-  const void *ahead_b, *ahead_scales;
-  size_t ahead_b_bytes, ahead_scales_bytes;
 } onyx__cuda_nbits_args;
 
 /* Dynamic shared memory the GEMV needs for these rows (an upper bound over its load

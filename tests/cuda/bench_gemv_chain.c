@@ -20,9 +20,7 @@
  * with ordinary launches (each kernel after the one before has ended: the isolated
  * figure); int4 v1 = the default and no-pdl on the per-weight-scale kernel, beside the
  * block-sum kernel (v2) that the others use (fp16: v1 forms = the default); occ2 = the
- * lm_head's v2 blocks two an SM, not three; ahead1/ahead2 (int4, also fused) = the
- * default, each launch also asking L2 for the weights of the product 1 or 2 places later
- * (at most 16 MB of them; cyclic, as the next step's first products); nk = fp16 W stored
+ * lm_head's v2 blocks two an SM, not three; nk = fp16 W stored
  * [N, K] (the transpose_weights layout, cuda_gemv_nk.cuh): default (the next kernel let in as
  * blocks end), early (at the start), pf (rows asked into L2 before the wait), g4 (four warps a
  * row), no-pdl. Every form's outputs
@@ -170,19 +168,13 @@ typedef struct form {
   bool nk; /* fp16 only: W as [N, K] */
   bool
       fused; /* int4 only: A made by the GEMV's prologue (RMSNormMatMulNBits, SiluMulMatMulNBits) */
-  int ahead; /* int4 only: asks L2 for the weights of the product this many places later */
 } form;
-
-/* The ahead hint covers at most this many bytes of a product's codes (and its scales of
- * the same rows): the lm_head's first rows, not its 76 MB. */
-#define AHEAD_MAX_BYTES (16u << 20)
 
 /* The fused form's shared inputs: X, skip and gamma of every norm, its S, and GU. */
 static struct { void *x, *skip, *gamma, *sum, *gu; } fin;
 
-/* next: the product whose weights the launch asks into L2 (NULL: none). */
-static cudaError_t prod_launch(const prod *p, const void *x, const form *f, const prod *next,
-                               int sms, cudaStream_t st) {
+static cudaError_t prod_launch(const prod *p, const void *x, const form *f, int sms,
+                               cudaStream_t st) {
   if (p->fp16) {
     onyx__cuda_gemv_args a = {.dtype = ONYX_DTYPE_FLOAT16,
                               .m = 1,
@@ -223,14 +215,6 @@ static cudaError_t prod_launch(const prod *p, const void *x, const form *f, cons
     a.gamma = fin.gamma;
     a.sum = fin.sum;
     a.epsilon = 1e-6f;
-  }
-  if (next != NULL) {
-    int64_t rows = (int64_t)(AHEAD_MAX_BYTES / (size_t)(next->kb * 16));
-    rows = rows < next->n ? rows : next->n;
-    a.ahead_b = next->b;
-    a.ahead_b_bytes = (size_t)(rows * next->kb * 16);
-    a.ahead_scales = next->s;
-    a.ahead_scales_bytes = (size_t)(rows * next->kb * 2);
   }
   return onyx__cuda_launch_nbits_gemv(&a, st);
 }
@@ -301,11 +285,7 @@ static double time_chain(prod *const *ps, int count, void *const *xs, const form
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < count; ++i) {
-    /* The product f->ahead places later (cyclic: the next replay's first ones). */
-    const int j = f->ahead > 0 ? (i + f->ahead) % count : i;
-    CHECK(prod_launch(ps[i], xs[i], f, j != i && !ps[i]->fp16 ? ps[j] : NULL, sms, st));
-  }
+  for (int i = 0; i < count; ++i) CHECK(prod_launch(ps[i], xs[i], f, sms, st));
   CHECK(cudaStreamEndCapture(st, &graph));
   CHECK(cudaGraphInstantiate(&exec, graph, 0));
   CHECK(cudaGraphLaunch(exec, st));
@@ -396,36 +376,32 @@ static const shape layer[4] = {{"qkv 1152x896", 1152, 896},
 static const shape lm_head = {"lm_head 151936x896", 151936, 896};
 
 static const form forms[] = {
-    {"no-pdl", 0, 0, true, false, false, 0},
+    {"no-pdl", 0, 0, true, false, false},
     {"late", ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2, ONYX__CUDA_GEMV_TUNE_SET, false,
-     false, false, 0},
+     false, false},
     {"early/u8", ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2 | ONYX__CUDA_NBITS_TUNE_EARLY,
      ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY | ONYX__CUDA_GEMV_TUNE_UNROLL8, false,
-     false, false, 0},
+     false, false},
     {"pf+early/a64",
      ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2 | ONYX__CUDA_NBITS_TUNE_PREFETCH |
          ONYX__CUDA_NBITS_TUNE_EARLY,
-     ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY | 2 << 4, false, false, false, 0},
+     ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY | 2 << 4, false, false, false},
     {"pf+early/u8a64",
      ONYX__CUDA_NBITS_TUNE_SET | ONYX__CUDA_NBITS_TUNE_V2 | ONYX__CUDA_NBITS_TUNE_PREFETCH |
          ONYX__CUDA_NBITS_TUNE_EARLY,
      ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY | ONYX__CUDA_GEMV_TUNE_UNROLL8 | 2 << 4,
-     false, false, false, 0},
-    {"default", 0, 0, false, false, false, 0},
-    {"v1 default", ONYX__CUDA_NBITS_TUNE_V1, 0, false, false, false, 0},
-    {"v1 no-pdl", ONYX__CUDA_NBITS_TUNE_V1, 0, true, false, false, 0},
-    {"occ2", ONYX__CUDA_NBITS_TUNE_OCC2, 0, false, false, false, 0},
-    {"fused default", 0, 0, false, false, true, 0},
-    {"fused no-pdl", 0, 0, true, false, true, 0},
-    {"nk default", 0, 0, false, true, false, 0},
-    {"nk early", 0, ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY, false, true, false, 0},
-    {"nk pf", 0, ONYX__CUDA_GEMV_TUNE_SET | 1 << 4, false, true, false, 0},
-    {"nk g4", 0, ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_NK_SPLIT4, false, true, false, 0},
-    {"nk no-pdl", 0, 0, true, true, false, 0},
-    {"ahead1", 0, 0, false, false, false, 1},
-    {"ahead2", 0, 0, false, false, false, 2},
-    {"fused ahead1", 0, 0, false, false, true, 1},
-    {"fused ahead2", 0, 0, false, false, true, 2},
+     false, false, false},
+    {"default", 0, 0, false, false, false},
+    {"v1 default", ONYX__CUDA_NBITS_TUNE_V1, 0, false, false, false},
+    {"v1 no-pdl", ONYX__CUDA_NBITS_TUNE_V1, 0, true, false, false},
+    {"occ2", ONYX__CUDA_NBITS_TUNE_OCC2, 0, false, false, false},
+    {"fused default", 0, 0, false, false, true},
+    {"fused no-pdl", 0, 0, true, false, true},
+    {"nk default", 0, 0, false, true, false},
+    {"nk early", 0, ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY, false, true, false},
+    {"nk pf", 0, ONYX__CUDA_GEMV_TUNE_SET | 1 << 4, false, true, false},
+    {"nk g4", 0, ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_NK_SPLIT4, false, true, false},
+    {"nk no-pdl", 0, 0, true, true, false},
 };
 #define FORMS (int)(sizeof forms / sizeof forms[0])
 
@@ -514,7 +490,7 @@ static void run_precision(int fp16, int layers, double copy, int sms, cudaStream
   printf("%-22s %-19s %9s %7s %7s %7s  %s\n", "what", "form", "us", "us/kern", "GB/s", "of copy",
          "rel err");
   for (int f = 0; f < FORMS; ++f) {
-    if ((forms[f].nk && !fp16) || ((forms[f].fused || forms[f].ahead) && fp16)) continue;
+    if ((forms[f].nk && !fp16) || (forms[f].fused && fp16)) continue;
     for (int i = 0; i < count; ++i)
       CHECK(cudaMemsetAsync(all[i].y, 0xFF, (size_t)all[i].n * 2, st));
     const double us = time_chain(ps, count, xs, &forms[f], sms, st);
@@ -543,7 +519,7 @@ static void run_precision(int fp16, int layers, double copy, int sms, cudaStream
     const char *name = s < 4 ? layer[s].name : lm_head.name;
     double default_us = 0;
     for (int f = 0; f < FORMS; ++f) {
-      if ((forms[f].nk && !fp16) || ((forms[f].fused || forms[f].ahead) && fp16)) continue;
+      if ((forms[f].nk && !fp16) || (forms[f].fused && fp16)) continue;
       CHECK(cudaMemsetAsync(sel[c - 1]->y, 0xFF, (size_t)sel[c - 1]->n * 2, st));
       const double us = time_chain(sel, c, sx, &forms[f], sms, st);
       CHECK(cudaStreamSynchronize(st));
@@ -608,8 +584,7 @@ static void run_precision(int fp16, int layers, double copy, int sms, cudaStream
                             (u ? ONYX__CUDA_GEMV_TUNE_UNROLL8 : 0) | ahead << 4,
                         false,
                         false,
-                        false,
-                        0};
+                        false};
         CHECK(cudaMemsetAsync(lm->y, 0xFF, (size_t)lm->n * 2, st));
         const double us = time_chain(&lm, 1, &lx, &f, sms, st);
         const double rel = prod_check(lm, hx896);
