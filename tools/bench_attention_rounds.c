@@ -153,13 +153,15 @@ static void shape_name(const shape *s, char *buf, size_t n) {
 static double column_rate(bench_op *op, int c) {
   if (c != COL_OP && !op->prefill) return 0.0;
   uint64_t ws;
+  const knobs was = {onyx__cuda_attn_hopper_variant, onyx__cuda_attn_hopper_schedule,
+                     onyx__cuda_attn_hopper_l2_hints};
   onyx__cuda_attn_hopper_variant = k_cols[c].variant;
   onyx__cuda_attn_hopper_schedule = k_cols[c].schedule;
   onyx__cuda_attn_hopper_l2_hints = k_cols[c].hints;
   const double r = rate(op, bench_op_time(op, &ws, false));
-  onyx__cuda_attn_hopper_variant = 0;
-  onyx__cuda_attn_hopper_schedule = 0;
-  onyx__cuda_attn_hopper_l2_hints = -1;
+  onyx__cuda_attn_hopper_variant = was.variant;
+  onyx__cuda_attn_hopper_schedule = was.schedule;
+  onyx__cuda_attn_hopper_l2_hints = was.hints;
   return r;
 }
 

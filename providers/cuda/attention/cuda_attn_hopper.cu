@@ -366,8 +366,8 @@ produce_item(const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv
   mbar_expect_tx(&q_full[qb], C::Q_BYTES);
 #pragma unroll
   for (int c = 0; c < C::CHUNKS; ++c)
-    tma_load_4d_hint(qs + qb * C::Q_BYTES + c * BM * 128, &tq, c * 64, it.m0, it.h, it.b,
-                     &q_full[qb], l2_policy(q_ev));
+    tma_load_4d(qs + qb * C::Q_BYTES + c * BM * 128, &tq, c * 64, it.m0, it.h, it.b, &q_full[qb],
+                l2_policy(q_ev));
   for (int j = 0; j < it.n_tiles; ++j, ++git) {
     const int n0 = (it.n_tiles - 1 - j) * BN, s = git % ST;
     const uint32_t ph = (uint32_t)(git / ST) & 1u;
@@ -375,14 +375,14 @@ produce_item(const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv
     mbar_expect_tx(&k_full[s], C::KV_BYTES);
 #pragma unroll
     for (int c = 0; c < C::CHUNKS; ++c)
-      tma_load_4d_hint(ks + s * C::KV_BYTES + c * BN * 128, &tk, c * 64, n0, it.g, it.b, &k_full[s],
-                       l2_policy(kv_ev));
+      tma_load_4d(ks + s * C::KV_BYTES + c * BN * 128, &tk, c * 64, n0, it.g, it.b, &k_full[s],
+                  l2_policy(kv_ev));
     mbar_wait(&v_empty[s], ph ^ 1u);
     mbar_expect_tx(&v_full[s], C::KV_BYTES);
 #pragma unroll
     for (int c = 0; c < C::CHUNKS; ++c)
-      tma_load_4d_hint(vs + s * C::KV_BYTES + c * BN * 128, &tv, c * 64, n0, it.g, it.b, &v_full[s],
-                       l2_policy(kv_ev));
+      tma_load_4d(vs + s * C::KV_BYTES + c * BN * 128, &tv, c * 64, n0, it.g, it.b, &v_full[s],
+                  l2_policy(kv_ev));
   }
   ++items;
 }

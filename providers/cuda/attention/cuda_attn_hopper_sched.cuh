@@ -62,7 +62,6 @@ inline Divisor make_divisor(uint32_t d) {
 /* The schedule of one launch, the same for every CTA. */
 struct Sched {
   int m_blocks;           /* row blocks of a head */
-  int heads;              /* batch · query heads */
   Divisor units_per_head; /* (m_blocks + 1) / 2 */
   int paired_heads;       /* heads [0, paired_heads) are dealt in units; 0: heavy first alone */
   int paired_units;       /* paired_heads · units_per_head */
@@ -140,7 +139,6 @@ ONYX_SCHED_FN bool next_item(const Sched &s, int G, int me, Cursor &c, int &bh, 
 inline Sched plan_sched(int m_blocks, int heads, int G, bool paired) {
   Sched s{};
   s.m_blocks = m_blocks;
-  s.heads = heads;
   const int per_head = (m_blocks + 1) / 2;
   s.units_per_head = make_divisor((uint32_t)per_head);
   if (paired && G > 0) {

@@ -57,18 +57,10 @@ __device__ __forceinline__ void tma_prefetch_map(const void *map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)map) : "memory");
 }
 /* A 4-D box of the tensor map at coordinates (c0 innermost .. c3) into shared memory,
- * completing `bar`'s transaction count. Out-of-range elements are zero-filled. */
+ * completing `bar`'s transaction count, under an L2 eviction policy (l2_policy).
+ * Out-of-range elements are zero-filled. */
 __device__ __forceinline__ void tma_load_4d(void *dst, const void *map, int c0, int c1, int c2,
-                                            int c3, uint64_t *bar) {
-  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(saddr(dst)),
-               "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(saddr(bar))
-               : "memory");
-}
-
-/* tma_load_4d with an L2 eviction policy (l2_policy). */
-__device__ __forceinline__ void tma_load_4d_hint(void *dst, const void *map, int c0, int c1, int c2,
-                                                 int c3, uint64_t *bar, uint64_t policy) {
+                                            int c3, uint64_t *bar, uint64_t policy) {
   asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
                ".L2::cache_hint [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(saddr(dst)),
                "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(saddr(bar)), "l"(policy)
