@@ -9,10 +9,9 @@
  *
  * Every round times each shape in turn: the op as the dispatcher routes it; for prefill
  * also the Hopper kernel unchained (onyx__cuda_attn_hopper_variant = 3: an item's first
- * Q·Kᵀ waits for the item before to end), with its paired schedule
- * (onyx__cuda_attn_hopper_schedule = 1), with loads without L2 eviction hints
- * (onyx__cuda_attn_hopper_l2_hints = 0), and unchained with plain loads (the kernel before
- * 2026-12-07), in an order rotated every round; and the anchor on the same shape, through one
+ * Q·Kᵀ waits for the item before to end) and with its K/V rings filled otherwise
+ * (onyx__cuda_attn_hopper_ring 1: K of the next key tile before V of this one, 2: three V
+ * buffers, 3: both), in an order rotated every round; and the anchor on the same shape, through one
  * Python process kept running (tools/torch_sdpa_serve.py, inputs made once per shape). All sides
  * use the same method: 10 warm-up calls, the median of 50 calls each between CUDA events. Even
  * rounds time Onyx first, odd rounds the anchor first. Printed: each round's numbers, then per
@@ -32,15 +31,16 @@
 #include "cuda_attn_impl.h"
 
 enum { MAX_ROUNDS = 15, N_SHAPES = 6 };
-/* Columns of a round: the op, unchained, paired, plain loads, old (unchained, heavy first,
- * plain: the kernel before 2026-12-07; prefill), the anchor. */
-enum { COL_OP, COL_UNCHAINED, COL_PAIRED, COL_PLAIN, COL_OLD, COL_ANCHOR, N_COLS };
+/* Columns of a round: the op, then prefill variants (unchained, the rings), the anchor. */
+enum { COL_OP, COL_UNCHAINED, COL_KAHEAD, COL_V3, COL_BOTH, COL_ANCHOR, N_COLS };
+static const char *const k_col_names[N_COLS] = {"onyx", "unchain", "k-ahead",
+                                                "v3",   "both",    "cudnn"};
 
 /* The Hopper kernel's knobs for each Onyx column (-1: the launch decides). */
 typedef struct knobs {
-  int variant, schedule, hints;
+  int variant, ring;
 } knobs;
-static const knobs k_cols[COL_ANCHOR] = {{0, 0, -1}, {3, 0, -1}, {0, 1, -1}, {0, 0, 0}, {3, 0, 0}};
+static const knobs k_cols[COL_ANCHOR] = {{0, -1}, {3, -1}, {0, 1}, {0, 2}, {0, 3}};
 
 /* kind, B, Hq, Hkv, S (prefill) or Skv (decode), D, and the bar (× cuDNN). */
 typedef struct shape {
@@ -153,15 +153,12 @@ static void shape_name(const shape *s, char *buf, size_t n) {
 static double column_rate(bench_op *op, int c) {
   if (c != COL_OP && !op->prefill) return 0.0;
   uint64_t ws;
-  const knobs was = {onyx__cuda_attn_hopper_variant, onyx__cuda_attn_hopper_schedule,
-                     onyx__cuda_attn_hopper_l2_hints};
+  const knobs was = {onyx__cuda_attn_hopper_variant, onyx__cuda_attn_hopper_ring};
   onyx__cuda_attn_hopper_variant = k_cols[c].variant;
-  onyx__cuda_attn_hopper_schedule = k_cols[c].schedule;
-  onyx__cuda_attn_hopper_l2_hints = k_cols[c].hints;
+  onyx__cuda_attn_hopper_ring = k_cols[c].ring;
   const double r = rate(op, bench_op_time(op, &ws, false));
   onyx__cuda_attn_hopper_variant = was.variant;
-  onyx__cuda_attn_hopper_schedule = was.schedule;
-  onyx__cuda_attn_hopper_l2_hints = was.hints;
+  onyx__cuda_attn_hopper_ring = was.ring;
   return r;
 }
 
@@ -180,19 +177,20 @@ static void run_round(int r, bench_op *ops, anchor *a, double (*out)[MAX_ROUNDS]
     o[COL_ANCHOR] = rate(op, r % 2 ? anchor_first : anchor_ms(a, op));
     char name[64];
     shape_name(&k_shapes[i], name, sizeof name);
-    printf(
-        "round %d %-34s onyx %7.1f unchained %7.1f paired %7.1f plain %7.1f old %7.1f cudnn %7.1f"
-        "  x cudnn %.3f\n",
-        r, name, o[COL_OP], o[COL_UNCHAINED], o[COL_PAIRED], o[COL_PLAIN], o[COL_OLD],
-        o[COL_ANCHOR], o[COL_ANCHOR] > 0.0 ? o[COL_OP] / o[COL_ANCHOR] : 0.0);
+    printf("round %d %-34s", r, name);
+    for (int c = 0; c < N_COLS; ++c) printf(" %s %7.1f", k_col_names[c], o[c]);
+    printf("  x cudnn %.3f\n", o[COL_ANCHOR] > 0.0 ? o[COL_OP] / o[COL_ANCHOR] : 0.0);
     fflush(stdout);
   }
 }
 
 static void print_summary(int rounds, double (*res)[MAX_ROUNDS][N_COLS]) {
-  printf("\n%-34s %7s %7s %7s %7s %7s %7s | %7s %7s %7s %7s %7s | %13s | %s\n",
-         "shape (bf16), medians of rounds", "onyx", "unchain", "paired", "plain", "old", "cudnn",
-         "x cudnn", "unch x", "pair x", "plain x", "old x", "round x min-max", "rounds at bar");
+  printf("\n%-34s", "shape (bf16), medians of rounds");
+  for (int c = 0; c < N_COLS; ++c) printf(" %7s", k_col_names[c]);
+  printf(" |");
+  for (int c = 0; c < COL_ANCHOR; ++c) printf(" %7.7s", k_col_names[c]);
+  printf(" | %13s | %s\n", "round x min-max", "rounds at bar");
+  printf("%-34s %*s | %*s\n", "", 8 * N_COLS - 1, "", 8 * COL_ANCHOR - 1, "(x cudnn)");
   for (int i = 0; i < N_SHAPES; ++i) {
     double col[N_COLS][MAX_ROUNDS], ratio[MAX_ROUNDS];
     int at_bar = 0;
@@ -212,11 +210,11 @@ static void print_summary(int rounds, double (*res)[MAX_ROUNDS][N_COLS]) {
     const double cd = med[COL_ANCHOR] > 0.0 ? med[COL_ANCHOR] : 1e300;
     char name[64];
     shape_name(&k_shapes[i], name, sizeof name);
-    printf("%-34s %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f | %7.3f %7.3f %7.3f %7.3f %7.3f | "
-           "%6.3f-%6.3f | %d of %d at >= %.1f (%s)\n",
-           name, med[COL_OP], med[COL_UNCHAINED], med[COL_PAIRED], med[COL_PLAIN], med[COL_OLD],
-           med[COL_ANCHOR], med[COL_OP] / cd, med[COL_UNCHAINED] / cd, med[COL_PAIRED] / cd,
-           med[COL_PLAIN] / cd, med[COL_OLD] / cd, hi > 0.0 ? lo : 0.0, hi, at_bar, rounds,
+    printf("%-34s", name);
+    for (int c = 0; c < N_COLS; ++c) printf(" %7.1f", med[c]);
+    printf(" |");
+    for (int c = 0; c < COL_ANCHOR; ++c) printf(" %7.3f", med[c] / cd);
+    printf(" | %6.3f-%6.3f | %d of %d at >= %.1f (%s)\n", hi > 0.0 ? lo : 0.0, hi, at_bar, rounds,
            k_shapes[i].bar, k_shapes[i].prefill ? "TFLOP/s" : "GB/s");
   }
 }

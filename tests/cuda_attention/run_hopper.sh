@@ -5,7 +5,10 @@
 # then the benchmark beside PyTorch SDPA (tools/torch_sdpa_gqa.py) in one table.
 # From the repository root, with .deps carried:
 #   sh tests/cuda_attention/run_hopper.sh [OUT_DIR]
-# ONYX_HOPPER_NCU=B,Hq,Hkv,S,D adds hardware counters of one launch of that prefill shape.
+# ONYX_HOPPER_NCU="B,Hq,Hkv,S,D[;B,Hq,Hkv,S,D...]" adds hardware counters (throughput,
+# pipes, memory, warp stall reasons) of one launch of each prefill shape.
+# ONYX_HOPPER_QUICK=1 runs only the Hopper tests and, with ONYX_HOPPER_ROUNDS=N, the
+# rounds bench (N rounds, beside cuDNN) with the SM clock and power sampled meanwhile.
 # Logs go to OUT_DIR (default build-hopper-gpu/logs); a summary to stdout. The build
 # lives in /tmp (kept while the machine stays warm).
 out=${1:-build-hopper-gpu/logs}
@@ -34,6 +37,33 @@ echo "hopper tests exit $rc"
 grep -E "route|bad=[1-9]|FAILED|PASSED|ERROR|Assert|assert|status|mismatch" "$out/test_hopper.log" |
   grep -v "bad=0" | sort | uniq -c | sort -rn | head -40
 [ $rc -eq 124 ] && { echo "hopper tests timed out: skipping the rest"; exit 1; }
+if [ -n "${ONYX_HOPPER_ROUNDS:-}" ]; then
+  # SM clock, power and throttle reasons every 200 ms while the rounds run.
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv,noheader -lms 200 >"$out/clocks.log" 2>&1 &
+  smi=$!
+  PYTHONUNBUFFERED=1 timeout 300 "$b/onyx_bench_attention_rounds" tools/torch_sdpa_serve.py \
+    "$ONYX_HOPPER_ROUNDS" >"$out/rounds.log" 2>&1
+  echo "rounds exit $?"
+  kill $smi 2>/dev/null
+  sed -n '/medians of rounds/,$p' "$out/rounds.log"
+  awk -F', ' '{split($2,c," "); split($3,w," "); if (c[1]+0 > 0) {n++; cs+=c[1]; ws+=w[1];
+    if (c[1] < lo || lo == 0) lo = c[1]}} END {if (n) printf "clocks: %d samples, SM mean %.0f MHz, min %d, power mean %.0f W\n", n, cs/n, lo, ws/n}' "$out/clocks.log"
+  cut -d, -f5 "$out/clocks.log" | sort | uniq -c | sort -rn | head -4
+fi
+if [ -n "${ONYX_HOPPER_NCU:-}" ]; then
+  # Hardware counters of one Hopper launch of each shape (clocks left alone).
+  echo "$ONYX_HOPPER_NCU" | tr ';' '\n' | while read -r shp; do
+    ONYX_BENCH_SHAPE=$shp timeout 150 ncu --clock-control none -k regex:hopper_kernel \
+      --launch-skip 3 -c 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
+      --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+      "$b/onyx_bench_attention_cuda" - >"$out/ncu_$shp.log" 2>&1
+    echo "ncu $shp exit $?"
+    grep -E "Duration|SM Frequency|Throughput|Busy|Pipe|Hit Rate|Executed Ipc|Stall|Warp Cycles|Eligible|Issued Warp|No Eligible|ERR|rror" \
+      "$out/ncu_$shp.log" | head -40
+  done
+fi
+[ "${ONYX_HOPPER_QUICK:-0}" = 1 ] && exit 0
 timeout 300 "$t" >"$out/test.log" 2>&1
 echo "full suite exit $?"
 grep -E "bad=[1-9]|FAILED|PASSED|ERROR|Assert|assert|status" "$out/test.log" | head -20
@@ -43,12 +73,3 @@ PYTHONUNBUFFERED=1 timeout 240 "$b/onyx_bench_attention_cuda" tools/torch_sdpa_g
 echo "bench exit $?"
 grep -E "^onyx prefill" "$out/bench.log"
 tail -11 "$out/bench.log"
-if [ -n "${ONYX_HOPPER_NCU:-}" ]; then
-  # Hardware counters of one Hopper launch of that shape (clocks left alone).
-  ONYX_BENCH_SHAPE=$ONYX_HOPPER_NCU timeout 150 ncu --clock-control none -k regex:hopper_kernel \
-    --launch-skip 3 -c 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
-    --section MemoryWorkloadAnalysis "$b/onyx_bench_attention_cuda" - >"$out/ncu.log" 2>&1
-  echo "ncu exit $?"
-  grep -E "Duration|Throughput|Busy|Pipe|Hit Rate|Bandwidth|Executed Ipc|ERR|rror" \
-    "$out/ncu.log" | head -30
-fi

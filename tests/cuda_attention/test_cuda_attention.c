@@ -1671,6 +1671,24 @@ static void test_hopper_gqa(void **state) {
       check_gqa(&many, seed + 9);
       expect_route("  240 items, plain loads", ONYX__CUDA_ROUTE_HOPPER);
       onyx__cuda_attn_hopper_l2_hints = -1;
+      /* The rings' other fillings: K of the next key tile before V of this one, three V
+       * buffers (ring phases then cycle by 3 against K's 2), both. */
+      static const char *const ring_names[3] = {"K ahead of V", "three V buffers",
+                                                "K ahead and three V buffers"};
+      for (int r = 1; r <= 3; ++r) {
+        char what[96];
+        onyx__cuda_attn_hopper_ring = r;
+        check_gqa(&deep, seed + 11);
+        snprintf(what, sizeof what, "  %s, %s", "1024 items", ring_names[r - 1]);
+        expect_route(what, ONYX__CUDA_ROUTE_HOPPER);
+        check_gqa(&many, seed + 9);
+        snprintf(what, sizeof what, "  %s, %s", "240 items", ring_names[r - 1]);
+        expect_route(what, ONYX__CUDA_ROUTE_HOPPER);
+        check_gqa(&cs[r], seed + (uint64_t)r);
+        snprintf(what, sizeof what, "  %s, %s", cs[r].name, ring_names[r - 1]);
+        expect_route(what, ONYX__CUDA_ROUTE_HOPPER);
+      }
+      onyx__cuda_attn_hopper_ring = -1;
       for (int i = 0; i < 4; ++i) {
         onyx__cuda_attn_force_hopper = -1;
         check_gqa(&cs[i], seed + (uint64_t)i);

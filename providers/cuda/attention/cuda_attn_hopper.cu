@@ -65,20 +65,49 @@ using namespace sm90;
 
 /* ------------------------------------------------------------------ configuration */
 
-template <int D> struct Cfg {
+/* How the K/V ring is laid out and filled: V tiles in v_stages buffers (K always in 2),
+ * and with k_ahead the producer loads key tile j + 1's K before tile j's V — the order
+ * the consumers need them in (S_{j+1} = Q·K_{j+1}ᵀ goes out with P_j·V_j). */
+template <int VST, bool KAHEAD> struct Ring {
+  static constexpr int v_stages = VST;
+  static constexpr bool k_ahead = KAHEAD;
+};
+using RingBase = Ring<2, false>;
+
+template <int D, typename R = RingBase> struct Cfg {
   static constexpr int BM = 128; /* query rows per CTA: 2 consumer warpgroups × 64 */
   static constexpr int BN = 128; /* keys per tile */
-  static constexpr int STAGES = 2;
+  static constexpr int KST = 2;  /* K buffers */
+  static constexpr int VST = R::v_stages;
   static constexpr int CHUNKS = D / 64; /* 64-column (128-byte) blocks of a row */
   static constexpr int THREADS = 384;
   static constexpr int Q_BYTES = BM * D * 2;  /* one of the two Q buffers */
   static constexpr int KV_BYTES = BN * D * 2; /* one K or V tile */
   static constexpr int K_OFF = 2 * Q_BYTES;
-  static constexpr int V_OFF = K_OFF + STAGES * KV_BYTES;
-  static constexpr int BAR_OFF = V_OFF + STAGES * KV_BYTES;
+  static constexpr int V_OFF = K_OFF + KST * KV_BYTES;
+  static constexpr int BAR_OFF = V_OFF + VST * KV_BYTES;
+  static constexpr int N_BARS = 4 + 2 * KST + 2 * VST;
   static constexpr int SMEM = BAR_OFF + 128 + 1024; /* barriers, alignment slack */
   static_assert(D % 64 == 0, "head size must be a multiple of 64");
+  static_assert(N_BARS * 8 <= 128, "barriers");
   static_assert(SMEM <= 227 * 1024, "shared memory of one CTA");
+};
+
+/* A CTA's shared memory: two Q buffers (item i uses buffer i & 1), the K and V rings and
+ * their barriers. */
+template <typename C> struct Tiles {
+  unsigned char *q, *k, *v;
+  uint64_t *q_full, *q_empty, *k_full, *k_empty, *v_full, *v_empty;
+  __device__ __forceinline__ explicit Tiles(unsigned char *smem)
+      : q(smem), k(smem + C::K_OFF), v(smem + C::V_OFF) {
+    uint64_t *bars = reinterpret_cast<uint64_t *>(smem + C::BAR_OFF);
+    q_full = bars;
+    q_empty = bars + 2;
+    k_full = bars + 4;
+    k_empty = k_full + C::KST;
+    v_full = k_empty + C::KST;
+    v_empty = v_full + C::VST;
+  }
 };
 
 /* Registers per thread after the split: 24 × 128 + 240 × 256 <= 64 K. */
@@ -347,50 +376,62 @@ __device__ __forceinline__ void copy_present(const onyx__cuda_attn_params &p, ui
                (int32_t)p.v_rs, static_cast<uint16_t *>(p.present_v), p, t);
 }
 
+/* One K/V tile load: key tile j (of n, visited from the last down) of item it into
+ * ring buffer g % STAGES, once the consumers have freed it (g counts tiles over the
+ * CTA's items). */
+template <typename C, int STAGES>
+__device__ __forceinline__ void load_tile(const CUtensorMap &tm, unsigned char *ring,
+                                          uint64_t *full, uint64_t *empty, const Item &it, int j,
+                                          int g, L2Evict ev) {
+  const int s = g % STAGES, n0 = (it.n_tiles - 1 - j) * C::BN;
+  mbar_wait(&empty[s], ((uint32_t)(g / STAGES) & 1u) ^ 1u);
+  mbar_expect_tx(&full[s], C::KV_BYTES);
+#pragma unroll
+  for (int c = 0; c < C::CHUNKS; ++c)
+    tma_load_4d(ring + s * C::KV_BYTES + c * C::BN * 128, &tm, c * 64, n0, it.g, it.b, &full[s],
+                l2_policy(ev));
+}
+
 /* The producer's loads of one item, in the consumers' order: its Q into buffer
- * items & 1, its key tiles from the last down through the ring. git and items count the
- * key tiles and non-empty items so far. */
-template <int D>
+ * items & 1, its key tiles from the last down through the rings (K_j, V_j; or with
+ * k_ahead K_0, then K_{j+1} before V_j). git and items count the key tiles and
+ * non-empty items so far. */
+template <int D, typename R>
 __device__ __forceinline__ void
 produce_item(const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv, const Item &it,
              unsigned char *smem, L2Evict q_ev, L2Evict kv_ev, int &git, int &items) {
-  using C = Cfg<D>;
-  constexpr int BM = C::BM, BN = C::BN, ST = C::STAGES;
-  unsigned char *qs = smem, *ks = smem + C::K_OFF, *vs = smem + C::V_OFF;
-  uint64_t *bars = reinterpret_cast<uint64_t *>(smem + C::BAR_OFF);
-  uint64_t *q_full = bars, *q_empty = bars + 2, *k_full = bars + 4, *v_full = bars + 4 + ST;
-  uint64_t *k_empty = bars + 4 + 2 * ST, *v_empty = bars + 4 + 3 * ST;
-  if (it.n_tiles == 0) return;
+  using C = Cfg<D, R>;
+  const Tiles<C> t(smem);
+  const int n = it.n_tiles;
+  if (n == 0) return;
   const int qb = items & 1;
-  mbar_wait(&q_empty[qb], ((uint32_t)(items >> 1) & 1u) ^ 1u);
-  mbar_expect_tx(&q_full[qb], C::Q_BYTES);
+  mbar_wait(&t.q_empty[qb], ((uint32_t)(items >> 1) & 1u) ^ 1u);
+  mbar_expect_tx(&t.q_full[qb], C::Q_BYTES);
 #pragma unroll
   for (int c = 0; c < C::CHUNKS; ++c)
-    tma_load_4d(qs + qb * C::Q_BYTES + c * BM * 128, &tq, c * 64, it.m0, it.h, it.b, &q_full[qb],
-                l2_policy(q_ev));
-  for (int j = 0; j < it.n_tiles; ++j, ++git) {
-    const int n0 = (it.n_tiles - 1 - j) * BN, s = git % ST;
-    const uint32_t ph = (uint32_t)(git / ST) & 1u;
-    mbar_wait(&k_empty[s], ph ^ 1u);
-    mbar_expect_tx(&k_full[s], C::KV_BYTES);
-#pragma unroll
-    for (int c = 0; c < C::CHUNKS; ++c)
-      tma_load_4d(ks + s * C::KV_BYTES + c * BN * 128, &tk, c * 64, n0, it.g, it.b, &k_full[s],
-                  l2_policy(kv_ev));
-    mbar_wait(&v_empty[s], ph ^ 1u);
-    mbar_expect_tx(&v_full[s], C::KV_BYTES);
-#pragma unroll
-    for (int c = 0; c < C::CHUNKS; ++c)
-      tma_load_4d(vs + s * C::KV_BYTES + c * BN * 128, &tv, c * 64, n0, it.g, it.b, &v_full[s],
-                  l2_policy(kv_ev));
+    tma_load_4d(t.q + qb * C::Q_BYTES + c * C::BM * 128, &tq, c * 64, it.m0, it.h, it.b,
+                &t.q_full[qb], l2_policy(q_ev));
+  if constexpr (R::k_ahead) {
+    load_tile<C, C::KST>(tk, t.k, t.k_full, t.k_empty, it, 0, git, kv_ev);
+    for (int j = 1; j < n; ++j) {
+      load_tile<C, C::KST>(tk, t.k, t.k_full, t.k_empty, it, j, git + j, kv_ev);
+      load_tile<C, C::VST>(tv, t.v, t.v_full, t.v_empty, it, j - 1, git + j - 1, kv_ev);
+    }
+    load_tile<C, C::VST>(tv, t.v, t.v_full, t.v_empty, it, n - 1, git + n - 1, kv_ev);
+  } else {
+    for (int j = 0; j < n; ++j) {
+      load_tile<C, C::KST>(tk, t.k, t.k_full, t.k_empty, it, j, git + j, kv_ev);
+      load_tile<C, C::VST>(tv, t.v, t.v_full, t.v_empty, it, j, git + j, kv_ev);
+    }
   }
+  git += n;
   ++items;
 }
 
 /* The producer's one thread: every TMA load, in the consumers' order (the schedule's
  * paired part, then its tail). It runs ahead into the next item (its Q into the other
- * buffer, its K/V through the ring) while the consumers finish the current one. */
-template <int D>
+ * buffer, its K/V through the rings) while the consumers finish the current one. */
+template <int D, typename R>
 __device__ __forceinline__ void produce(const CUtensorMap &tq, const CUtensorMap &tk,
                                         const CUtensorMap &tv, const onyx__cuda_attn_params &p,
                                         const Sched &sc, bool kv_evict_last, unsigned char *smem) {
@@ -405,29 +446,27 @@ __device__ __forceinline__ void produce(const CUtensorMap &tq, const CUtensorMap
   const L2Evict kv_ev = kv_evict_last ? L2Evict::last : L2Evict::normal;
   int git = 0, items = 0;
   for_each_item(sc, (int)gridDim.x, (int)blockIdx.x, [&](int bh, int mi) {
-    produce_item<D>(tq, tk, tv, item_of(p, bh, mi, BM, BN), smem, q_ev, kv_ev, git, items);
+    produce_item<D, R>(tq, tk, tv, item_of(p, bh, mi, BM, BN), smem, q_ev, kv_ev, git, items);
   });
 }
 
 /* ------------------------------------------------------------------ the kernel */
 
-template <typename T, int D, bool PING, bool CHAIN>
+template <typename T, int D, bool PING, bool CHAIN, typename R = RingBase>
 __global__ void __launch_bounds__(384, 1)
     hopper_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                   const __grid_constant__ CUtensorMap tv, const onyx__cuda_attn_params p,
                   const Sched sched, bool kv_evict_last) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = Cfg<D>;
-  constexpr int BM = C::BM, BN = C::BN, ST = C::STAGES;
+  using C = Cfg<D, R>;
+  constexpr int BM = C::BM, BN = C::BN, KST = C::KST, VST = C::VST;
   extern __shared__ unsigned char smem_raw[];
   /* 128-byte swizzled TMA boxes and wgmma descriptors assume 1024-byte aligned atoms. */
   unsigned char *smem = smem_raw + ((1024 - (saddr(smem_raw) & 1023)) & 1023);
-  unsigned char *qs = smem; /* two Q buffers: item i uses buffer i & 1 */
-  unsigned char *ks = smem + C::K_OFF;
-  unsigned char *vs = smem + C::V_OFF;
-  uint64_t *bars = reinterpret_cast<uint64_t *>(smem + C::BAR_OFF);
-  uint64_t *q_full = bars, *q_empty = bars + 2, *k_full = bars + 4, *v_full = bars + 4 + ST;
-  uint64_t *k_empty = bars + 4 + 2 * ST, *v_empty = bars + 4 + 3 * ST;
+  const Tiles<C> t(smem);
+  unsigned char *qs = t.q, *ks = t.k, *vs = t.v;
+  uint64_t *q_full = t.q_full, *q_empty = t.q_empty, *k_full = t.k_full, *v_full = t.v_full;
+  uint64_t *k_empty = t.k_empty, *v_empty = t.v_empty;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
 
@@ -436,10 +475,12 @@ __global__ void __launch_bounds__(384, 1)
       mbar_init(&q_full[b], 1);
       mbar_init(&q_empty[b], 8); /* one arrival per consumer warp */
     }
-    for (int s = 0; s < ST; ++s) {
+    for (int s = 0; s < KST; ++s) {
       mbar_init(&k_full[s], 1);
-      mbar_init(&v_full[s], 1);
       mbar_init(&k_empty[s], 8);
+    }
+    for (int s = 0; s < VST; ++s) {
+      mbar_init(&v_full[s], 1);
       mbar_init(&v_empty[s], 8);
     }
     mbar_fence_init();
@@ -453,7 +494,7 @@ __global__ void __launch_bounds__(384, 1)
     /* The warp index through a shuffle is provably warp-uniform: ptxas then keeps the
      * producer's loop state in uniform registers (without it, that loop spilled at 24). */
     if (__shfl_sync(0xffffffffu, warp, 0) == 0) {
-      if (lane == 0) produce<D>(tq, tk, tv, p, sched, kv_evict_last, smem);
+      if (lane == 0) produce<D, R>(tq, tk, tv, p, sched, kv_evict_last, smem);
     } else if (p.fill_present) {
       copy_present<D>(p, (uint32_t)tid - 32u);
     }
@@ -496,9 +537,9 @@ __global__ void __launch_bounds__(384, 1)
     if (!primed) {
       clear_state<D>(o, m, l);
       if (n > 0) {
-        const int s0 = git % ST, qb = items & 1;
+        const int s0 = git % KST, qb = items & 1;
         mbar_wait(&q_full[qb], (uint32_t)(items >> 1) & 1u);
-        mbar_wait(&k_full[s0], (uint32_t)(git / ST) & 1u);
+        mbar_wait(&k_full[s0], (uint32_t)(git / KST) & 1u);
         if (PING) bar_sync(my_turn, 256);
         wgmma_fence();
         qk_issue<T, D, BM, BN>(sc, q_addr, saddr(ks + s0 * C::KV_BYTES));
@@ -510,9 +551,9 @@ __global__ void __launch_bounds__(384, 1)
     }
 
     for (int j = 1; j < n; ++j) {
-      const int g = git + j, s = g % ST, sp = (g - 1) % ST, key0 = (n - 1 - j) * BN;
-      mbar_wait(&k_full[s], (uint32_t)(g / ST) & 1u);
-      mbar_wait(&v_full[sp], (uint32_t)((g - 1) / ST) & 1u);
+      const int g = git + j, s = g % KST, sp = (g - 1) % VST, key0 = (n - 1 - j) * BN;
+      mbar_wait(&k_full[s], (uint32_t)(g / KST) & 1u);
+      mbar_wait(&v_full[sp], (uint32_t)((g - 1) / VST) & 1u);
       if (j == 1 && rw.zero_from < BN)
         zero_rows<D, BN>(vs + sp * C::KV_BYTES, rw.zero_from, wg_tid, kBarWg + cw);
       rescale<D>(o, alpha); /* by the last softmax's factor: no P·V is in flight */
@@ -553,9 +594,9 @@ __global__ void __launch_bounds__(384, 1)
       /* Through a shuffle: provably warp-uniform, so ptxas keeps the wgmmas unserialized. */
       chain = __shfl_sync(0xffffffffu, (int)(n > 0 && more_n && nx.n_tiles > 0), 0) != 0;
     }
-    const int gl = git + n - 1, sl = gl % ST;
+    const int gl = git + n - 1, sl = gl % VST;
     if (n > 0) { /* the last tile's V, and the accumulator ready for its P·V */
-      mbar_wait(&v_full[sl], (uint32_t)(gl / ST) & 1u);
+      mbar_wait(&v_full[sl], (uint32_t)(gl / VST) & 1u);
       if (n == 1 && rw.zero_from < BN)
         zero_rows<D, BN>(vs + sl * C::KV_BYTES, rw.zero_from, wg_tid, kBarWg + cw);
       rescale<D>(o, alpha);
@@ -565,9 +606,9 @@ __global__ void __launch_bounds__(384, 1)
      * a WARPGROUP.DEPBAR after each HGMMA in the SASS). */
     if (chain) {
       /* The last P·V with the next item's first Q·Kᵀ. */
-      const int s0n = (git + n) % ST, qbn = (items + 1) & 1;
+      const int s0n = (git + n) % KST, qbn = (items + 1) & 1;
       mbar_wait(&q_full[qbn], (uint32_t)((items + 1) >> 1) & 1u);
-      mbar_wait(&k_full[s0n], (uint32_t)((git + n) / ST) & 1u);
+      mbar_wait(&k_full[s0n], (uint32_t)((git + n) / KST) & 1u);
       if (PING) bar_sync(my_turn, 256);
       wgmma_fence();
       pv_issue<T, D, BN>(o, pa, saddr(vs + sl * C::KV_BYTES));
@@ -666,22 +707,12 @@ static bool make_map(CUtensorMap *map, uint32_t dtype, const void *base, int64_t
  * falls back to the flash kernel. */
 constexpr cudaError_t kNotTaken = (cudaError_t)-1;
 
-template <typename T, int D>
-static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t stream) {
-  using C = Cfg<D>;
-  CUtensorMap tq, tk, tv;
-  if (!make_map(&tq, p.dtype, p.q, D, p.sq, p.nq, p.batch, p.q_ss, p.q_hs, p.q_bs, C::BM) ||
-      !make_map(&tk, p.dtype, p.k, D, p.kv_rows, p.nkv, p.batch, p.k_rs, p.k_gs, p.k_bs, C::BN) ||
-      !make_map(&tv, p.dtype, p.v, D, p.kv_rows, p.nkv, p.batch, p.v_rs, p.v_gs, p.v_bs, C::BN))
-    return kNotTaken;
-  /* The production kernel chains an item's first Q·Kᵀ to the last P·V of the item
-   * before (B4 S4096 on an H100, medians of 7 rotated rounds: 537 against 514 TFLOP/s
-   * unchained). Variants (tests and the benchmark): 1 no ping-pong between the consumers
-   * (unchained too), 3 unchained. */
-  const int v = onyx__cuda_attn_hopper_variant;
-  auto kern = v == 1   ? hopper_kernel<T, D, false, false>
-              : v == 3 ? hopper_kernel<T, D, true, false>
-                       : hopper_kernel<T, D, true, true>;
+template <typename T, int D, bool PING, bool CHAIN, typename R>
+static cudaError_t launch_kernel(const CUtensorMap &tq, const CUtensorMap &tk,
+                                 const CUtensorMap &tv, const onyx__cuda_attn_params &p, int sms,
+                                 cudaStream_t stream) {
+  using C = Cfg<D, R>;
+  auto kern = hopper_kernel<T, D, PING, CHAIN, R>;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
   if (e != cudaSuccess) return e;
   const int m_blocks = (p.sq + C::BM - 1) / C::BM, heads = p.batch * p.nq;
@@ -693,6 +724,28 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t
   const bool hints = onyx__cuda_attn_hopper_l2_hints != 0;
   kern<<<(unsigned)ctas, C::THREADS, C::SMEM, stream>>>(tq, tk, tv, p, sc, hints);
   return cudaGetLastError();
+}
+
+template <typename T, int D>
+static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t stream) {
+  constexpr int BM = Cfg<D>::BM, BN = Cfg<D>::BN;
+  CUtensorMap tq, tk, tv;
+  if (!make_map(&tq, p.dtype, p.q, D, p.sq, p.nq, p.batch, p.q_ss, p.q_hs, p.q_bs, BM) ||
+      !make_map(&tk, p.dtype, p.k, D, p.kv_rows, p.nkv, p.batch, p.k_rs, p.k_gs, p.k_bs, BN) ||
+      !make_map(&tv, p.dtype, p.v, D, p.kv_rows, p.nkv, p.batch, p.v_rs, p.v_gs, p.v_bs, BN))
+    return kNotTaken;
+  /* The production kernel chains an item's first Q·Kᵀ to the last P·V of the item
+   * before (B4 S4096 on an H100, medians of 7 rotated rounds: 537 against 514 TFLOP/s
+   * unchained). Variants (tests and the benchmark): 1 no ping-pong between the consumers
+   * (unchained too), 3 unchained; rings 1-3 (onyx__cuda_attn_hopper_ring) K ahead of V,
+   * 3 V buffers, both. */
+  const int v = onyx__cuda_attn_hopper_variant, ring = onyx__cuda_attn_hopper_ring;
+  if (v == 1) return launch_kernel<T, D, false, false, RingBase>(tq, tk, tv, p, sms, stream);
+  if (v == 3) return launch_kernel<T, D, true, false, RingBase>(tq, tk, tv, p, sms, stream);
+  if (ring == 1) return launch_kernel<T, D, true, true, Ring<2, true>>(tq, tk, tv, p, sms, stream);
+  if (ring == 2) return launch_kernel<T, D, true, true, Ring<3, false>>(tq, tk, tv, p, sms, stream);
+  if (ring == 3) return launch_kernel<T, D, true, true, Ring<3, true>>(tq, tk, tv, p, sms, stream);
+  return launch_kernel<T, D, true, true, RingBase>(tq, tk, tv, p, sms, stream);
 }
 
 /* Per device: 0 unknown, 1 the route runs here, 2 it does not; and its SM count. */

@@ -21,6 +21,7 @@ int onyx__cuda_attn_force_hopper = -1;
 int onyx__cuda_attn_hopper_variant = 0;
 int onyx__cuda_attn_hopper_schedule = 0;
 int onyx__cuda_attn_hopper_l2_hints = -1;
+int onyx__cuda_attn_hopper_ring = -1;
 int onyx__cuda_attn_force_decode = -1;
 int onyx__cuda_attn_decode_variant = 0;
 int onyx__cuda_attn_decode_split_keys = ONYX__CUDA_ATTN_DECODE_SPLIT_KEYS;
