@@ -7,7 +7,8 @@
 #   sh tests/cuda_attention/run_hopper.sh [OUT_DIR]
 # ONYX_HOPPER_NCU="B,Hq,Hkv,S,D[;B,Hq,Hkv,S,D...]" adds hardware counters (throughput,
 # pipes, memory, warp stall reasons) of one launch of each prefill shape.
-# ONYX_HOPPER_QUICK=1 runs only the Hopper tests and, with ONYX_HOPPER_ROUNDS=N, the
+# ONYX_HOPPER_TESTS=0 leaves the Hopper tests out (about 4 minutes: the float64
+# reference runs on the host). ONYX_HOPPER_QUICK=1 runs only the Hopper tests and, with ONYX_HOPPER_ROUNDS=N, the
 # rounds bench (N rounds, beside cuDNN) with the SM clock and power sampled meanwhile.
 # Logs go to OUT_DIR (default build-hopper-gpu/logs); a summary to stdout. The build
 # lives in /tmp (kept while the machine stays warm).
@@ -31,8 +32,8 @@ grep -oE "HGMMA\.[0-9x]+\.[A-Z0-9.]*|UTMALDG\.[0-9A-Z]*|USETMAXREG\.[A-Z.]*" "$o
   sort | uniq -c | tr '\n' ' '
 echo
 t=$b/onyx_cuda_attention_test
-ONYX_TEST_FILTER='test_hopper*' timeout 120 "$t" >"$out/test_hopper.log" 2>&1
-rc=$?
+rc=0
+[ "${ONYX_HOPPER_TESTS:-1}" = 1 ] && { ONYX_TEST_FILTER='test_hopper*' timeout 300 "$t" >"$out/test_hopper.log" 2>&1; rc=$?; }
 echo "hopper tests exit $rc"
 grep -E "route|bad=[1-9]|FAILED|PASSED|ERROR|Assert|assert|status|mismatch" "$out/test_hopper.log" |
   grep -v "bad=0" | sort | uniq -c | sort -rn | head -40
