@@ -8,10 +8,9 @@
  *   onyx_bench_attention_rounds [tools/torch_sdpa_serve.py | -] [rounds, default 5]
  *
  * Every round times each shape in turn: the op as the dispatcher routes it; for prefill
- * also the Hopper kernel unchained (onyx__cuda_attn_hopper_variant = 3: an item's first
- * Q·Kᵀ waits for the item before to end) and with its K/V rings filled otherwise
- * (onyx__cuda_attn_hopper_ring 1: K of the next key tile before V of this one, 2: three V
- * buffers, 3: both), in an order rotated every round; and the anchor on the same shape, through one
+ * also the Hopper kernel in tunings (onyx__cuda_attn_hopper_tune 1: K of the next key tile
+ * loaded before V of this one, 2: three V buffers, 4: lazy rescaling, 5: lazy with three V
+ * buffers), in an order rotated every round; and the anchor on the same shape, through one
  * Python process kept running (tools/torch_sdpa_serve.py, inputs made once per shape). All sides
  * use the same method: 10 warm-up calls, the median of 50 calls each between CUDA events. Even
  * rounds time Onyx first, odd rounds the anchor first. Printed: each round's numbers, then per
@@ -31,16 +30,16 @@
 #include "cuda_attn_impl.h"
 
 enum { MAX_ROUNDS = 15, N_SHAPES = 6 };
-/* Columns of a round: the op, then prefill variants (unchained, the rings), the anchor. */
-enum { COL_OP, COL_UNCHAINED, COL_KAHEAD, COL_V3, COL_BOTH, COL_ANCHOR, N_COLS };
-static const char *const k_col_names[N_COLS] = {"onyx", "unchain", "k-ahead",
-                                                "v3",   "both",    "cudnn"};
+/* Columns of a round: the op, then prefill variants (the tunings), the anchor. */
+enum { COL_OP, COL_KAHEAD, COL_V3, COL_LAZY, COL_LAZY_V3, COL_ANCHOR, N_COLS };
+static const char *const k_col_names[N_COLS] = {"onyx", "k-ahead", "v3",
+                                                "lazy", "lazy-v3", "cudnn"};
 
 /* The Hopper kernel's knobs for each Onyx column (-1: the launch decides). */
 typedef struct knobs {
-  int variant, ring;
+  int variant, tune;
 } knobs;
-static const knobs k_cols[COL_ANCHOR] = {{0, -1}, {3, -1}, {0, 1}, {0, 2}, {0, 3}};
+static const knobs k_cols[COL_ANCHOR] = {{0, -1}, {0, 1}, {0, 2}, {0, 4}, {0, 5}};
 
 /* kind, B, Hq, Hkv, S (prefill) or Skv (decode), D, and the bar (× cuDNN). */
 typedef struct shape {
@@ -153,12 +152,12 @@ static void shape_name(const shape *s, char *buf, size_t n) {
 static double column_rate(bench_op *op, int c) {
   if (c != COL_OP && !op->prefill) return 0.0;
   uint64_t ws;
-  const knobs was = {onyx__cuda_attn_hopper_variant, onyx__cuda_attn_hopper_ring};
+  const knobs was = {onyx__cuda_attn_hopper_variant, onyx__cuda_attn_hopper_tune};
   onyx__cuda_attn_hopper_variant = k_cols[c].variant;
-  onyx__cuda_attn_hopper_ring = k_cols[c].ring;
+  onyx__cuda_attn_hopper_tune = k_cols[c].tune;
   const double r = rate(op, bench_op_time(op, &ws, false));
   onyx__cuda_attn_hopper_variant = was.variant;
-  onyx__cuda_attn_hopper_ring = was.ring;
+  onyx__cuda_attn_hopper_tune = was.tune;
   return r;
 }
 

@@ -53,15 +53,22 @@ if [ -n "${ONYX_HOPPER_ROUNDS:-}" ]; then
   cut -d, -f5 "$out/clocks.log" | sort | uniq -c | sort -rn | head -4
 fi
 if [ -n "${ONYX_HOPPER_NCU:-}" ]; then
-  # Hardware counters of one Hopper launch of each shape (clocks left alone).
+  # Hardware counters of one Hopper launch of each shape (clocks left alone), and the
+  # warp-stall samples per SASS instruction (where the consumers wait) as CSV.
+  nvidia-smi -q -d POWER | grep -E "Power Limit|Power Draw" | head -6
   echo "$ONYX_HOPPER_NCU" | tr ';' '\n' | while read -r shp; do
-    ONYX_BENCH_SHAPE=$shp timeout 150 ncu --clock-control none -k regex:hopper_kernel \
+    tag=$(echo "$shp" | tr ',' 'x')
+    ONYX_BENCH_SHAPE=$shp timeout 200 ncu --clock-control none -k regex:hopper_kernel \
       --launch-skip 3 -c 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
       --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
-      "$b/onyx_bench_attention_cuda" - >"$out/ncu_$shp.log" 2>&1
+      --section SourceCounters -f -o "/tmp/ncu_$tag" "$b/onyx_bench_attention_cuda" - \
+      >"$out/ncu_run_$tag.log" 2>&1
     echo "ncu $shp exit $?"
-    grep -E "Duration|SM Frequency|Throughput|Busy|Pipe|Hit Rate|Executed Ipc|Stall|Warp Cycles|Eligible|Issued Warp|No Eligible|ERR|rror" \
-      "$out/ncu_$shp.log" | head -40
+    ncu -i "/tmp/ncu_$tag.ncu-rep" --print-details all >"$out/ncu_$tag.log" 2>&1
+    ncu -i "/tmp/ncu_$tag.ncu-rep" --page source --csv --print-source sass \
+      >"$out/ncu_src_$tag.csv" 2>&1
+    grep -E "Duration|SM Frequency|Compute \(SM\)|Issue Slots|Hit Rate|No Eligible|Warp Cycles Per Issued|Stall" \
+      "$out/ncu_$tag.log" | head -40
   done
 fi
 [ "${ONYX_HOPPER_QUICK:-0}" = 1 ] && exit 0

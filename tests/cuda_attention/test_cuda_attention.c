@@ -1671,24 +1671,26 @@ static void test_hopper_gqa(void **state) {
       check_gqa(&many, seed + 9);
       expect_route("  240 items, plain loads", ONYX__CUDA_ROUTE_HOPPER);
       onyx__cuda_attn_hopper_l2_hints = -1;
-      /* The rings' other fillings: K of the next key tile before V of this one, three V
-       * buffers (ring phases then cycle by 3 against K's 2), both. */
-      static const char *const ring_names[3] = {"K ahead of V", "three V buffers",
-                                                "K ahead and three V buffers"};
-      for (int r = 1; r <= 3; ++r) {
+      /* The tunings: K of the next key tile before V of this one, three V buffers (ring
+       * phases then cycle by 3 against K's 2), both, lazy rescaling, lazy with three V
+       * buffers. The large cases for each; the small ones in turn. */
+      static const char *const tune_names[5] = {"K ahead of V", "three V buffers",
+                                                "K ahead and three V buffers", "lazy rescaling",
+                                                "lazy, three V buffers"};
+      for (int r = 1; r <= 5; ++r) {
         char what[96];
-        onyx__cuda_attn_hopper_ring = r;
+        onyx__cuda_attn_hopper_tune = r;
         check_gqa(&deep, seed + 11);
-        snprintf(what, sizeof what, "  %s, %s", "1024 items", ring_names[r - 1]);
+        snprintf(what, sizeof what, "  %s, %s", "1024 items", tune_names[r - 1]);
         expect_route(what, ONYX__CUDA_ROUTE_HOPPER);
         check_gqa(&many, seed + 9);
-        snprintf(what, sizeof what, "  %s, %s", "240 items", ring_names[r - 1]);
+        snprintf(what, sizeof what, "  %s, %s", "240 items", tune_names[r - 1]);
         expect_route(what, ONYX__CUDA_ROUTE_HOPPER);
-        check_gqa(&cs[r], seed + (uint64_t)r);
-        snprintf(what, sizeof what, "  %s, %s", cs[r].name, ring_names[r - 1]);
+        check_gqa(&cs[r % 4], seed + (uint64_t)r);
+        snprintf(what, sizeof what, "  %s, %s", cs[r % 4].name, tune_names[r - 1]);
         expect_route(what, ONYX__CUDA_ROUTE_HOPPER);
       }
-      onyx__cuda_attn_hopper_ring = -1;
+      onyx__cuda_attn_hopper_tune = -1;
       for (int i = 0; i < 4; ++i) {
         onyx__cuda_attn_force_hopper = -1;
         check_gqa(&cs[i], seed + (uint64_t)i);

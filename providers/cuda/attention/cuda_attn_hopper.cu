@@ -65,16 +65,22 @@ using namespace sm90;
 
 /* ------------------------------------------------------------------ configuration */
 
-/* How the K/V ring is laid out and filled: V tiles in v_stages buffers (K always in 2),
- * and with k_ahead the producer loads key tile j + 1's K before tile j's V — the order
- * the consumers need them in (S_{j+1} = Q·K_{j+1}ᵀ goes out with P_j·V_j). */
-template <int VST, bool KAHEAD> struct Ring {
+/* Tunings of the kernel: V tiles in v_stages buffers (K always in 2); with k_ahead the
+ * producer loads key tile j + 1's K before tile j's V — the order the consumers need
+ * them in (S_{j+1} = Q·K_{j+1}ᵀ goes out with P_j·V_j); with lazy the running maximum
+ * moves only when a tile's exceeds it by more than kLazyLog2, so most tiles leave the
+ * accumulator unscaled. */
+template <int VST, bool KAHEAD, bool LAZY> struct Tune {
   static constexpr int v_stages = VST;
   static constexpr bool k_ahead = KAHEAD;
+  static constexpr bool lazy = LAZY;
 };
-using RingBase = Ring<2, false>;
+using TuneBase = Tune<2, false, false>;
+/* Probabilities then reach at most 2^8 before the row sum divides them out: far inside
+ * the range of fp16/bf16 (P) and fp32 (O, l). */
+constexpr float kLazyLog2 = 8.0f;
 
-template <int D, typename R = RingBase> struct Cfg {
+template <int D, typename R = TuneBase> struct Cfg {
   static constexpr int BM = 128; /* query rows per CTA: 2 consumer warpgroups × 64 */
   static constexpr int BN = 128; /* keys per tile */
   static constexpr int KST = 2;  /* K buffers */
@@ -177,7 +183,7 @@ __device__ __forceinline__ void pv_issue(float (&o)[D / 2], const uint32_t (&pa)
 /* Online softmax of one score tile in place: masks keys at or past each row's limit when
  * `masked`, updates the running max m and sum l (log2 domain), turns the scores into
  * probabilities and returns the factor the accumulator must be scaled by. */
-template <int BN>
+template <int BN, bool LAZY>
 __device__ __forceinline__ void softmax_tile(float (&sc)[BN / 2], float (&m)[2], float (&l)[2],
                                              float (&alpha)[2], const int (&lim)[2], int key0,
                                              bool masked, float sl2) {
@@ -198,7 +204,10 @@ __device__ __forceinline__ void softmax_tile(float (&sc)[BN / 2], float (&m)[2],
     float mx = fmaxf(fmaxf(mp[0], mp[1]), fmaxf(mp[2], mp[3]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float mnew = fmaxf(m[r], mx * sl2);
+    float mnew = fmaxf(m[r], mx * sl2);
+    /* Lazy: keep the old maximum while the new one is within kLazyLog2 of it (-inf, the
+     * start, never is: the difference is +inf, or NaN when both are -inf). */
+    if (LAZY && mnew - m[r] <= kLazyLog2) mnew = m[r];
     const float muse = mnew == -INFINITY ? 0.0f : mnew;
     alpha[r] = ex2(m[r] - muse);
     m[r] = mnew;
@@ -224,7 +233,10 @@ __device__ __forceinline__ void to_operand(const float (&sc)[BN / 2], uint32_t (
   }
 }
 
-template <int D> __device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&a)[2]) {
+template <int D, bool LAZY>
+__device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&a)[2]) {
+  /* Lazy: most tiles left the maximum, so every factor of the warp is 1. */
+  if (LAZY && !__any_sync(0xffffffffu, a[0] != 1.0f || a[1] != 1.0f)) return;
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) {
     o[4 * i + 0] *= a[0];
@@ -320,7 +332,8 @@ __device__ __forceinline__ void first_softmax(float (&sc)[BN / 2], uint32_t (&pa
     if (n == 1) mbar_arrive(q_empty);
   }
   const int key_top = (n - 1) * BN;
-  softmax_tile<BN>(sc, m, l, alpha, rw.lim, key_top, key_top + BN > rw.first_lim, sl2);
+  /* An item's first tile: m is -inf, so lazy or not is the same. */
+  softmax_tile<BN, false>(sc, m, l, alpha, rw.lim, key_top, key_top + BN > rw.first_lim, sl2);
   to_operand<T, BN>(sc, pa);
 }
 
@@ -452,7 +465,7 @@ __device__ __forceinline__ void produce(const CUtensorMap &tq, const CUtensorMap
 
 /* ------------------------------------------------------------------ the kernel */
 
-template <typename T, int D, bool PING, bool CHAIN, typename R = RingBase>
+template <typename T, int D, bool PING, bool CHAIN, typename R = TuneBase>
 __global__ void __launch_bounds__(384, 1)
     hopper_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                   const __grid_constant__ CUtensorMap tv, const onyx__cuda_attn_params p,
@@ -556,7 +569,7 @@ __global__ void __launch_bounds__(384, 1)
       mbar_wait(&v_full[sp], (uint32_t)((g - 1) / VST) & 1u);
       if (j == 1 && rw.zero_from < BN)
         zero_rows<D, BN>(vs + sp * C::KV_BYTES, rw.zero_from, wg_tid, kBarWg + cw);
-      rescale<D>(o, alpha); /* by the last softmax's factor: no P·V is in flight */
+      rescale<D, R::lazy>(o, alpha); /* by the last softmax's factor: no P·V is in flight */
       if (PING) bar_sync(my_turn, 256);
       wgmma_fence();
       qk_issue<T, D, BM, BN>(sc, q_addr, saddr(ks + s * C::KV_BYTES));
@@ -571,7 +584,7 @@ __global__ void __launch_bounds__(384, 1)
         mbar_arrive(&k_empty[s]);
         if (j == n - 1) mbar_arrive(&q_empty[items & 1]); /* the item's last use of Q */
       }
-      softmax_tile<BN>(sc, m, l, alpha, rw.lim, key0, key0 + BN > rw.first_lim, sl2);
+      softmax_tile<BN, R::lazy>(sc, m, l, alpha, rw.lim, key0, key0 + BN > rw.first_lim, sl2);
       wgmma_wait<0>();
       fence_regs(o);
       __syncwarp();
@@ -599,7 +612,7 @@ __global__ void __launch_bounds__(384, 1)
       mbar_wait(&v_full[sl], (uint32_t)(gl / VST) & 1u);
       if (n == 1 && rw.zero_from < BN)
         zero_rows<D, BN>(vs + sl * C::KV_BYTES, rw.zero_from, wg_tid, kBarWg + cw);
-      rescale<D>(o, alpha);
+      rescale<D, R::lazy>(o, alpha);
     }
     /* Two whole branches, each with its own waits and releases: with one shared tail
      * after them ptxas serializes every wgmma of the chained kernel (no C7520 note;
@@ -737,15 +750,25 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t
   /* The production kernel chains an item's first Q·Kᵀ to the last P·V of the item
    * before (B4 S4096 on an H100, medians of 7 rotated rounds: 537 against 514 TFLOP/s
    * unchained). Variants (tests and the benchmark): 1 no ping-pong between the consumers
-   * (unchained too), 3 unchained; rings 1-3 (onyx__cuda_attn_hopper_ring) K ahead of V,
-   * 3 V buffers, both. */
-  const int v = onyx__cuda_attn_hopper_variant, ring = onyx__cuda_attn_hopper_ring;
-  if (v == 1) return launch_kernel<T, D, false, false, RingBase>(tq, tk, tv, p, sms, stream);
-  if (v == 3) return launch_kernel<T, D, true, false, RingBase>(tq, tk, tv, p, sms, stream);
-  if (ring == 1) return launch_kernel<T, D, true, true, Ring<2, true>>(tq, tk, tv, p, sms, stream);
-  if (ring == 2) return launch_kernel<T, D, true, true, Ring<3, false>>(tq, tk, tv, p, sms, stream);
-  if (ring == 3) return launch_kernel<T, D, true, true, Ring<3, true>>(tq, tk, tv, p, sms, stream);
-  return launch_kernel<T, D, true, true, RingBase>(tq, tk, tv, p, sms, stream);
+   * (unchained too), 3 unchained; tunings (onyx__cuda_attn_hopper_tune) 1 K ahead of V,
+   * 2 three V buffers, 3 both, 4 lazy rescaling, 5 lazy with three V buffers. */
+  const int v = onyx__cuda_attn_hopper_variant, tune = onyx__cuda_attn_hopper_tune;
+  if (v == 1) return launch_kernel<T, D, false, false, TuneBase>(tq, tk, tv, p, sms, stream);
+  if (v == 3) return launch_kernel<T, D, true, false, TuneBase>(tq, tk, tv, p, sms, stream);
+  switch (tune) {
+  case 1:
+    return launch_kernel<T, D, true, true, Tune<2, true, false>>(tq, tk, tv, p, sms, stream);
+  case 2:
+    return launch_kernel<T, D, true, true, Tune<3, false, false>>(tq, tk, tv, p, sms, stream);
+  case 3:
+    return launch_kernel<T, D, true, true, Tune<3, true, false>>(tq, tk, tv, p, sms, stream);
+  case 4:
+    return launch_kernel<T, D, true, true, Tune<2, false, true>>(tq, tk, tv, p, sms, stream);
+  case 5:
+    return launch_kernel<T, D, true, true, Tune<3, false, true>>(tq, tk, tv, p, sms, stream);
+  default:
+    return launch_kernel<T, D, true, true, TuneBase>(tq, tk, tv, p, sms, stream);
+  }
 }
 
 /* Per device: 0 unknown, 1 the route runs here, 2 it does not; and its SM count. */

@@ -200,10 +200,10 @@ extern int onyx__cuda_attn_hopper_schedule;
 /* Tests and the benchmark only: 0 makes the Hopper kernel's loads plain (else K/V ask L2
  * for evict_last, Q for evict_first). */
 extern int onyx__cuda_attn_hopper_l2_hints;
-/* Tests and the benchmark only: how the Hopper kernel fills its K/V rings (1: K of the
- * next key tile before V of this one; 2: three V buffers; 3: both; else the launch
- * decides). */
-extern int onyx__cuda_attn_hopper_ring;
+/* Tests and the benchmark only: a tuning of the Hopper kernel (1: K of the next key tile
+ * loaded before V of this one; 2: three V buffers; 3: both; 4: lazy rescaling of the
+ * accumulator; 5: lazy with three V buffers; else the launch decides). */
+extern int onyx__cuda_attn_hopper_tune;
 /* Tests and the benchmark only: 0 keeps the first prompt's present write in the fill
  * launch (otherwise the Hopper kernel writes it wherever it takes the problem). */
 extern int onyx__cuda_attn_fused_present;
