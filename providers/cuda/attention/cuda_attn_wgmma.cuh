@@ -112,6 +112,14 @@ __device__ __forceinline__ void wgmma_commit() {
 template <int N> __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+/* wgmma_wait<N> that stays after the computation of x. ptxas moves a wait_group above
+ * arithmetic it does not depend on: the Hopper prefill's softmax of one tile then ran
+ * after the wait for the P·V it was meant to overlap. A warp-uniform branch on x (taken
+ * only when some lane's x is NaN: a pause) ends the block before the wait. */
+template <int N> __device__ __forceinline__ void wgmma_wait_after(float x) {
+  if (__any_sync(0xffffffffu, x != x)) asm volatile("nanosleep.u32 0;\n" ::: "memory");
+  wgmma_wait<N>();
+}
 /* Keeps the compiler from moving accesses to accumulator registers across a wgmma
  * issue or wait. */
 template <int N> __device__ __forceinline__ void fence_regs(float (&r)[N]) {
