@@ -9,14 +9,14 @@
  *
  * Every round times each shape in turn: the op as the dispatcher routes it; for prefill
  * also the Hopper kernel in tunings (onyx__cuda_attn_hopper_tune 6: the wait for P·V
- * hoisted above the softmax, as before 2026-12-07; 2: three V buffers; 4: lazy rescaling;
- * 5: lazy with three V buffers), in an order rotated every round; and the anchor on the same shape,
- * through one Python process kept running (tools/torch_sdpa_serve.py, inputs made once per shape).
- * All sides use the same method: 10 warm-up calls, the median of 50 calls each between CUDA events.
- * Even rounds time Onyx first, odd rounds the anchor first. Printed: each round's numbers, then per
- * shape each side's median over the rounds, the ratio of the medians, the smallest and largest
- * round ratio and how many rounds reach the issue's bar. No thresholds are enforced: numbers to
- * read.
+ * hoisted above the softmax, as before 2026-12-07; 4: lazy rescaling; 7: lazy with the
+ * hoisted wait; 5: lazy with three V buffers), in an order rotated every round; and the anchor on
+ * the same shape, through one Python process kept running (tools/torch_sdpa_serve.py, inputs made
+ * once per shape). All sides use the same method: 10 warm-up calls, the median of 50 calls each
+ * between CUDA events. Even rounds time Onyx first, odd rounds the anchor first. Printed: each
+ * round's numbers, then per shape each side's median over the rounds, the ratio of the medians, the
+ * smallest and largest round ratio and how many rounds reach the issue's bar. No thresholds are
+ * enforced: numbers to read.
  */
 #include <signal.h>
 #include <stdbool.h>
@@ -31,15 +31,15 @@
 
 enum { MAX_ROUNDS = 15, N_SHAPES = 6 };
 /* Columns of a round: the op, then prefill variants (the tunings), the anchor. */
-enum { COL_OP, COL_HOISTED, COL_V3, COL_LAZY, COL_LAZY_V3, COL_ANCHOR, N_COLS };
-static const char *const k_col_names[N_COLS] = {"onyx", "hoisted", "v3",
-                                                "lazy", "lazy-v3", "cudnn"};
+enum { COL_OP, COL_HOISTED, COL_LAZY, COL_LAZY_HOISTED, COL_LAZY_V3, COL_ANCHOR, N_COLS };
+static const char *const k_col_names[N_COLS] = {"onyx",    "hoisted", "lazy",
+                                                "lazy-ho", "lazy-v3", "cudnn"};
 
 /* The Hopper kernel's knobs for each Onyx column (-1: the launch decides). */
 typedef struct knobs {
   int variant, tune;
 } knobs;
-static const knobs k_cols[COL_ANCHOR] = {{0, -1}, {0, 6}, {0, 2}, {0, 4}, {0, 5}};
+static const knobs k_cols[COL_ANCHOR] = {{0, -1}, {0, 6}, {0, 4}, {0, 7}, {0, 5}};
 
 /* kind, B, Hq, Hkv, S (prefill) or Skv (decode), D, and the bar (× cuDNN). */
 typedef struct shape {

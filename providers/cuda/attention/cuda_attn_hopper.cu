@@ -757,7 +757,7 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t
    * unchained). Variants (tests and the benchmark): 1 no ping-pong between the consumers
    * (unchained too), 3 unchained; tunings (onyx__cuda_attn_hopper_tune) 1 K ahead of V,
    * 2 three V buffers, 3 both, 4 lazy rescaling, 5 lazy with three V buffers, 6 the wait
-   * for P·V left where ptxas puts it (before the softmax). */
+   * for P·V left where ptxas puts it (before the softmax), 7 lazy with that wait. */
   const int v = onyx__cuda_attn_hopper_variant, tune = onyx__cuda_attn_hopper_tune;
   if (v == 1) return launch_kernel<T, D, false, false, TuneBase>(tq, tk, tv, p, sms, stream);
   if (v == 3) return launch_kernel<T, D, true, false, TuneBase>(tq, tk, tv, p, sms, stream);
@@ -774,6 +774,8 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t
     return launch_kernel<T, D, true, true, Tune<3, false, true>>(tq, tk, tv, p, sms, stream);
   case 6:
     return launch_kernel<T, D, true, true, Tune<2, false, false, true>>(tq, tk, tv, p, sms, stream);
+  case 7:
+    return launch_kernel<T, D, true, true, Tune<2, false, true, true>>(tq, tk, tv, p, sms, stream);
   default:
     return launch_kernel<T, D, true, true, TuneBase>(tq, tk, tv, p, sms, stream);
   }
