@@ -9,8 +9,8 @@
  *
  * Every round times each shape in turn: the op as the dispatcher routes it; for prefill
  * also the Hopper kernel in tunings (onyx__cuda_attn_hopper_tune 6: the wait for P·V
- * hoisted above the softmax, as before 2026-12-07; 4: lazy rescaling; 7: lazy with the
- * hoisted wait; 5: lazy with three V buffers), in an order rotated every round; and the anchor on
+ * kept after the softmax; 4: lazy rescaling; 7: lazy with that wait; 5: lazy with three V
+ * buffers), in an order rotated every round; and the anchor on
  * the same shape, through one Python process kept running (tools/torch_sdpa_serve.py, inputs made
  * once per shape). All sides use the same method: 10 warm-up calls, the median of 50 calls each
  * between CUDA events. Even rounds time Onyx first, odd rounds the anchor first. Printed: each
@@ -31,9 +31,9 @@
 
 enum { MAX_ROUNDS = 15, N_SHAPES = 6 };
 /* Columns of a round: the op, then prefill variants (the tunings), the anchor. */
-enum { COL_OP, COL_HOISTED, COL_LAZY, COL_LAZY_HOISTED, COL_LAZY_V3, COL_ANCHOR, N_COLS };
-static const char *const k_col_names[N_COLS] = {"onyx",    "hoisted", "lazy",
-                                                "lazy-ho", "lazy-v3", "cudnn"};
+enum { COL_OP, COL_ORDERED, COL_LAZY, COL_LAZY_ORDERED, COL_LAZY_V3, COL_ANCHOR, N_COLS };
+static const char *const k_col_names[N_COLS] = {"onyx",    "ordered", "lazy",
+                                                "lazy-or", "lazy-v3", "cudnn"};
 
 /* The Hopper kernel's knobs for each Onyx column (-1: the launch decides). */
 typedef struct knobs {

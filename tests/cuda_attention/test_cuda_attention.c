@@ -1673,12 +1673,12 @@ static void test_hopper_gqa(void **state) {
       onyx__cuda_attn_hopper_l2_hints = -1;
       /* The tunings: K of the next key tile before V of this one, three V buffers (ring
        * phases then cycle by 3 against K's 2), both, lazy rescaling, lazy with three V
-       * buffers, the wait for P·V where ptxas puts it. The large cases for each; the small
-       * ones in turn. */
+       * buffers, the wait for P·V kept after the softmax, lazy with that wait. The large
+       * cases for each; the small ones in turn. */
       static const char *const tune_names[7] = {
           "K ahead of V",          "three V buffers",       "K ahead and three V buffers",
-          "lazy rescaling",        "lazy, three V buffers", "the wait for P·V hoisted",
-          "lazy, the wait hoisted"};
+          "lazy rescaling",        "lazy, three V buffers", "the wait for P·V ordered",
+          "lazy, the wait ordered"};
       for (int r = 1; r <= 7; ++r) {
         char what[96];
         onyx__cuda_attn_hopper_tune = r;

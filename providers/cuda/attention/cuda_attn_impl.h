@@ -202,8 +202,8 @@ extern int onyx__cuda_attn_hopper_schedule;
 extern int onyx__cuda_attn_hopper_l2_hints;
 /* Tests and the benchmark only: a tuning of the Hopper kernel (1: K of the next key tile
  * loaded before V of this one; 2: three V buffers; 3: both; 4: lazy rescaling of the
- * accumulator; 5: lazy with three V buffers; 6: the wait for P·V hoisted by ptxas above
- * the softmax, as before 2026-12-07; 7: lazy with that wait; else the launch decides). */
+ * accumulator; 5: lazy with three V buffers; 6: the wait for P·V kept after the softmax
+ * (ptxas otherwise hoists it above); 7: lazy with that wait; else the launch decides). */
 extern int onyx__cuda_attn_hopper_tune;
 /* Tests and the benchmark only: 0 keeps the first prompt's present write in the fill
  * launch (otherwise the Hopper kernel writes it wherever it takes the problem). */
