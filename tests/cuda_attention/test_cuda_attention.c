@@ -1673,8 +1673,9 @@ static void test_hopper_gqa(void **state) {
       onyx__cuda_attn_hopper_l2_hints = -1;
       /* The tunings: K of the next key tile before V of this one, three V buffers (ring
        * phases then cycle by 3 against K's 2), both, lazy rescaling, lazy with three V
-       * buffers, the wait for P·V kept after the softmax, lazy with that wait. The large
-       * cases for each; the small ones in turn. */
+       * buffers, the wait for P·V kept after the softmax, lazy with that wait: 240 items
+       * for each, 1024 items for the odd ones (K ahead and three V buffers, lazy with three
+       * V buffers, lazy with the ordered wait), the small cases in turn. */
       static const char *const tune_names[7] = {
           "K ahead of V",          "three V buffers",       "K ahead and three V buffers",
           "lazy rescaling",        "lazy, three V buffers", "the wait for P·V ordered",
@@ -1682,9 +1683,11 @@ static void test_hopper_gqa(void **state) {
       for (int r = 1; r <= 7; ++r) {
         char what[96];
         onyx__cuda_attn_hopper_tune = r;
-        check_gqa(&deep, seed + 11);
-        snprintf(what, sizeof what, "  %s, %s", "1024 items", tune_names[r - 1]);
-        expect_route(what, ONYX__CUDA_ROUTE_HOPPER);
+        if (t == 0 && r % 2 == 1) { /* the float64 reference of this one takes seconds */
+          check_gqa(&deep, seed + 11);
+          snprintf(what, sizeof what, "  %s, %s", "1024 items", tune_names[r - 1]);
+          expect_route(what, ONYX__CUDA_ROUTE_HOPPER);
+        }
         check_gqa(&many, seed + 9);
         snprintf(what, sizeof what, "  %s, %s", "240 items", tune_names[r - 1]);
         expect_route(what, ONYX__CUDA_ROUTE_HOPPER);
