@@ -1674,8 +1674,8 @@ static void test_hopper_gqa(void **state) {
       /* The tunings: K of the next key tile before V of this one, three V buffers (ring
        * phases then cycle by 3 against K's 2), both, lazy rescaling, lazy with three V
        * buffers, the wait for P·V kept after the softmax, lazy with that wait: 240 items
-       * for each, 1024 items for the odd ones (K ahead and three V buffers, lazy with three
-       * V buffers, lazy with the ordered wait), the small cases in turn. */
+       * for each, 1024 items for the odd ones (K ahead; K ahead and three V buffers; lazy
+       * with three V buffers; lazy with the ordered wait), the small cases in turn. */
       static const char *const tune_names[7] = {
           "K ahead of V",          "three V buffers",       "K ahead and three V buffers",
           "lazy rescaling",        "lazy, three V buffers", "the wait for P·V ordered",
