@@ -26,6 +26,7 @@
 #include <cmocka.h>
 #include <cuda_runtime_api.h>
 
+#include "attn_reference.h"
 #include "cuda_attention_kernels.h"
 #include "cuda_attn_harness.h"
 #include "cuda_attn_impl.h"
@@ -47,36 +48,6 @@ static double tol_rel(uint32_t dt) {
 
 static const char *dt_name(uint32_t dt) {
   return dt == ONYX_DTYPE_BFLOAT16 ? "bf16" : dt == ONYX_DTYPE_FLOAT16 ? "fp16" : "fp32";
-}
-
-/* Element d of row x after rotation with cos/sin row `row` (halves or pairs). */
-static double rope_ref(const double *x, int d, const double *cos, const double *sin, int half,
-                       int64_t row, bool inter) {
-  if (d >= 2 * half) return x[d];
-  int i = inter ? d / 2 : (d < half ? d : d - half);
-  double c = cos[row * half + i], s = sin[row * half + i];
-  double x1 = inter ? x[2 * i] : x[i], x2 = inter ? x[2 * i + 1] : x[i + half];
-  bool second = inter ? (d & 1) != 0 : d >= half;
-  return second ? s * x1 + c * x2 : c * x1 - s * x2;
-}
-
-/* Softmax-weighted sum of one row: scores[j] (−inf: masked) over n keys; v(j, d). */
-static void softmax_row(const double *scores, int64_t n, bool has_sink, double sink,
-                        const double *v, int64_t v_rs, int hv, double *out) {
-  double m = -INFINITY;
-  for (int64_t j = 0; j < n; ++j)
-    if (scores[j] > m) m = scores[j];
-  for (int d = 0; d < hv; ++d) out[d] = 0.0;
-  if (m == -INFINITY) return;
-  double mm = has_sink && sink > m ? sink : m;
-  double denom = has_sink ? exp(sink - mm) : 0.0;
-  for (int64_t j = 0; j < n; ++j)
-    if (scores[j] != -INFINITY) denom += exp(scores[j] - mm);
-  for (int64_t j = 0; j < n; ++j) {
-    if (scores[j] == -INFINITY) continue;
-    double w = exp(scores[j] - mm) / denom;
-    for (int d = 0; d < hv; ++d) out[d] += w * v[j * v_rs + d];
-  }
 }
 
 /* ================================================================== GroupQueryAttention */
@@ -119,7 +90,6 @@ static int64_t cache_at(int layout, int nkv, int64_t rows, int H, int b, int g, 
 static void run_gqa_case(const gqa_case *c, uint64_t seed, gqa_result *res) {
   const uint32_t dt = c->dtype;
   const int B = c->B, S = c->S, nq = c->nq, nkv = c->nkv, H = c->H, L = c->L, T = c->T;
-  const int G = nq / nkv;
   const int half = c->rot_half > 0 ? c->rot_half : H / 2;
   const bool first = S == T;
   const int64_t P = T > L ? T : L;
@@ -284,7 +254,6 @@ static void run_gqa_case(const gqa_case *c, uint64_t seed, gqa_result *res) {
   const double *newk = c->packed ? q.val : k.val, *newv = c->packed ? q.val : v.val;
   int64_t koff = c->packed ? (int64_t)nq * H : 0, voff = c->packed ? (int64_t)(nq + nkv) * H : 0;
   int64_t n_ss = c->packed ? hidden : (int64_t)nkv * H;
-  double *row = malloc((size_t)H * sizeof(double));
   for (int b = 0; b < B; ++b) {
     int total = seqlens[b] + 1, past = first ? 0 : total - S;
     for (int g = 0; g < nkv; ++g) {
@@ -304,7 +273,7 @@ static void run_gqa_case(const gqa_case *c, uint64_t seed, gqa_result *res) {
         int64_t pos = c->pos_ids ? (first ? (past + 0 + 5 + 0) + s : past + s + 5 + b) : past + s;
         for (int d = 0; d < H; ++d) {
           double kv =
-              c->rotary ? rope_ref(kr, d, cs.val, sn.val, half, pos, c->interleaved) : kr[d];
+              c->rotary ? ref_rope(kr, d, cs.val, sn.val, half, pos, c->interleaved) : kr[d];
           int64_t at = cache_at(0, nkv, P, H, b, g, past + s, d);
           rk[at] = ch_round(dt, kv);
           rv[at] = vr[d];
@@ -313,37 +282,34 @@ static void run_gqa_case(const gqa_case *c, uint64_t seed, gqa_result *res) {
     }
   }
   double *ry = calloc(ny, sizeof(double));
-  double *scores = malloc((size_t)P * sizeof(double));
-  double scale = c->scale > 0.0f ? c->scale : 1.0 / sqrt((double)H);
-  bool causal = c->causal != 0;
-  for (int b = 0; b < B; ++b) {
-    int total = seqlens[b] + 1, past = first ? 0 : total - S;
-    for (int h = 0; h < nq; ++h) {
-      int g = h / G;
-      for (int s = 0; s < S; ++s) {
-        const double *qr = q.val + ((int64_t)b * S + s) * hidden + (int64_t)h * H;
-        int64_t pos = past + s;
-        int64_t rpos = c->pos_ids ? (first ? 5 + s : past + s + 5 + b) : pos;
-        for (int d = 0; d < H; ++d)
-          row[d] = c->rotary ? rope_ref(qr, d, cs.val, sn.val, half, rpos, c->interleaved) : qr[d];
-        int64_t lo = c->window > 0 ? pos - c->window + 1 : 0;
-        int64_t hi = causal ? (pos + 1 < total ? pos + 1 : total) : total;
-        for (int64_t j = 0; j < P; ++j) {
-          scores[j] = -INFINITY;
-          if (j < lo || j >= hi) continue;
-          double acc = 0.0;
-          for (int d = 0; d < H; ++d) acc += row[d] * rk[cache_at(0, nkv, P, H, b, g, j, d)];
-          double x = acc * scale;
-          if (c->softcap > 0.0f) x = c->softcap * tanh(x / c->softcap);
-          if (c->bias) x += bias.val[((int64_t)b * S + s) * T + j];
-          scores[j] = x;
-        }
-        double sk = c->sink ? sink.val[h] : 0.0;
-        softmax_row(scores, P, c->sink || c->smooth, sk, rv + cache_at(0, nkv, P, H, b, g, 0, 0), H,
-                    H, ry + ((int64_t)b * S + s) * nq * H + (int64_t)h * H);
-      }
-    }
-  }
+  const ref_gqa ref = {.q = q.val,
+                       .k = rk,
+                       .v = rv,
+                       .cos = cs.val,
+                       .sin = sn.val,
+                       .bias = c->bias ? bias.val : NULL,
+                       .sink = c->sink ? sink.val : NULL,
+                       .seqlens = seqlens,
+                       .B = B,
+                       .S = S,
+                       .T = T,
+                       .nq = nq,
+                       .nkv = nkv,
+                       .H = H,
+                       .half = half,
+                       .window = c->window,
+                       .P = P,
+                       .hidden = hidden,
+                       .first = first,
+                       .causal = c->causal != 0,
+                       .rotary = c->rotary,
+                       .interleaved = c->interleaved,
+                       .pos_ids = c->pos_ids,
+                       .smooth = c->smooth,
+                       .softcap = c->softcap,
+                       .scale = c->scale > 0.0f ? c->scale : 1.0 / sqrt((double)H),
+                       .y = ry};
+  assert_true(ry != NULL && ref_gqa_run(&ref));
   char what[160];
   snprintf(what, sizeof what, "%s %s output", c->name, dt_name(dt));
   size_t bad = ch_compare(what, res->y, ry, ny, tol_abs(dt), tol_rel(dt));
@@ -356,8 +322,6 @@ static void run_gqa_case(const gqa_case *c, uint64_t seed, gqa_result *res) {
   free(rk);
   free(rv);
   free(ry);
-  free(scores);
-  free(row);
   ch_ctx_free(&ctx);
   ch_tensor *all[] = {&q, &k, &v, &pk, &pv, &sl, &tot, &cs, &sn, &pid, &bias, &sink};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) ch_tensor_free(all[i]);
@@ -1256,7 +1220,7 @@ static void check_attention(const at_case *c, uint64_t seed) {
         }
         double *out = c->four_d ? ry + (((int64_t)b * nq + h) * sq + s) * hv
                                 : ry + (((int64_t)b * sq + s) * nq + h) * hv;
-        softmax_row(scores, T, false, 0.0, rv + ((int64_t)b * nkv + g) * T * hv, hv, hv, out);
+        ref_softmax_row(scores, T, false, 0.0, rv + ((int64_t)b * nkv + g) * T * hv, hv, hv, out);
       }
   double *gy = ch_download(dt, ctx.outs[0].data, ny);
   char what[160];
