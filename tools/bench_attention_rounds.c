@@ -8,15 +8,15 @@
  *   onyx_bench_attention_rounds [tools/torch_sdpa_serve.py | -] [rounds, default 5]
  *
  * Every round times each shape in turn: the op as the dispatcher routes it; for prefill
- * also the Hopper kernel in tunings (onyx__cuda_attn_hopper_tune 6: the wait for P·V
- * kept after the softmax; 4: lazy rescaling; 7: lazy with that wait; 5: lazy with three V
- * buffers), in an order rotated every round; and the anchor on
- * the same shape, through one Python process kept running (tools/torch_sdpa_serve.py, inputs made
- * once per shape). All sides use the same method: 10 warm-up calls, the median of 50 calls each
- * between CUDA events. Even rounds time Onyx first, odd rounds the anchor first. Printed: each
- * round's numbers, then per shape each side's median over the rounds, the ratio of the medians, the
- * smallest and largest round ratio and how many rounds reach the issue's bar. No thresholds are
- * enforced: numbers to read.
+ * also the Hopper kernel in tunings (onyx__cuda_attn_hopper_tune 6: the wait for P·V kept
+ * after the softmax; 4: lazy rescaling; 7: lazy with that wait; 5: lazy with three V
+ * buffers), in an order rotated every round; and the anchor on the same shape, through one
+ * Python process kept running (tools/torch_sdpa_serve.py, inputs made once per shape). All
+ * sides use the same method: 10 warm-up calls, the median of 50 calls each between CUDA
+ * events. Even rounds time Onyx first, odd rounds the anchor first. Printed: each round's
+ * numbers, then per shape each side's median over the rounds, the ratio of the medians,
+ * the smallest and largest round ratio and how many rounds reach the issue's bar. No
+ * thresholds are enforced: numbers to read.
  */
 #include <signal.h>
 #include <stdbool.h>
