@@ -35,11 +35,9 @@ enum { COL_OP, COL_ORDERED, COL_LAZY, COL_LAZY_ORDERED, COL_LAZY_V3, COL_ANCHOR,
 static const char *const k_col_names[N_COLS] = {"onyx",    "ordered", "lazy",
                                                 "lazy-or", "lazy-v3", "cudnn"};
 
-/* The Hopper kernel's knobs for each Onyx column (-1: the launch decides). */
-typedef struct knobs {
-  int variant, tune;
-} knobs;
-static const knobs k_cols[COL_ANCHOR] = {{0, -1}, {0, 6}, {0, 4}, {0, 7}, {0, 5}};
+/* The Hopper kernel's tuning for each Onyx column (onyx__cuda_attn_hopper_tune; -1: the
+ * launch decides). */
+static const int k_col_tune[COL_ANCHOR] = {-1, 6, 4, 7, 5};
 
 /* kind, B, Hq, Hkv, S (prefill) or Skv (decode), D, and the bar (× cuDNN). */
 typedef struct shape {
@@ -148,16 +146,14 @@ static void shape_name(const shape *s, char *buf, size_t n) {
            s->hkv, s->prefill ? "S" : "Skv", s->s, s->d);
 }
 
-/* Rate of op in Onyx column c (the knobs only for prefill; 0 for decode past the op). */
+/* Rate of op in Onyx column c (the tuning only for prefill; 0 for decode past the op). */
 static double column_rate(bench_op *op, int c) {
   if (c != COL_OP && !op->prefill) return 0.0;
   uint64_t ws;
-  const knobs was = {onyx__cuda_attn_hopper_variant, onyx__cuda_attn_hopper_tune};
-  onyx__cuda_attn_hopper_variant = k_cols[c].variant;
-  onyx__cuda_attn_hopper_tune = k_cols[c].tune;
+  const int was = onyx__cuda_attn_hopper_tune;
+  onyx__cuda_attn_hopper_tune = k_col_tune[c];
   const double r = rate(op, bench_op_time(op, &ws, false));
-  onyx__cuda_attn_hopper_variant = was.variant;
-  onyx__cuda_attn_hopper_tune = was.tune;
+  onyx__cuda_attn_hopper_tune = was;
   return r;
 }
 

@@ -428,17 +428,24 @@ produce_item(const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv
   for (int c = 0; c < C::CHUNKS; ++c)
     tma_load_4d(t.q + qb * C::Q_BYTES + c * C::BM * 128, &tq, c * 64, it.m0, it.h, it.b,
                 &t.q_full[qb], l2_policy(q_ev));
+  /* Key tile j's K and V (git + j counts it over the CTA's items). */
+  const auto load_k = [&](int j) {
+    load_tile<C, C::KST>(tk, t.k, t.k_full, t.k_empty, it, j, git + j, kv_ev);
+  };
+  const auto load_v = [&](int j) {
+    load_tile<C, C::VST>(tv, t.v, t.v_full, t.v_empty, it, j, git + j, kv_ev);
+  };
   if constexpr (R::k_ahead) {
-    load_tile<C, C::KST>(tk, t.k, t.k_full, t.k_empty, it, 0, git, kv_ev);
+    load_k(0);
     for (int j = 1; j < n; ++j) {
-      load_tile<C, C::KST>(tk, t.k, t.k_full, t.k_empty, it, j, git + j, kv_ev);
-      load_tile<C, C::VST>(tv, t.v, t.v_full, t.v_empty, it, j - 1, git + j - 1, kv_ev);
+      load_k(j);
+      load_v(j - 1);
     }
-    load_tile<C, C::VST>(tv, t.v, t.v_full, t.v_empty, it, n - 1, git + n - 1, kv_ev);
+    load_v(n - 1);
   } else {
     for (int j = 0; j < n; ++j) {
-      load_tile<C, C::KST>(tk, t.k, t.k_full, t.k_empty, it, j, git + j, kv_ev);
-      load_tile<C, C::VST>(tv, t.v, t.v_full, t.v_empty, it, j, git + j, kv_ev);
+      load_k(j);
+      load_v(j);
     }
   }
   git += n;
