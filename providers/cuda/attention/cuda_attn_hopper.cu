@@ -766,7 +766,8 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t
    * unchained). Variants (tests and the benchmark): 1 no ping-pong between the consumers
    * (unchained too), 3 unchained; tunings (onyx__cuda_attn_hopper_tune) 1 K ahead of V,
    * 2 three V buffers, 3 both, 4 lazy rescaling, 5 lazy with three V buffers, 6 the wait
-   * for P·V kept after the softmax, 7 lazy with that wait. */
+   * for P·V kept after the softmax, 7 lazy with that wait; 8 (benchmark only: the
+   * presents are left unwritten) what the fused present write costs. */
   const int v = onyx__cuda_attn_hopper_variant, tune = onyx__cuda_attn_hopper_tune;
   if (v == 1) return launch_kernel<T, D, false, false, TuneBase>(tq, tk, tv, p, sms, stream);
   if (v == 3) return launch_kernel<T, D, true, false, TuneBase>(tq, tk, tv, p, sms, stream);
@@ -785,6 +786,11 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t
     return launch_kernel<T, D, true, true, Tune<2, false, false, true>>(tq, tk, tv, p, sms, stream);
   case 7:
     return launch_kernel<T, D, true, true, Tune<2, false, true, true>>(tq, tk, tv, p, sms, stream);
+  case 8: {
+    onyx__cuda_attn_params unwritten = p;
+    unwritten.fill_present = 0;
+    return launch_kernel<T, D, true, true, TuneBase>(tq, tk, tv, unwritten, sms, stream);
+  }
   default:
     return launch_kernel<T, D, true, true, TuneBase>(tq, tk, tv, p, sms, stream);
   }
