@@ -1659,6 +1659,18 @@ static void test_hopper_gqa(void **state) {
         snprintf(what, sizeof what, "  %s, %s", cs[r % 4].name, tune_names[r - 1]);
         expect_route(what, ONYX__CUDA_ROUTE_HOPPER);
       }
+      /* Tuning 9, the presents by TMA stores from the rings: a plain and a padded batch
+       * (whose rows the copy warps write), non-causal, a partial last tile, a past (no
+       * stores), 240 items. */
+      onyx__cuda_attn_hopper_tune = 9;
+      check_gqa(&many, seed + 9);
+      expect_route("  240 items, presents by TMA stores", ONYX__CUDA_ROUTE_HOPPER);
+      for (int i = 0; i < 4; ++i) {
+        char what[128];
+        check_gqa(&cs[i], seed + (uint64_t)i);
+        snprintf(what, sizeof what, "  %s, presents by TMA stores", cs[i].name);
+        expect_route(what, ONYX__CUDA_ROUTE_HOPPER);
+      }
       onyx__cuda_attn_hopper_tune = -1;
       for (int i = 0; i < 4; ++i) {
         onyx__cuda_attn_force_hopper = -1;
@@ -1883,6 +1895,10 @@ static void test_hopper_attention(void **state) {
       check_attention(&cases[i], 2000 + (uint64_t)(t * 100 + i));
       expect_route(cases[i].name, ONYX__CUDA_ROUTE_HOPPER);
       check_attention_fused_present(&cases[i], 2050 + (uint64_t)(t * 100 + i));
+      onyx__cuda_attn_hopper_tune = 9; /* the presents by TMA stores */
+      check_attention(&cases[i], 2000 + (uint64_t)(t * 100 + i));
+      expect_route("  same, presents by TMA stores", ONYX__CUDA_ROUTE_HOPPER);
+      onyx__cuda_attn_hopper_tune = -1;
     }
   }
 }

@@ -73,11 +73,13 @@ using namespace sm90;
  * plain wait_group there is hoisted by ptxas above the softmax (no MUFU between the two
  * waits in the SASS), so the softmax runs after the P·V, not beside it; kept that way by
  * default: on an H100 (2c478e0, 7 rotated rounds) the ordered wait read 4-6 % lower. */
-template <int VST, bool KAHEAD, bool LAZY, bool ORDERED_WAIT = false> struct Tune {
+template <int VST, bool KAHEAD, bool LAZY, bool ORDERED_WAIT = false, bool TMA_PRESENT = false>
+struct Tune {
   static constexpr int v_stages = VST;
   static constexpr bool k_ahead = KAHEAD;
   static constexpr bool lazy = LAZY;
   static constexpr bool ordered_wait = ORDERED_WAIT;
+  static constexpr bool tma_present = TMA_PRESENT;
 };
 using TuneBase = Tune<2, false, false>;
 /* Probabilities then reach at most 2^8 before the row sum divides them out: far inside
@@ -89,6 +91,7 @@ template <int D, typename R = TuneBase> struct Cfg {
   static constexpr int BN = 128; /* keys per tile */
   static constexpr int KST = 2;  /* K buffers */
   static constexpr int VST = R::v_stages;
+  static constexpr bool TMA_PRESENT = R::tma_present;
   static constexpr int CHUNKS = D / 64; /* 64-column (128-byte) blocks of a row */
   static constexpr int THREADS = 384;
   static constexpr int Q_BYTES = BM * D * 2;  /* one of the two Q buffers */
@@ -364,19 +367,20 @@ __device__ __forceinline__ void store_rows(const onyx__cuda_attn_params &p, cons
 }
 
 /* The first prompt's present write (p.fill_present): the producer warpgroup's three
- * idle warps (t < 96) copy the new K/V rows, which the TMA loads also read, into the
- * presents while the consumers compute. 16 bytes a thread a step; neighbouring threads
- * take neighbouring pieces of a row, CTA c the pieces c·96 + t + i·(grid·96). */
+ * idle warps (t < 96) copy the new K/V rows of batches [b0, b1), which the TMA loads
+ * also read, into the presents while the consumers compute. 16 bytes a thread a step;
+ * neighbouring threads take neighbouring pieces of a row, CTA c the pieces
+ * c·96 + t + i·(grid·96). */
 template <int D>
-__device__ __forceinline__ void copy_rows(const uint16_t *src, int32_t s_bs, int32_t s_gs,
-                                          int32_t s_rs, uint16_t *dst,
-                                          const onyx__cuda_attn_params &p, uint32_t t) {
+__device__ __forceinline__ void
+copy_rows(const uint16_t *src, int32_t s_bs, int32_t s_gs, int32_t s_rs, uint16_t *dst,
+          const onyx__cuda_attn_params &p, uint32_t t, int b0, int b1) {
   constexpr uint32_t kPieces = D / 8; /* of one row */
   const uint32_t rows = (uint32_t)p.sq, nkv = (uint32_t)p.nkv;
-  const uint32_t n = (uint32_t)p.batch * nkv * rows * kPieces;
+  const uint32_t n = (uint32_t)(b1 - b0) * nkv * rows * kPieces;
   for (uint32_t i = blockIdx.x * 96u + t; i < n; i += gridDim.x * 96u) {
     const uint32_t c = i % kPieces, r = (i / kPieces) % rows, bg = i / kPieces / rows;
-    const uint32_t g = bg % nkv, b = bg / nkv;
+    const uint32_t g = bg % nkv, b = (uint32_t)b0 + bg / nkv;
     /* Offsets in elements fit 31 bits (fill_present_ok). */
     const uint32_t from = b * s_bs + g * s_gs + r * s_rs + c * 8u;
     const uint32_t to =
@@ -386,11 +390,50 @@ __device__ __forceinline__ void copy_rows(const uint16_t *src, int32_t s_bs, int
 }
 
 template <int D>
-__device__ __forceinline__ void copy_present(const onyx__cuda_attn_params &p, uint32_t t) {
+__device__ __forceinline__ void copy_batches(const onyx__cuda_attn_params &p, uint32_t t, int b0,
+                                             int b1) {
   copy_rows<D>(static_cast<const uint16_t *>(p.k), (int32_t)p.k_bs, (int32_t)p.k_gs,
-               (int32_t)p.k_rs, static_cast<uint16_t *>(p.present_k), p, t);
+               (int32_t)p.k_rs, static_cast<uint16_t *>(p.present_k), p, t, b0, b1);
   copy_rows<D>(static_cast<const uint16_t *>(p.v), (int32_t)p.v_bs, (int32_t)p.v_gs,
-               (int32_t)p.v_rs, static_cast<uint16_t *>(p.present_v), p, t);
+               (int32_t)p.v_rs, static_cast<uint16_t *>(p.present_v), p, t, b0, b1);
+}
+
+/* A batch whose every key is valid and whose queries start at position 0: each of its
+ * key tiles t is loaded, whole and never zeroed in shared memory, by the item of row
+ * block t (of each query head), so the TMA stores (R::tma_present) can write it. */
+__device__ __forceinline__ bool plain_batch(const onyx__cuda_attn_params &p, const BatchGeom &geo) {
+  return geo.limit >= p.kv_rows && geo.qpos0 == 0;
+}
+
+/* The copy warps' share of the present write: every batch, or with the TMA stores only
+ * the batches those leave (not plain_batch). */
+template <int D, bool TMA_PRESENT>
+__device__ __forceinline__ void copy_present(const onyx__cuda_attn_params &p, uint32_t t) {
+  if constexpr (!TMA_PRESENT) {
+    copy_batches<D>(p, t, 0, p.batch);
+  } else {
+    for (int b = 0; b < p.batch; ++b)
+      if (!plain_batch(p, batch_geom(p, b))) copy_batches<D>(p, t, b, b + 1);
+  }
+}
+
+/* The TMA stores' share of the present write: key tile j of item it (ring position g),
+ * once loaded, straight from the rings to the presents. Called for the item of the KV
+ * group's first query head whose row block is the tile's (the diagonal tile under a
+ * causal mask), in plain batches only. The stores read the buffers until
+ * bulk_wait_read, which the producer passes before it loads into a buffer again. */
+template <typename C>
+__device__ __forceinline__ void store_present(const CUtensorMap &tpk, const CUtensorMap &tpv,
+                                              const Tiles<C> &t, const Item &it, int j, int g) {
+  const int ks = g % C::KST, vs = g % C::VST, n0 = (it.n_tiles - 1 - j) * C::BN;
+  mbar_wait(&t.k_full[ks], (uint32_t)(g / C::KST) & 1u);
+  mbar_wait(&t.v_full[vs], (uint32_t)(g / C::VST) & 1u);
+#pragma unroll
+  for (int c = 0; c < C::CHUNKS; ++c) {
+    tma_store_4d(&tpk, t.k + ks * C::KV_BYTES + c * C::BN * 128, c * 64, n0, it.g, it.b);
+    tma_store_4d(&tpv, t.v + vs * C::KV_BYTES + c * C::BN * 128, c * 64, n0, it.g, it.b);
+  }
+  bulk_commit();
 }
 
 /* One K/V tile load: key tile j (of n, visited from the last down) of item it into
@@ -402,6 +445,7 @@ __device__ __forceinline__ void load_tile(const CUtensorMap &tm, unsigned char *
                                           int g, L2Evict ev) {
   const int s = g % STAGES, n0 = (it.n_tiles - 1 - j) * C::BN;
   mbar_wait(&empty[s], ((uint32_t)(g / STAGES) & 1u) ^ 1u);
+  if constexpr (C::TMA_PRESENT) bulk_wait_read<0>(); /* a present store may still read it */
   mbar_expect_tx(&full[s], C::KV_BYTES);
 #pragma unroll
   for (int c = 0; c < C::CHUNKS; ++c)
@@ -415,12 +459,19 @@ __device__ __forceinline__ void load_tile(const CUtensorMap &tm, unsigned char *
  * non-empty items so far. */
 template <int D, typename R>
 __device__ __forceinline__ void
-produce_item(const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv, const Item &it,
-             unsigned char *smem, L2Evict q_ev, L2Evict kv_ev, int &git, int &items) {
+produce_item(const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv,
+             const CUtensorMap &tpk, const CUtensorMap &tpv, const onyx__cuda_attn_params &p,
+             const Item &it, unsigned char *smem, L2Evict q_ev, L2Evict kv_ev, int &git,
+             int &items) {
   using C = Cfg<D, R>;
   const Tiles<C> t(smem);
   const int n = it.n_tiles;
   if (n == 0) return;
+  /* The key tile this item writes to the presents (store_present), or -1. */
+  int j_store = -1;
+  if constexpr (R::tma_present)
+    if (p.fill_present && it.h % p.group == 0 && plain_batch(p, it.geo))
+      j_store = n - 1 - it.m0 / C::BM;
   const int qb = items & 1;
   mbar_wait(&t.q_empty[qb], ((uint32_t)(items >> 1) & 1u) ^ 1u);
   mbar_expect_tx(&t.q_full[qb], C::Q_BYTES);
@@ -434,6 +485,8 @@ produce_item(const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv
   };
   const auto load_v = [&](int j) {
     load_tile<C, C::VST>(tv, t.v, t.v_full, t.v_empty, it, j, git + j, kv_ev);
+    if constexpr (R::tma_present)
+      if (j == j_store) store_present<C>(tpk, tpv, t, it, j, git + j);
   };
   if constexpr (R::k_ahead) {
     load_k(0);
@@ -457,7 +510,8 @@ produce_item(const CUtensorMap &tq, const CUtensorMap &tk, const CUtensorMap &tv
  * buffer, its K/V through the rings) while the consumers finish the current one. */
 template <int D, typename R>
 __device__ __forceinline__ void produce(const CUtensorMap &tq, const CUtensorMap &tk,
-                                        const CUtensorMap &tv, const onyx__cuda_attn_params &p,
+                                        const CUtensorMap &tv, const CUtensorMap &tpk,
+                                        const CUtensorMap &tpv, const onyx__cuda_attn_params &p,
                                         const Sched &sc, bool kv_evict_last, unsigned char *smem) {
   constexpr int BM = Cfg<D>::BM, BN = Cfg<D>::BN;
   tma_prefetch_map(&tq);
@@ -470,8 +524,11 @@ __device__ __forceinline__ void produce(const CUtensorMap &tq, const CUtensorMap
   const L2Evict kv_ev = kv_evict_last ? L2Evict::last : L2Evict::normal;
   int git = 0, items = 0;
   for_each_item(sc, (int)gridDim.x, (int)blockIdx.x, [&](int bh, int mi) {
-    produce_item<D, R>(tq, tk, tv, item_of(p, bh, mi, BM, BN), smem, q_ev, kv_ev, git, items);
+    produce_item<D, R>(tq, tk, tv, tpk, tpv, p, item_of(p, bh, mi, BM, BN), smem, q_ev, kv_ev, git,
+                       items);
   });
+  /* The CTA's shared memory must outlive the present stores' reads. */
+  if constexpr (R::tma_present) bulk_wait<0>();
 }
 
 /* ------------------------------------------------------------------ the kernel */
@@ -479,7 +536,8 @@ __device__ __forceinline__ void produce(const CUtensorMap &tq, const CUtensorMap
 template <typename T, int D, bool PING, bool CHAIN, typename R = TuneBase>
 __global__ void __launch_bounds__(384, 1)
     hopper_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
-                  const __grid_constant__ CUtensorMap tv, const onyx__cuda_attn_params p,
+                  const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tpk,
+                  const __grid_constant__ CUtensorMap tpv, const onyx__cuda_attn_params p,
                   const Sched sched, bool kv_evict_last) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = Cfg<D, R>;
@@ -518,9 +576,9 @@ __global__ void __launch_bounds__(384, 1)
     /* The warp index through a shuffle is provably warp-uniform: ptxas then keeps the
      * producer's loop state in uniform registers (without it, that loop spilled at 24). */
     if (__shfl_sync(0xffffffffu, warp, 0) == 0) {
-      if (lane == 0) produce<D, R>(tq, tk, tv, p, sched, kv_evict_last, smem);
+      if (lane == 0) produce<D, R>(tq, tk, tv, tpk, tpv, p, sched, kv_evict_last, smem);
     } else if (p.fill_present) {
-      copy_present<D>(p, (uint32_t)tid - 32u);
+      copy_present<D, R::tma_present>(p, (uint32_t)tid - 32u);
     }
     return;
   }
@@ -734,9 +792,15 @@ static bool make_map(CUtensorMap *map, uint32_t dtype, const void *base, int64_t
  * falls back to the flash kernel. */
 constexpr cudaError_t kNotTaken = (cudaError_t)-1;
 
+/* The kernel's tensor maps: Q, K, V and the presents (pk, pv: copies of k and v when
+ * presents is false, never used then). */
+struct Maps {
+  CUtensorMap q, k, v, pk, pv;
+  bool presents;
+};
+
 template <typename T, int D, bool PING, bool CHAIN, typename R>
-static cudaError_t launch_kernel(const CUtensorMap &tq, const CUtensorMap &tk,
-                                 const CUtensorMap &tv, const onyx__cuda_attn_params &p, int sms,
+static cudaError_t launch_kernel(const Maps &m, const onyx__cuda_attn_params &p, int sms,
                                  cudaStream_t stream) {
   using C = Cfg<D, R>;
   auto kern = hopper_kernel<T, D, PING, CHAIN, R>;
@@ -749,50 +813,62 @@ static cudaError_t launch_kernel(const CUtensorMap &tq, const CUtensorMap &tk,
   /* Heavy first; paired units on request (measured no faster, cuda_attn_hopper_sched.cuh). */
   const Sched sc = plan_sched(m_blocks, heads, (int)ctas, onyx__cuda_attn_hopper_schedule == 1);
   const bool hints = onyx__cuda_attn_hopper_l2_hints != 0;
-  kern<<<(unsigned)ctas, C::THREADS, C::SMEM, stream>>>(tq, tk, tv, p, sc, hints);
+  kern<<<(unsigned)ctas, C::THREADS, C::SMEM, stream>>>(m.q, m.k, m.v, m.pk, m.pv, p, sc, hints);
   return cudaGetLastError();
 }
 
 template <typename T, int D>
 static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t stream) {
   constexpr int BM = Cfg<D>::BM, BN = Cfg<D>::BN;
-  CUtensorMap tq, tk, tv;
-  if (!make_map(&tq, p.dtype, p.q, D, p.sq, p.nq, p.batch, p.q_ss, p.q_hs, p.q_bs, BM) ||
-      !make_map(&tk, p.dtype, p.k, D, p.kv_rows, p.nkv, p.batch, p.k_rs, p.k_gs, p.k_bs, BN) ||
-      !make_map(&tv, p.dtype, p.v, D, p.kv_rows, p.nkv, p.batch, p.v_rs, p.v_gs, p.v_bs, BN))
+  Maps m;
+  if (!make_map(&m.q, p.dtype, p.q, D, p.sq, p.nq, p.batch, p.q_ss, p.q_hs, p.q_bs, BM) ||
+      !make_map(&m.k, p.dtype, p.k, D, p.kv_rows, p.nkv, p.batch, p.k_rs, p.k_gs, p.k_bs, BN) ||
+      !make_map(&m.v, p.dtype, p.v, D, p.kv_rows, p.nkv, p.batch, p.v_rs, p.v_gs, p.v_bs, BN))
     return kNotTaken;
+  /* The presents' rows past the prompt's are not the first prompt's to write. */
+  m.presents =
+      p.fill_present &&
+      make_map(&m.pk, p.dtype, p.present_k, D, p.sq, p.nkv, p.batch, p.pr_rs, p.pr_gs, p.pr_bs,
+               BN) &&
+      make_map(&m.pv, p.dtype, p.present_v, D, p.sq, p.nkv, p.batch, p.pr_rs, p.pr_gs, p.pr_bs, BN);
+  if (!m.presents) m.pk = m.k, m.pv = m.v;
   /* The production kernel chains an item's first Q·Kᵀ to the last P·V of the item
    * before (B4 S4096 on an H100, medians of 7 rotated rounds: 537 against 514 TFLOP/s
    * unchained). Variants (tests and the benchmark): 1 no ping-pong between the consumers
    * (unchained too), 3 unchained; tunings (onyx__cuda_attn_hopper_tune) 1 K ahead of V,
    * 2 three V buffers, 3 both, 4 lazy rescaling, 5 lazy with three V buffers, 6 the wait
    * for P·V kept after the softmax, 7 lazy with that wait; 8 (benchmark only: the
-   * presents are left unwritten) what the fused present write costs. */
+   * presents are left unwritten) what the fused present write costs, 9 the presents
+   * written by TMA stores from the rings (store_present) where the maps allow. */
   const int v = onyx__cuda_attn_hopper_variant, tune = onyx__cuda_attn_hopper_tune;
-  if (v == 1) return launch_kernel<T, D, false, false, TuneBase>(tq, tk, tv, p, sms, stream);
-  if (v == 3) return launch_kernel<T, D, true, false, TuneBase>(tq, tk, tv, p, sms, stream);
+  if (v == 1) return launch_kernel<T, D, false, false, TuneBase>(m, p, sms, stream);
+  if (v == 3) return launch_kernel<T, D, true, false, TuneBase>(m, p, sms, stream);
   switch (tune) {
   case 1:
-    return launch_kernel<T, D, true, true, Tune<2, true, false>>(tq, tk, tv, p, sms, stream);
+    return launch_kernel<T, D, true, true, Tune<2, true, false>>(m, p, sms, stream);
   case 2:
-    return launch_kernel<T, D, true, true, Tune<3, false, false>>(tq, tk, tv, p, sms, stream);
+    return launch_kernel<T, D, true, true, Tune<3, false, false>>(m, p, sms, stream);
   case 3:
-    return launch_kernel<T, D, true, true, Tune<3, true, false>>(tq, tk, tv, p, sms, stream);
+    return launch_kernel<T, D, true, true, Tune<3, true, false>>(m, p, sms, stream);
   case 4:
-    return launch_kernel<T, D, true, true, Tune<2, false, true>>(tq, tk, tv, p, sms, stream);
+    return launch_kernel<T, D, true, true, Tune<2, false, true>>(m, p, sms, stream);
   case 5:
-    return launch_kernel<T, D, true, true, Tune<3, false, true>>(tq, tk, tv, p, sms, stream);
+    return launch_kernel<T, D, true, true, Tune<3, false, true>>(m, p, sms, stream);
   case 6:
-    return launch_kernel<T, D, true, true, Tune<2, false, false, true>>(tq, tk, tv, p, sms, stream);
+    return launch_kernel<T, D, true, true, Tune<2, false, false, true>>(m, p, sms, stream);
   case 7:
-    return launch_kernel<T, D, true, true, Tune<2, false, true, true>>(tq, tk, tv, p, sms, stream);
+    return launch_kernel<T, D, true, true, Tune<2, false, true, true>>(m, p, sms, stream);
   case 8: {
     onyx__cuda_attn_params unwritten = p;
     unwritten.fill_present = 0;
-    return launch_kernel<T, D, true, true, TuneBase>(tq, tk, tv, unwritten, sms, stream);
+    return launch_kernel<T, D, true, true, TuneBase>(m, unwritten, sms, stream);
   }
+  case 9:
+    if (m.presents)
+      return launch_kernel<T, D, true, true, Tune<2, false, false, false, true>>(m, p, sms, stream);
+    return launch_kernel<T, D, true, true, TuneBase>(m, p, sms, stream);
   default:
-    return launch_kernel<T, D, true, true, TuneBase>(tq, tk, tv, p, sms, stream);
+    return launch_kernel<T, D, true, true, TuneBase>(m, p, sms, stream);
   }
 }
 

@@ -66,6 +66,27 @@ __device__ __forceinline__ void tma_load_4d(void *dst, const void *map, int c0, 
                "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(saddr(bar)), "l"(policy)
                : "memory");
 }
+/* A 4-D box of shared memory out to the tensor map at coordinates (c0 innermost .. c3),
+ * in the issuing thread's current bulk group; elements past the tensor's end are not
+ * written. */
+__device__ __forceinline__ void tma_store_4d(const void *map, const void *src, int c0, int c1,
+                                             int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], "
+               "[%1];\n" ::"l"((uint64_t)map),
+               "r"(saddr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+/* Until at most N of the thread's bulk groups still read their shared memory. */
+template <int N> __device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+/* Until at most N of the thread's bulk groups are still incomplete (writes done). */
+template <int N> __device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
 /* An L2 policy for a load: evict_last keeps its lines past normal ones, evict_first lets
  * them go first, evict_normal is a plain load. */
 enum class L2Evict { normal, first, last };
