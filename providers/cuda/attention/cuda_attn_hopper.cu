@@ -839,7 +839,8 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t
    * 2 three V buffers, 3 both, 4 lazy rescaling, 5 lazy with three V buffers, 6 the wait
    * for P·V kept after the softmax, 7 lazy with that wait; 8 (benchmark only: the
    * presents are left unwritten) what the fused present write costs, 9 the presents
-   * written by TMA stores from the rings (store_present) where the maps allow. */
+   * written by TMA stores from the rings (store_present) where the maps allow, 10 lazy
+   * with those stores. */
   const int v = onyx__cuda_attn_hopper_variant, tune = onyx__cuda_attn_hopper_tune;
   if (v == 1) return launch_kernel<T, D, false, false, TuneBase>(m, p, sms, stream);
   if (v == 3) return launch_kernel<T, D, true, false, TuneBase>(m, p, sms, stream);
@@ -867,6 +868,10 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t
     if (m.presents)
       return launch_kernel<T, D, true, true, Tune<2, false, false, false, true>>(m, p, sms, stream);
     return launch_kernel<T, D, true, true, TuneBase>(m, p, sms, stream);
+  case 10:
+    if (m.presents)
+      return launch_kernel<T, D, true, true, Tune<2, false, true, false, true>>(m, p, sms, stream);
+    return launch_kernel<T, D, true, true, Tune<2, false, true>>(m, p, sms, stream);
   default:
     return launch_kernel<T, D, true, true, TuneBase>(m, p, sms, stream);
   }
