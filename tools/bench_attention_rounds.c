@@ -11,13 +11,14 @@
  * also the Hopper kernel in tunings (onyx__cuda_attn_hopper_tune 4: lazy rescaling; 8:
  * the production kernel with the presents left unwritten, so the column beside "onyx"
  * prices the fused present write; 9: the presents by TMA stores from the rings; 10: lazy
- * with those stores), in an order rotated every round; and the anchor on the same shape,
- * through one Python process kept running (tools/torch_sdpa_serve.py, inputs made once
- * per shape). All sides use the same method: 10 warm-up calls, the median of 50 calls
- * each between CUDA events. Even rounds time Onyx first, odd rounds the anchor first.
- * Printed: each round's numbers, then per shape each side's median over the rounds, the
- * ratio of the medians, the smallest and largest round ratio and how many rounds reach
- * the issue's bar. No thresholds are enforced: numbers to read.
+ * with those stores; 11: the output by TMA stores; 12: both stores; 13: lazy with both),
+ * in an order rotated every round; and the anchor on the same shape, through one Python
+ * process kept running (tools/torch_sdpa_serve.py, inputs made once per shape). All sides
+ * use the same method: 10 warm-up calls, the median of 50 calls each between CUDA events.
+ * Even rounds time Onyx first, odd rounds the anchor first. Printed: each round's
+ * numbers, then per shape each side's median over the rounds, the ratio of the medians,
+ * the smallest and largest round ratio and how many rounds reach the issue's bar. No
+ * thresholds are enforced: numbers to read.
  */
 #include <signal.h>
 #include <stdbool.h>
@@ -32,13 +33,24 @@
 
 enum { MAX_ROUNDS = 15, N_SHAPES = 6 };
 /* Columns of a round: the op, then prefill variants (the tunings), the anchor. */
-enum { COL_OP, COL_LAZY, COL_NO_PRESENT, COL_TMA_PRESENT, COL_LAZY_TMA, COL_ANCHOR, N_COLS };
-static const char *const k_col_names[N_COLS] = {"onyx",     "lazy",     "no-pres",
-                                                "tma-pres", "lazy-tma", "cudnn"};
+enum {
+  COL_OP,
+  COL_LAZY,
+  COL_NO_PRESENT,
+  COL_TMA_PRESENT,
+  COL_LAZY_TMA_PRESENT,
+  COL_TMA_OUT,
+  COL_TMA_BOTH,
+  COL_LAZY_TMA_BOTH,
+  COL_ANCHOR,
+  N_COLS
+};
+static const char *const k_col_names[N_COLS] = {
+    "onyx", "lazy", "no-pres", "tma-pres", "lazy-tp", "tma-out", "tma-both", "lazy-tb", "cudnn"};
 
 /* The Hopper kernel's tuning for each Onyx column (onyx__cuda_attn_hopper_tune; -1: the
  * launch decides). */
-static const int k_col_tune[COL_ANCHOR] = {-1, 4, 8, 9, 10};
+static const int k_col_tune[COL_ANCHOR] = {-1, 4, 8, 9, 10, 11, 12, 13};
 
 /* kind, B, Hq, Hkv, S (prefill) or Skv (decode), D, and the bar (× cuDNN). */
 typedef struct shape {

@@ -1659,17 +1659,22 @@ static void test_hopper_gqa(void **state) {
         snprintf(what, sizeof what, "  %s, %s", cs[r % 4].name, tune_names[r - 1]);
         expect_route(what, ONYX__CUDA_ROUTE_HOPPER);
       }
-      /* Tuning 9, the presents by TMA stores from the rings: a plain and a padded batch
-       * (whose rows the copy warps write), non-causal, a partial last tile, a past (no
-       * stores), 240 items. */
-      onyx__cuda_attn_hopper_tune = 9;
-      check_gqa(&many, seed + 9);
-      expect_route("  240 items, presents by TMA stores", ONYX__CUDA_ROUTE_HOPPER);
-      for (int i = 0; i < 4; ++i) {
+      /* The TMA stores: of the presents from the rings (9; a plain and a padded batch,
+       * whose rows the copy warps write), of the output through shared memory (11), both
+       * (12), both with lazy rescaling (13); non-causal, partial last tiles, a past (no
+       * present stores), 240 items. */
+      static const int store_tunes[4] = {9, 11, 12, 13};
+      for (int k = 0; k < 4; ++k) {
         char what[128];
-        check_gqa(&cs[i], seed + (uint64_t)i);
-        snprintf(what, sizeof what, "  %s, presents by TMA stores", cs[i].name);
+        onyx__cuda_attn_hopper_tune = store_tunes[k];
+        check_gqa(&many, seed + 9);
+        snprintf(what, sizeof what, "  240 items, TMA stores (tuning %d)", store_tunes[k]);
         expect_route(what, ONYX__CUDA_ROUTE_HOPPER);
+        for (int i = 0; i < 4; ++i) {
+          check_gqa(&cs[i], seed + (uint64_t)i);
+          snprintf(what, sizeof what, "  %s, TMA stores (tuning %d)", cs[i].name, store_tunes[k]);
+          expect_route(what, ONYX__CUDA_ROUTE_HOPPER);
+        }
       }
       onyx__cuda_attn_hopper_tune = -1;
       for (int i = 0; i < 4; ++i) {
@@ -1895,9 +1900,11 @@ static void test_hopper_attention(void **state) {
       check_attention(&cases[i], 2000 + (uint64_t)(t * 100 + i));
       expect_route(cases[i].name, ONYX__CUDA_ROUTE_HOPPER);
       check_attention_fused_present(&cases[i], 2050 + (uint64_t)(t * 100 + i));
-      onyx__cuda_attn_hopper_tune = 9; /* the presents by TMA stores */
-      check_attention(&cases[i], 2000 + (uint64_t)(t * 100 + i));
-      expect_route("  same, presents by TMA stores", ONYX__CUDA_ROUTE_HOPPER);
+      for (int tune = 9; tune <= 13; tune += 2) { /* the TMA stores (test_hopper_gqa) */
+        onyx__cuda_attn_hopper_tune = tune;
+        check_attention(&cases[i], 2000 + (uint64_t)(t * 100 + i));
+        expect_route("  same, with TMA stores", ONYX__CUDA_ROUTE_HOPPER);
+      }
       onyx__cuda_attn_hopper_tune = -1;
     }
   }

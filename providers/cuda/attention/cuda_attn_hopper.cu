@@ -73,13 +73,15 @@ using namespace sm90;
  * plain wait_group there is hoisted by ptxas above the softmax (no MUFU between the two
  * waits in the SASS), so the softmax runs after the P·V, not beside it; kept that way by
  * default: on an H100 (2c478e0, 7 rotated rounds) the ordered wait read 4-6 % lower. */
-template <int VST, bool KAHEAD, bool LAZY, bool ORDERED_WAIT = false, bool TMA_PRESENT = false>
+template <int VST, bool KAHEAD, bool LAZY, bool ORDERED_WAIT = false, bool TMA_PRESENT = false,
+          bool TMA_OUT = false>
 struct Tune {
   static constexpr int v_stages = VST;
   static constexpr bool k_ahead = KAHEAD;
   static constexpr bool lazy = LAZY;
   static constexpr bool ordered_wait = ORDERED_WAIT;
   static constexpr bool tma_present = TMA_PRESENT;
+  static constexpr bool tma_out = TMA_OUT;
 };
 using TuneBase = Tune<2, false, false>;
 /* Probabilities then reach at most 2^8 before the row sum divides them out: far inside
@@ -98,7 +100,10 @@ template <int D, typename R = TuneBase> struct Cfg {
   static constexpr int KV_BYTES = BN * D * 2; /* one K or V tile */
   static constexpr int K_OFF = 2 * Q_BYTES;
   static constexpr int V_OFF = K_OFF + KST * KV_BYTES;
-  static constexpr int BAR_OFF = V_OFF + VST * KV_BYTES;
+  /* The output tile staged for its TMA store (R::tma_out): each consumer's 64 rows. */
+  static constexpr int O_OFF = V_OFF + VST * KV_BYTES;
+  static constexpr int O_BYTES = R::tma_out ? BM * D * 2 : 0;
+  static constexpr int BAR_OFF = O_OFF + O_BYTES;
   static constexpr int N_BARS = 4 + 2 * KST + 2 * VST;
   static constexpr int SMEM = BAR_OFF + 128 + 1024; /* barriers, alignment slack */
   static_assert(D % 64 == 0, "head size must be a multiple of 64");
@@ -109,10 +114,10 @@ template <int D, typename R = TuneBase> struct Cfg {
 /* A CTA's shared memory: two Q buffers (item i uses buffer i & 1), the K and V rings and
  * their barriers. */
 template <typename C> struct Tiles {
-  unsigned char *q, *k, *v;
+  unsigned char *q, *k, *v, *o;
   uint64_t *q_full, *q_empty, *k_full, *k_empty, *v_full, *v_empty;
   __device__ __forceinline__ explicit Tiles(unsigned char *smem)
-      : q(smem), k(smem + C::K_OFF), v(smem + C::V_OFF) {
+      : q(smem), k(smem + C::K_OFF), v(smem + C::V_OFF), o(smem + C::O_OFF) {
     uint64_t *bars = reinterpret_cast<uint64_t *>(smem + C::BAR_OFF);
     q_full = bars;
     q_empty = bars + 2;
@@ -366,6 +371,39 @@ __device__ __forceinline__ void store_rows(const onyx__cuda_attn_params &p, cons
   }
 }
 
+/* Epilogue through shared memory (R::tma_out): O / l into this consumer's 64 rows of the
+ * staged output tile (ob: D / 64 blocks of 64 rows × 128 bytes, swizzled as the TMA box
+ * expects), then its first thread stores them with TMA stores, clipped at the prompt's
+ * end like store_rows. The first barrier frees the tile: that thread has seen the store
+ * of the item before finish reading it. */
+template <typename T, int D>
+__device__ __forceinline__ void
+store_rows_tma(const CUtensorMap &ty, unsigned char *ob, const Item &it, int cw, int r0, int t4,
+               int wg_tid, const float (&o)[D / 2], const float (&m)[2], float (&l)[2]) {
+  if (wg_tid == 0) bulk_wait_read<0>();
+  bar_sync(kBarWg + cw, 128);
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
+    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
+    const float f = (m[rr] == -INFINITY || !(l[rr] > 0.0f)) ? 0.0f : 1.0f / l[rr];
+    const int r = r0 + 8 * rr; /* of this consumer's 64 */
+    unsigned char *row = ob + r * 128 + 4 * t4;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) /* columns 8i + 2·t4: block i / 8, 16-byte chunk i % 8 */
+      *reinterpret_cast<uint32_t *>(row + (i / 8) * 64 * 128 + (((i % 8) ^ (r & 7)) * 16)) =
+          Pack<T>::two(o[4 * i + 2 * rr] * f, o[4 * i + 2 * rr + 1] * f);
+  }
+  fence_async_smem(); /* the generic writes, before the async proxy reads them */
+  bar_sync(kBarWg + cw, 128);
+  if (wg_tid == 0) {
+#pragma unroll
+    for (int c = 0; c < D / 64; ++c)
+      tma_store_4d(&ty, ob + c * 64 * 128, c * 64, it.m0 + 64 * cw, it.h, it.b);
+    bulk_commit();
+  }
+}
+
 /* The first prompt's present write (p.fill_present): the producer warpgroup's three
  * idle warps (t < 96) copy the new K/V rows of batches [b0, b1), which the TMA loads
  * also read, into the presents while the consumers compute. 16 bytes a thread a step;
@@ -537,8 +575,8 @@ template <typename T, int D, bool PING, bool CHAIN, typename R = TuneBase>
 __global__ void __launch_bounds__(384, 1)
     hopper_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                   const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tpk,
-                  const __grid_constant__ CUtensorMap tpv, const onyx__cuda_attn_params p,
-                  const Sched sched, bool kv_evict_last) {
+                  const __grid_constant__ CUtensorMap tpv, const __grid_constant__ CUtensorMap ty,
+                  const onyx__cuda_attn_params p, const Sched sched, bool kv_evict_last) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = Cfg<D, R>;
   constexpr int BM = C::BM, BN = C::BN, KST = C::KST, VST = C::VST;
@@ -597,6 +635,7 @@ __global__ void __launch_bounds__(384, 1)
   const int my_row = cw * 64 + wq * 16 + gq;      /* in the item's block: rows my_row, my_row + 8 */
   /* This consumer's 64 rows of Q buffer b. */
   const auto q_rows = [&](int b) { return saddr(qs + b * C::Q_BYTES) + cw * 64 * 128; };
+  unsigned char *const o_rows = t.o + cw * 64 * D * 2; /* its staged output (R::tma_out) */
 
   int git = 0, items = 0; /* key tiles and non-empty items so far */
   /* primed (CHAIN): the current item's first tile went out with the last P·V of the
@@ -707,7 +746,10 @@ __global__ void __launch_bounds__(384, 1)
       if (lane == 0) mbar_arrive(&v_empty[sl]);
       git += n;
       ++items;
-      store_rows<T, D>(p, it, rw.row0, t4, o, m, l);
+      if constexpr (R::tma_out)
+        store_rows_tma<T, D>(ty, o_rows, it, cw, my_row - cw * 64, t4, wg_tid, o, m, l);
+      else
+        store_rows<T, D>(p, it, rw.row0, t4, o, m, l);
       clear_state<D>(o, m, l);
       wgmma_wait<0>();
       first_softmax<T, BN>(sc, pa, m, l, alpha, nr, nx.n_tiles, &k_empty[s0n], &q_empty[qbn], lane,
@@ -727,7 +769,10 @@ __global__ void __launch_bounds__(384, 1)
         git += n;
         ++items;
       }
-      store_rows<T, D>(p, it, rw.row0, t4, o, m, l);
+      if constexpr (R::tma_out)
+        store_rows_tma<T, D>(ty, o_rows, it, cw, my_row - cw * 64, t4, wg_tid, o, m, l);
+      else
+        store_rows<T, D>(p, it, rw.row0, t4, o, m, l);
     }
     primed = chain;
     if constexpr (CHAIN) {
@@ -739,10 +784,16 @@ __global__ void __launch_bounds__(384, 1)
   /* Consumer 1 arrived once more than consumer 0 waited (its first arrival lets
    * consumer 0 start): take that turn so no barrier is left half-passed. */
   if (PING && cw == 0) bar_sync(kBarTurn, 256);
+  /* The CTA's shared memory must outlive the output stores' reads. */
+  if constexpr (R::tma_out)
+    if (wg_tid == 0) bulk_wait<0>();
 #else
   (void)tq;
   (void)tk;
   (void)tv;
+  (void)tpk;
+  (void)tpv;
+  (void)ty;
   (void)p;
   (void)sched;
   (void)kv_evict_last;
@@ -792,11 +843,12 @@ static bool make_map(CUtensorMap *map, uint32_t dtype, const void *base, int64_t
  * falls back to the flash kernel. */
 constexpr cudaError_t kNotTaken = (cudaError_t)-1;
 
-/* The kernel's tensor maps: Q, K, V and the presents (pk, pv: copies of k and v when
- * presents is false, never used then). */
+/* The kernel's tensor maps: Q, K, V, the presents (pk, pv: copies of k and v when
+ * presents is false, never used then) and the output (y, boxes of 64 rows; a copy of q
+ * when out is false). */
 struct Maps {
-  CUtensorMap q, k, v, pk, pv;
-  bool presents;
+  CUtensorMap q, k, v, pk, pv, y;
+  bool presents, out; /* pk/pv and y are maps (not copies of k, v and q) */
 };
 
 template <typename T, int D, bool PING, bool CHAIN, typename R>
@@ -813,7 +865,8 @@ static cudaError_t launch_kernel(const Maps &m, const onyx__cuda_attn_params &p,
   /* Heavy first; paired units on request (measured no faster, cuda_attn_hopper_sched.cuh). */
   const Sched sc = plan_sched(m_blocks, heads, (int)ctas, onyx__cuda_attn_hopper_schedule == 1);
   const bool hints = onyx__cuda_attn_hopper_l2_hints != 0;
-  kern<<<(unsigned)ctas, C::THREADS, C::SMEM, stream>>>(m.q, m.k, m.v, m.pk, m.pv, p, sc, hints);
+  kern<<<(unsigned)ctas, C::THREADS, C::SMEM, stream>>>(m.q, m.k, m.v, m.pk, m.pv, m.y, p, sc,
+                                                        hints);
   return cudaGetLastError();
 }
 
@@ -832,6 +885,8 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t
                BN) &&
       make_map(&m.pv, p.dtype, p.present_v, D, p.sq, p.nkv, p.batch, p.pr_rs, p.pr_gs, p.pr_bs, BN);
   if (!m.presents) m.pk = m.k, m.pv = m.v;
+  m.out = make_map(&m.y, p.dtype, p.y, D, p.sq, p.nq, p.batch, p.y_ss, p.y_hs, p.y_bs, 64);
+  if (!m.out) m.y = m.q;
   /* The production kernel chains an item's first Q·Kᵀ to the last P·V of the item
    * before (B4 S4096 on an H100, medians of 7 rotated rounds: 537 against 514 TFLOP/s
    * unchained). Variants (tests and the benchmark): 1 no ping-pong between the consumers
@@ -840,7 +895,8 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t
    * for P·V kept after the softmax, 7 lazy with that wait; 8 (benchmark only: the
    * presents are left unwritten) what the fused present write costs, 9 the presents
    * written by TMA stores from the rings (store_present) where the maps allow, 10 lazy
-   * with those stores. */
+   * with those stores, 11 the output through shared memory and TMA stores
+   * (store_rows_tma), 12 both kinds of TMA store, 13 lazy with both. */
   const int v = onyx__cuda_attn_hopper_variant, tune = onyx__cuda_attn_hopper_tune;
   if (v == 1) return launch_kernel<T, D, false, false, TuneBase>(m, p, sms, stream);
   if (v == 3) return launch_kernel<T, D, true, false, TuneBase>(m, p, sms, stream);
@@ -871,6 +927,21 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t
   case 10:
     if (m.presents)
       return launch_kernel<T, D, true, true, Tune<2, false, true, false, true>>(m, p, sms, stream);
+    return launch_kernel<T, D, true, true, Tune<2, false, true>>(m, p, sms, stream);
+  case 11:
+    if (m.out)
+      return launch_kernel<T, D, true, true, Tune<2, false, false, false, false, true>>(m, p, sms,
+                                                                                        stream);
+    return launch_kernel<T, D, true, true, TuneBase>(m, p, sms, stream);
+  case 12:
+    if (m.out && m.presents)
+      return launch_kernel<T, D, true, true, Tune<2, false, false, false, true, true>>(m, p, sms,
+                                                                                       stream);
+    return launch_kernel<T, D, true, true, TuneBase>(m, p, sms, stream);
+  case 13:
+    if (m.out && m.presents)
+      return launch_kernel<T, D, true, true, Tune<2, false, true, false, true, true>>(m, p, sms,
+                                                                                      stream);
     return launch_kernel<T, D, true, true, Tune<2, false, true>>(m, p, sms, stream);
   default:
     return launch_kernel<T, D, true, true, TuneBase>(m, p, sms, stream);
