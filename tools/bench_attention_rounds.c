@@ -8,17 +8,16 @@
  *   onyx_bench_attention_rounds [tools/torch_sdpa_serve.py | -] [rounds, default 5]
  *
  * Every round times each shape in turn: the op as the dispatcher routes it; for prefill
- * also the Hopper kernel in tunings (onyx__cuda_attn_hopper_tune 4: lazy rescaling; 8:
- * the production kernel with the presents left unwritten, so the column beside "onyx"
- * prices the fused present write; 9: the presents by TMA stores from the rings; 10: lazy
- * with those stores; 11: the output by TMA stores; 12: both stores; 13: lazy with both),
- * in an order rotated every round; and the anchor on the same shape, through one Python
- * process kept running (tools/torch_sdpa_serve.py, inputs made once per shape). All sides
- * use the same method: 10 warm-up calls, the median of 50 calls each between CUDA events.
- * Even rounds time Onyx first, odd rounds the anchor first. Printed: each round's
- * numbers, then per shape each side's median over the rounds, the ratio of the medians,
- * the smallest and largest round ratio and how many rounds reach the issue's bar. No
- * thresholds are enforced: numbers to read.
+ * also the Hopper kernel in tunings (onyx__cuda_attn_hopper_tune 10: the copy warps and
+ * plain stores, the production kernel before H9 in PERF_NOTES; 8: the production kernel
+ * with the presents left unwritten, so the column beside "onyx" prices the present write;
+ * 12: that with lazy rescaling), in an order rotated every round; and the anchor on the same shape,
+ * through one Python process kept running (tools/torch_sdpa_serve.py, inputs made once
+ * per shape). All sides use the same method: 10 warm-up calls, the median of 50 calls
+ * each between CUDA events. Even rounds time Onyx first, odd rounds the anchor first.
+ * Printed: each round's numbers, then per shape each side's median over the rounds, the
+ * ratio of the medians, the smallest and largest round ratio and how many rounds reach
+ * the issue's bar. No thresholds are enforced: numbers to read.
  */
 #include <signal.h>
 #include <stdbool.h>
@@ -33,24 +32,12 @@
 
 enum { MAX_ROUNDS = 15, N_SHAPES = 6 };
 /* Columns of a round: the op, then prefill variants (the tunings), the anchor. */
-enum {
-  COL_OP,
-  COL_LAZY,
-  COL_NO_PRESENT,
-  COL_TMA_PRESENT,
-  COL_LAZY_TMA_PRESENT,
-  COL_TMA_OUT,
-  COL_TMA_BOTH,
-  COL_LAZY_TMA_BOTH,
-  COL_ANCHOR,
-  N_COLS
-};
-static const char *const k_col_names[N_COLS] = {
-    "onyx", "lazy", "no-pres", "tma-pres", "lazy-tp", "tma-out", "tma-both", "lazy-tb", "cudnn"};
+enum { COL_OP, COL_BEFORE, COL_NO_PRESENT, COL_LAZY, COL_ANCHOR, N_COLS };
+static const char *const k_col_names[N_COLS] = {"onyx", "pre-H9", "no-pres", "lazy", "cudnn"};
 
 /* The Hopper kernel's tuning for each Onyx column (onyx__cuda_attn_hopper_tune; -1: the
  * launch decides). */
-static const int k_col_tune[COL_ANCHOR] = {-1, 4, 8, 9, 10, 11, 12, 13};
+static const int k_col_tune[COL_ANCHOR] = {-1, 10, 8, 12};
 
 /* kind, B, Hq, Hkv, S (prefill) or Skv (decode), D, and the bar (× cuDNN). */
 typedef struct shape {

@@ -26,10 +26,15 @@
  *   tensor's end) and may hold anything: their scores are masked with a select, and the
  *   value rows of the boundary tile are zeroed in shared memory before P·V (0·NaN would
  *   otherwise leak into O).
- * - In the first prompt the K/V tiles come from the new rows themselves, and the
- *   producer warpgroup's three other warps copy those rows into the presents meanwhile
- *   (p.fill_present): the copy is memory traffic beside a kernel bound by the tensor
- *   cores, where a fill launch before it cost about 4 % of the op (B4 S4096).
+ * - In the first prompt the K/V tiles come from the new rows themselves, and they go on
+ *   to the presents from the rings they were loaded into (p.fill_present): the producer
+ *   thread TMA-stores each key tile once, from the item whose row block is that tile
+ *   (store_present); a padded batch's rows are copied by the producer warpgroup's three
+ *   other warps instead (copy_present). A fill launch before the kernel cost about 4 %
+ *   of the op (B4 S4096).
+ * - Each consumer stages its 64 rows of O / l in shared memory and TMA-stores them
+ *   (store_rows_tma): a few instructions where 64 stores a thread went before. With the
+ *   present stores, 4.7 % faster at B4 S4096 than the copy warps and plain stores (H9).
  *
  * Shared-memory tiles are TMA boxes of 64 columns × rows with the 128-byte swizzle; a
  * tile of head size D is D / 64 such column blocks. Everything the existing flash kernel
@@ -72,7 +77,9 @@ using namespace sm90;
  * accumulator unscaled; with ordered_wait the wait for P·V stays after the softmax. A
  * plain wait_group there is hoisted by ptxas above the softmax (no MUFU between the two
  * waits in the SASS), so the softmax runs after the P·V, not beside it; kept that way by
- * default: on an H100 (2c478e0, 7 rotated rounds) the ordered wait read 4-6 % lower. */
+ * default: on an H100 (2c478e0, 7 rotated rounds) the ordered wait read 4-6 % lower.
+ * With tma_present the first prompt's presents go out by TMA stores from the rings, with
+ * tma_out the output by TMA stores from shared memory. */
 template <int VST, bool KAHEAD, bool LAZY, bool ORDERED_WAIT = false, bool TMA_PRESENT = false,
           bool TMA_OUT = false>
 struct Tune {
@@ -84,6 +91,11 @@ struct Tune {
   static constexpr bool tma_out = TMA_OUT;
 };
 using TuneBase = Tune<2, false, false>;
+/* The first prompt's presents (store_present) and the output (store_rows_tma) by TMA
+ * stores: the production kernel's choice where the tensor maps allow (launch_production). */
+using TunePresent = Tune<2, false, false, false, true>;
+using TuneOut = Tune<2, false, false, false, false, true>;
+using TuneStores = Tune<2, false, false, false, true, true>;
 /* Probabilities then reach at most 2^8 before the row sum divides them out: far inside
  * the range of fp16/bf16 (P) and fp32 (O, l). */
 constexpr float kLazyLog2 = 8.0f;
@@ -870,6 +882,19 @@ static cudaError_t launch_kernel(const Maps &m, const onyx__cuda_attn_params &p,
   return cudaGetLastError();
 }
 
+/* The production kernel (H9 in PERF_NOTES): the presents and the output written by TMA
+ * stores where their maps allow (B4 S4096 on an H100, medians of 5 rotated rounds: 530
+ * against 507 TFLOP/s with the copy warps and plain stores); the copy warps and plain
+ * stores otherwise. */
+template <typename T, int D>
+static cudaError_t launch_production(const Maps &m, const onyx__cuda_attn_params &p, int sms,
+                                     cudaStream_t stream) {
+  if (m.out && m.presents) return launch_kernel<T, D, true, true, TuneStores>(m, p, sms, stream);
+  if (m.out) return launch_kernel<T, D, true, true, TuneOut>(m, p, sms, stream);
+  if (m.presents) return launch_kernel<T, D, true, true, TunePresent>(m, p, sms, stream);
+  return launch_kernel<T, D, true, true, TuneBase>(m, p, sms, stream);
+}
+
 template <typename T, int D>
 static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t stream) {
   constexpr int BM = Cfg<D>::BM, BN = Cfg<D>::BN;
@@ -892,11 +917,10 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t
    * unchained). Variants (tests and the benchmark): 1 no ping-pong between the consumers
    * (unchained too), 3 unchained; tunings (onyx__cuda_attn_hopper_tune) 1 K ahead of V,
    * 2 three V buffers, 3 both, 4 lazy rescaling, 5 lazy with three V buffers, 6 the wait
-   * for P·V kept after the softmax, 7 lazy with that wait; 8 (benchmark only: the
-   * presents are left unwritten) what the fused present write costs, 9 the presents
-   * written by TMA stores from the rings (store_present) where the maps allow, 10 lazy
-   * with those stores, 11 the output through shared memory and TMA stores
-   * (store_rows_tma), 12 both kinds of TMA store, 13 lazy with both. */
+   * for P·V kept after the softmax, 7 lazy with that wait (1-7 with the copy warps and
+   * plain stores); 8 (benchmark only: the presents are left unwritten) what the present
+   * write costs, 9 only the presents by TMA stores, 10 neither (the kernel before H9), 11
+   * only the output by TMA stores, 12 lazy with both. */
   const int v = onyx__cuda_attn_hopper_variant, tune = onyx__cuda_attn_hopper_tune;
   if (v == 1) return launch_kernel<T, D, false, false, TuneBase>(m, p, sms, stream);
   if (v == 3) return launch_kernel<T, D, true, false, TuneBase>(m, p, sms, stream);
@@ -915,36 +939,28 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t
     return launch_kernel<T, D, true, true, Tune<2, false, false, true>>(m, p, sms, stream);
   case 7:
     return launch_kernel<T, D, true, true, Tune<2, false, true, true>>(m, p, sms, stream);
-  case 8: {
+  case 8: { /* timing only */
     onyx__cuda_attn_params unwritten = p;
     unwritten.fill_present = 0;
-    return launch_kernel<T, D, true, true, TuneBase>(m, unwritten, sms, stream);
+    Maps mu = m;
+    mu.presents = false;
+    return launch_production<T, D>(mu, unwritten, sms, stream);
   }
   case 9:
-    if (m.presents)
-      return launch_kernel<T, D, true, true, Tune<2, false, false, false, true>>(m, p, sms, stream);
+    if (m.presents) return launch_kernel<T, D, true, true, TunePresent>(m, p, sms, stream);
     return launch_kernel<T, D, true, true, TuneBase>(m, p, sms, stream);
   case 10:
-    if (m.presents)
-      return launch_kernel<T, D, true, true, Tune<2, false, true, false, true>>(m, p, sms, stream);
-    return launch_kernel<T, D, true, true, Tune<2, false, true>>(m, p, sms, stream);
+    return launch_kernel<T, D, true, true, TuneBase>(m, p, sms, stream);
   case 11:
-    if (m.out)
-      return launch_kernel<T, D, true, true, Tune<2, false, false, false, false, true>>(m, p, sms,
-                                                                                        stream);
+    if (m.out) return launch_kernel<T, D, true, true, TuneOut>(m, p, sms, stream);
     return launch_kernel<T, D, true, true, TuneBase>(m, p, sms, stream);
   case 12:
-    if (m.out && m.presents)
-      return launch_kernel<T, D, true, true, Tune<2, false, false, false, true, true>>(m, p, sms,
-                                                                                       stream);
-    return launch_kernel<T, D, true, true, TuneBase>(m, p, sms, stream);
-  case 13:
     if (m.out && m.presents)
       return launch_kernel<T, D, true, true, Tune<2, false, true, false, true, true>>(m, p, sms,
                                                                                       stream);
     return launch_kernel<T, D, true, true, Tune<2, false, true>>(m, p, sms, stream);
   default:
-    return launch_kernel<T, D, true, true, TuneBase>(m, p, sms, stream);
+    return launch_production<T, D>(m, p, sms, stream);
   }
 }
 
