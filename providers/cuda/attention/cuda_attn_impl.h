@@ -200,10 +200,14 @@ extern int onyx__cuda_attn_hopper_schedule;
 /* Tests and the benchmark only: 0 makes the Hopper kernel's loads plain (else K/V ask L2
  * for evict_last, Q for evict_first). */
 extern int onyx__cuda_attn_hopper_l2_hints;
-/* Tests and the benchmark only: a tuning of the Hopper kernel (1: K of the next key tile
- * loaded before V of this one; 2: three V buffers; 3: both; 4: lazy rescaling of the
- * accumulator; 5: lazy with three V buffers; 6: the wait for P·V kept after the softmax
- * (ptxas otherwise hoists it above); 7: lazy with that wait; else the launch decides). */
+/* Tests and the benchmark only: a tuning of the Hopper kernel. Beside the kernel before
+ * the TMA stores (copy warps for the presents, plain stores for the output): 1 K of the
+ * next key tile loaded before V of this one; 2 three V buffers; 3 both; 4 lazy rescaling
+ * of the accumulator; 5 lazy with three V buffers; 6 the wait for P·V kept after the
+ * softmax (ptxas otherwise hoists it above); 7 lazy with that wait. Around the production
+ * kernel: 8 the presents left unwritten (timing only); 9 only the presents by TMA
+ * stores; 10 neither store (the kernel before); 11 only the output by TMA stores; 12
+ * lazy rescaling. Else the launch decides. */
 extern int onyx__cuda_attn_hopper_tune;
 /* Tests and the benchmark only: 0 keeps the first prompt's present write in the fill
  * launch (otherwise the Hopper kernel writes it wherever it takes the problem). */
