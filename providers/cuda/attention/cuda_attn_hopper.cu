@@ -361,8 +361,15 @@ __device__ __forceinline__ void first_softmax(float (&sc)[BN / 2], uint32_t (&pa
   to_operand<T, BN>(sc, pa);
 }
 
-/* Epilogue: the row sums over the quad, then O / l straight to the output (zeros for
- * rows that see no key). */
+/* The epilogue's factor for row rr of a thread: its row sum over the quad, then 1 / l
+ * (0 for a row that sees no key). */
+__device__ __forceinline__ float row_scale(const float (&m)[2], float (&l)[2], int rr) {
+  l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
+  l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
+  return (m[rr] == -INFINITY || !(l[rr] > 0.0f)) ? 0.0f : 1.0f / l[rr];
+}
+
+/* Epilogue: O / l straight to the output. */
 template <typename T, int D>
 __device__ __forceinline__ void store_rows(const onyx__cuda_attn_params &p, const Item &it,
                                            int row0, int t4, const float (&o)[D / 2],
@@ -370,9 +377,7 @@ __device__ __forceinline__ void store_rows(const onyx__cuda_attn_params &p, cons
   T *ybase = (T *)p.y + (int64_t)it.b * p.y_bs + (int64_t)it.h * p.y_hs;
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
-    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
-    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
-    const float f = (m[rr] == -INFINITY || !(l[rr] > 0.0f)) ? 0.0f : 1.0f / l[rr];
+    const float f = row_scale(m, l, rr);
     const int row = row0 + 8 * rr;
     if (row >= p.sq) continue;
     T *dst = ybase + (int64_t)row * p.y_ss + 2 * t4;
@@ -396,9 +401,7 @@ store_rows_tma(const CUtensorMap &ty, unsigned char *ob, const Item &it, int cw,
   bar_sync(kBarWg + cw, 128);
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
-    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
-    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
-    const float f = (m[rr] == -INFINITY || !(l[rr] > 0.0f)) ? 0.0f : 1.0f / l[rr];
+    const float f = row_scale(m, l, rr);
     const int r = r0 + 8 * rr; /* of this consumer's 64 */
     unsigned char *row = ob + r * 128 + 4 * t4;
 #pragma unroll
@@ -414,6 +417,19 @@ store_rows_tma(const CUtensorMap &ty, unsigned char *ob, const Item &it, int cw,
       tma_store_4d(&ty, ob + c * 64 * 128, c * 64, it.m0 + 64 * cw, it.h, it.b);
     bulk_commit();
   }
+}
+
+/* The item's epilogue, by TMA stores (R::tma_out) or plain ones; my_row is the thread's
+ * first row in the item's block, row0 the same in the prompt. */
+template <typename T, int D, typename R>
+__device__ __forceinline__ void store_out(const onyx__cuda_attn_params &p, const CUtensorMap &ty,
+                                          unsigned char *o_rows, const Item &it, int cw, int my_row,
+                                          int row0, int t4, int wg_tid, const float (&o)[D / 2],
+                                          const float (&m)[2], float (&l)[2]) {
+  if constexpr (R::tma_out)
+    store_rows_tma<T, D>(ty, o_rows, it, cw, my_row - cw * 64, t4, wg_tid, o, m, l);
+  else
+    store_rows<T, D>(p, it, row0, t4, o, m, l);
 }
 
 /* The first prompt's present write (p.fill_present): the producer warpgroup's three
@@ -758,10 +774,7 @@ __global__ void __launch_bounds__(384, 1)
       if (lane == 0) mbar_arrive(&v_empty[sl]);
       git += n;
       ++items;
-      if constexpr (R::tma_out)
-        store_rows_tma<T, D>(ty, o_rows, it, cw, my_row - cw * 64, t4, wg_tid, o, m, l);
-      else
-        store_rows<T, D>(p, it, rw.row0, t4, o, m, l);
+      store_out<T, D, R>(p, ty, o_rows, it, cw, my_row, rw.row0, t4, wg_tid, o, m, l);
       clear_state<D>(o, m, l);
       wgmma_wait<0>();
       first_softmax<T, BN>(sc, pa, m, l, alpha, nr, nx.n_tiles, &k_empty[s0n], &q_empty[qbn], lane,
@@ -781,10 +794,7 @@ __global__ void __launch_bounds__(384, 1)
         git += n;
         ++items;
       }
-      if constexpr (R::tma_out)
-        store_rows_tma<T, D>(ty, o_rows, it, cw, my_row - cw * 64, t4, wg_tid, o, m, l);
-      else
-        store_rows<T, D>(p, it, rw.row0, t4, o, m, l);
+      store_out<T, D, R>(p, ty, o_rows, it, cw, my_row, rw.row0, t4, wg_tid, o, m, l);
     }
     primed = chain;
     if constexpr (CHAIN) {
