@@ -11,13 +11,14 @@
  * also the Hopper kernel in tunings (onyx__cuda_attn_hopper_tune 10: the copy warps and
  * plain stores, the production kernel before H9 in PERF_NOTES; 8: the production kernel
  * with the presents left unwritten, so the column beside "onyx" prices the present write;
- * 12: that with lazy rescaling), in an order rotated every round; and the anchor on the same shape,
- * through one Python process kept running (tools/torch_sdpa_serve.py, inputs made once
- * per shape). All sides use the same method: 10 warm-up calls, the median of 50 calls
- * each between CUDA events. Even rounds time Onyx first, odd rounds the anchor first.
- * Printed: each round's numbers, then per shape each side's median over the rounds, the
- * ratio of the medians, the smallest and largest round ratio and how many rounds reach
- * the issue's bar. No thresholds are enforced: numbers to read.
+ * 12: the production kernel with lazy rescaling), in an order rotated every round; and
+ * the anchor on the same shape, through one Python process kept running
+ * (tools/torch_sdpa_serve.py, inputs made once per shape). All sides use the same method:
+ * 10 warm-up calls, the median of 50 calls each between CUDA events. Even rounds time
+ * Onyx first, odd rounds the anchor first. Printed: each round's numbers, then per shape
+ * each side's median over the rounds, the ratio of the medians, the smallest and largest
+ * round ratio and how many rounds reach the issue's bar. No thresholds are enforced:
+ * numbers to read.
  */
 #include <signal.h>
 #include <stdbool.h>

@@ -7,9 +7,10 @@
 #   sh tests/cuda_attention/run_hopper.sh [OUT_DIR]
 # ONYX_HOPPER_NCU="B,Hq,Hkv,S,D[;B,Hq,Hkv,S,D...]" adds hardware counters (throughput,
 # pipes, memory, warp stall reasons) of one launch of each prefill shape.
-# ONYX_HOPPER_TESTS=0 leaves the Hopper tests out (about 4 minutes: the float64
-# reference runs on the host). ONYX_HOPPER_QUICK=1 runs only the Hopper tests and, with ONYX_HOPPER_ROUNDS=N, the
-# rounds bench (N rounds, beside cuDNN) with the SM clock and power sampled meanwhile.
+# ONYX_HOPPER_TESTS=0 leaves the Hopper tests out (about a minute on 16 host cores: the
+# float64 reference runs on the host). ONYX_HOPPER_QUICK=1 runs only the Hopper tests
+# and, with ONYX_HOPPER_ROUNDS=N, the rounds bench (N rounds, beside cuDNN) with the SM
+# clock and power sampled meanwhile.
 # Logs go to OUT_DIR (default build-hopper-gpu/logs); a summary to stdout. The build
 # lives in /tmp (kept while the machine stays warm).
 out=${1:-build-hopper-gpu/logs}
