@@ -772,10 +772,41 @@ __device__ __forceinline__ void load_batch2(const gemv_params &p, const uint8_t 
   }
 }
 
-/* Chunk group u of the batch into the lane's two row sums. */
-template <typename T, int NB, bool ZP, bool TWO>
-__device__ __forceinline__ void chunk_sums(const batch2<NB, ZP> &t, int u, const uint16_t *src,
-                                           float &acc0, float &acc1) {
+/* Chunk group u of the batch, dequantized one mma step at a time: step s's A fragment. */
+template <typename T, int NB, bool ZP> struct group_dq {
+  const batch2<NB, ZP> &t;
+  int u;
+  uint32_t oa, ob, oa16, ob16;
+  __device__ __forceinline__ group_dq(const batch2<NB, ZP> &t_, int u_) : t(t_), u(u_) {
+    const uint32_t za = ZP ? t.z0[ZP ? u : 0] & 15u : 8u, zb = ZP ? t.z1[ZP ? u : 0] & 15u : 8u;
+    oa = dq_raw<T>::off(za);
+    ob = dq_raw<T>::off(zb);
+    oa16 = dq_raw<T>::off16(za);
+    ob16 = dq_raw<T>::off16(zb);
+  }
+  __device__ __forceinline__ void operator()(int s, uint32_t (&a)[4]) const {
+    const int q = s >> 1, i = (s & 1) * 2;
+    a[0] = dq_raw<T>::pair(t.w0[u][q], i, oa, oa16);
+    a[1] = dq_raw<T>::pair(t.w1[u][q], i, ob, ob16);
+    a[2] = dq_raw<T>::pair(t.w0[u][q], i + 1, oa, oa16);
+    a[3] = dq_raw<T>::pair(t.w1[u][q], i + 1, ob, ob16);
+  }
+};
+
+/* Fragments made ahead (PRE: the first chunk group's, before the PDL wait). */
+struct ready_frags {
+  const uint32_t (&f)[8][4];
+  __device__ __forceinline__ void operator()(int s, uint32_t (&a)[4]) const {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) a[e] = f[s][e];
+  }
+};
+
+/* A chunk group (its fragments from frag, step by step) times its activations at src,
+ * scaled by the raw scale pairs s0 and s1, into the lane's two row sums. */
+template <typename T, bool TWO, typename Frag>
+__device__ __forceinline__ void frag_sums(const Frag &frag, uint32_t s0, uint32_t s1,
+                                          const uint16_t *src, float &acc0, float &acc1) {
   uint32_t bw[16];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -785,9 +816,6 @@ __device__ __forceinline__ void chunk_sums(const batch2<NB, ZP> &t, int u, const
     bw[4 * i + 2] = v.z;
     bw[4 * i + 3] = v.w;
   }
-  const uint32_t za = ZP ? t.z0[ZP ? u : 0] & 15u : 8u, zb = ZP ? t.z1[ZP ? u : 0] & 15u : 8u;
-  const uint32_t oa = dq_raw<T>::off(za), ob = dq_raw<T>::off(zb);
-  const uint32_t oa16 = dq_raw<T>::off16(za), ob16 = dq_raw<T>::off16(zb);
   /* TWO: the odd steps into a second accumulator, so two mma chains of 4 run side by
    * side instead of one of 8 (the split-K layer products, whose time after the PDL wait
    * is latency: chain 282 against 286 us on the H200; the lm_head, which streams, lost
@@ -795,12 +823,8 @@ __device__ __forceinline__ void chunk_sums(const batch2<NB, ZP> &t, int u, const
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
   for (int s = 0; s < 8; ++s) {
-    const int q = s >> 1, i = (s & 1) * 2;
     uint32_t a[4];
-    a[0] = dq_raw<T>::pair(t.w0[u][q], i, oa, oa16);
-    a[1] = dq_raw<T>::pair(t.w1[u][q], i, ob, ob16);
-    a[2] = dq_raw<T>::pair(t.w0[u][q], i + 1, oa, oa16);
-    a[3] = dq_raw<T>::pair(t.w1[u][q], i + 1, ob, ob16);
+    frag(s, a);
     mma16816<T>(TWO && (s & 1) ? d : c, a, bw[2 * s], bw[2 * s + 1]);
   }
   if (TWO) {
@@ -808,17 +832,24 @@ __device__ __forceinline__ void chunk_sums(const batch2<NB, ZP> &t, int u, const
     for (int e = 0; e < 4; ++e) c[e] += d[e];
   }
   /* c[0], c[1]: row g, the chunks of lanes 2·c4 and 2·c4 + 1; c[2], c[3]: row g + 8. */
-  acc0 = fmaf(f16t<T>::to_f((uint16_t)(t.s0[u] & 0xFFFFu)), c[0], acc0);
-  acc0 = fmaf(f16t<T>::to_f((uint16_t)(t.s0[u] >> 16)), c[1], acc0);
-  acc1 = fmaf(f16t<T>::to_f((uint16_t)(t.s1[u] & 0xFFFFu)), c[2], acc1);
-  acc1 = fmaf(f16t<T>::to_f((uint16_t)(t.s1[u] >> 16)), c[3], acc1);
+  acc0 = fmaf(f16t<T>::to_f((uint16_t)(s0 & 0xFFFFu)), c[0], acc0);
+  acc0 = fmaf(f16t<T>::to_f((uint16_t)(s0 >> 16)), c[1], acc0);
+  acc1 = fmaf(f16t<T>::to_f((uint16_t)(s1 & 0xFFFFu)), c[2], acc1);
+  acc1 = fmaf(f16t<T>::to_f((uint16_t)(s1 >> 16)), c[3], acc1);
+}
+
+/* Chunk group u of the batch into the lane's two row sums. */
+template <typename T, int NB, bool ZP, bool TWO>
+__device__ __forceinline__ void chunk_sums(const batch2<NB, ZP> &t, int u, const uint16_t *src,
+                                           float &acc0, float &acc1) {
+  frag_sums<T, TWO>(group_dq<T, NB, ZP>(t, u), t.s0[u], t.s1[u], src, acc0, acc1);
 }
 
 /* OCC3: blocks of kWarps warps, three an SM (registers capped at 85; ptxas spills 12
  * bytes, outside the loop): for one warp a tile without zero points (the lm_head),
  * whose 1,187 blocks of the 0.5B shape then fill 3 waves on 132 SMs where two an SM
  * left a half-empty fifth wave. */
-template <typename T, int NB, bool ZP, bool OCC3>
+template <typename T, int NB, bool ZP, bool OCC3, bool PRE>
 __global__ void __launch_bounds__(OCC3 ? kWarps * 32 : kMaxSplit * 32, OCC3 ? 3 : 1)
     nbits_gemv2(gemv_params p) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -840,7 +871,15 @@ __global__ void __launch_bounds__(OCC3 ? kWarps * 32 : kMaxSplit * 32, OCC3 ? 3 
   const uint8_t *row0 = p.b + (size_t)r0 * p.row_bytes;
   const uint8_t *row1 = p.b + (size_t)r1 * p.row_bytes;
   batch2<NB, ZP> t;
-  if (active) load_batch2<NB, ZP>(p, row0, row1, r0, r1, part, c4, t);
+  uint32_t f0[8][4]; /* PRE: the first chunk group's fragments (unused otherwise) */
+  if (active) {
+    load_batch2<NB, ZP>(p, row0, row1, r0, r1, part, c4, t);
+    if constexpr (PRE) {
+      const group_dq<T, NB, ZP> dq0(t, 0);
+#pragma unroll
+      for (int s = 0; s < 8; ++s) dq0(s, f0[s]);
+    }
+  }
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   fill_a<T, 4>(p, sa);
   if (threadIdx.x < 16) reinterpret_cast<uint32_t *>(sa + p.kc)[threadIdx.x] = 0u;
@@ -853,7 +892,10 @@ __global__ void __launch_bounds__(OCC3 ? kWarps * 32 : kMaxSplit * 32, OCC3 ? 3 
       const int j = jb + u * p.wk;
       if (j >= p.nj) break;
       const uint16_t *src = g == c4 ? sa + (j * 4 + c4) * 32 : sa + p.kc;
-      chunk_sums<T, NB, ZP, !OCC3>(t, u, src, acc0, acc1);
+      if (PRE && u == 0 && jb == part)
+        frag_sums<T, !OCC3>(ready_frags{f0}, t.s0[0], t.s1[0], src, acc0, acc1);
+      else
+        chunk_sums<T, NB, ZP, !OCC3>(t, u, src, acc0, acc1);
     }
   }
   if (!(p.tune & kEarly)) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -965,11 +1007,14 @@ cudaError_t launch_gemv2_t(const gemv_params &p, size_t smem, unsigned blocks, b
                            cudaStream_t stream) {
   const bool nb8 = (p.tune & ONYX__CUDA_NBITS_TUNE_NB8) != 0;
   const bool occ3 = p.wk == 1 && !(p.tune & ONYX__CUDA_NBITS_TUNE_OCC2);
+  const bool pre = p.wk > 1 && (p.tune & ONYX__CUDA_NBITS_TUNE_PRE);
   if (p.zp_kind == 1) /* the zero points' registers leave room for 4 chunk groups only */
-    return launch_one<nbits_gemv2<T, 4, true, false>>(p, smem, blocks, plain, stream);
-  if (nb8) return launch_one<nbits_gemv2<T, 8, false, false>>(p, smem, blocks, plain, stream);
-  return occ3 ? launch_one<nbits_gemv2<T, 4, false, true>>(p, smem, blocks, plain, stream)
-              : launch_one<nbits_gemv2<T, 4, false, false>>(p, smem, blocks, plain, stream);
+    return launch_one<nbits_gemv2<T, 4, true, false, false>>(p, smem, blocks, plain, stream);
+  if (nb8)
+    return launch_one<nbits_gemv2<T, 8, false, false, false>>(p, smem, blocks, plain, stream);
+  if (pre) return launch_one<nbits_gemv2<T, 4, false, false, true>>(p, smem, blocks, plain, stream);
+  return occ3 ? launch_one<nbits_gemv2<T, 4, false, true, false>>(p, smem, blocks, plain, stream)
+              : launch_one<nbits_gemv2<T, 4, false, false, false>>(p, smem, blocks, plain, stream);
 }
 
 /* Split K pipelined unless told not to; one warp a tile unpipelined. */
@@ -1090,7 +1135,8 @@ extern "C" cudaError_t onyx__cuda_launch_nbits_gemv(const onyx__cuda_nbits_args 
   const int chosen = kEarly | (prefetch ? kPrefetch : 0) | ONYX__CUDA_NBITS_TUNE_V2;
   const int forced = env_tune();
   p.tune = a->tune & ONYX__CUDA_NBITS_TUNE_SET ? a->tune : forced >= 0 ? forced : chosen;
-  p.tune |= a->tune & (ONYX__CUDA_NBITS_TUNE_NB8 | ONYX__CUDA_NBITS_TUNE_OCC2);
+  p.tune |= a->tune &
+            (ONYX__CUDA_NBITS_TUNE_NB8 | ONYX__CUDA_NBITS_TUNE_OCC2 | ONYX__CUDA_NBITS_TUNE_PRE);
   if (a->tune & ONYX__CUDA_NBITS_TUNE_V1) p.tune &= ~ONYX__CUDA_NBITS_TUNE_V2;
   const bool v2 = (p.tune & ONYX__CUDA_NBITS_TUNE_V2) && v2_shape;
   if (v2) {

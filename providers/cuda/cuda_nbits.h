@@ -38,6 +38,8 @@ extern "C" {
 #define ONYX__CUDA_NBITS_TUNE_NB8 0x20 /* v2 loads 8 chunk groups at a time, not 4 */
 /* v2 with one warp a tile (the lm_head) in blocks that fit two an SM, not three */
 #define ONYX__CUDA_NBITS_TUNE_OCC2 0x40
+/* v2 with split K dequantizes its first chunk group before the PDL wait */
+#define ONYX__CUDA_NBITS_TUNE_PRE 0x80
 
 /* What the GEMV computes its A operand from (ai.onyx RMSNormMatMulNBits and
  * SiluMulMatMulNBits, docs/ops.md): each block makes A in shared memory after the PDL
