@@ -772,41 +772,10 @@ __device__ __forceinline__ void load_batch2(const gemv_params &p, const uint8_t 
   }
 }
 
-/* Chunk group u of the batch, dequantized one mma step at a time: step s's A fragment. */
-template <typename T, int NB, bool ZP> struct group_dq {
-  const batch2<NB, ZP> &t;
-  int u;
-  uint32_t oa, ob, oa16, ob16;
-  __device__ __forceinline__ group_dq(const batch2<NB, ZP> &t_, int u_) : t(t_), u(u_) {
-    const uint32_t za = ZP ? t.z0[ZP ? u : 0] & 15u : 8u, zb = ZP ? t.z1[ZP ? u : 0] & 15u : 8u;
-    oa = dq_raw<T>::off(za);
-    ob = dq_raw<T>::off(zb);
-    oa16 = dq_raw<T>::off16(za);
-    ob16 = dq_raw<T>::off16(zb);
-  }
-  __device__ __forceinline__ void operator()(int s, uint32_t (&a)[4]) const {
-    const int q = s >> 1, i = (s & 1) * 2;
-    a[0] = dq_raw<T>::pair(t.w0[u][q], i, oa, oa16);
-    a[1] = dq_raw<T>::pair(t.w1[u][q], i, ob, ob16);
-    a[2] = dq_raw<T>::pair(t.w0[u][q], i + 1, oa, oa16);
-    a[3] = dq_raw<T>::pair(t.w1[u][q], i + 1, ob, ob16);
-  }
-};
-
-/* Fragments made ahead (PRE: the first chunk group's, before the PDL wait). */
-struct ready_frags {
-  const uint32_t (&f)[8][4];
-  __device__ __forceinline__ void operator()(int s, uint32_t (&a)[4]) const {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) a[e] = f[s][e];
-  }
-};
-
-/* A chunk group (its fragments from frag, step by step) times its activations at src,
- * scaled by the raw scale pairs s0 and s1, into the lane's two row sums. */
-template <typename T, bool TWO, typename Frag>
-__device__ __forceinline__ void frag_sums(const Frag &frag, uint32_t s0, uint32_t s1,
-                                          const uint16_t *src, float &acc0, float &acc1) {
+/* Chunk group u of the batch into the lane's two row sums. */
+template <typename T, int NB, bool ZP, bool TWO>
+__device__ __forceinline__ void chunk_sums(const batch2<NB, ZP> &t, int u, const uint16_t *src,
+                                           float &acc0, float &acc1) {
   uint32_t bw[16];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -816,6 +785,9 @@ __device__ __forceinline__ void frag_sums(const Frag &frag, uint32_t s0, uint32_
     bw[4 * i + 2] = v.z;
     bw[4 * i + 3] = v.w;
   }
+  const uint32_t za = ZP ? t.z0[ZP ? u : 0] & 15u : 8u, zb = ZP ? t.z1[ZP ? u : 0] & 15u : 8u;
+  const uint32_t oa = dq_raw<T>::off(za), ob = dq_raw<T>::off(zb);
+  const uint32_t oa16 = dq_raw<T>::off16(za), ob16 = dq_raw<T>::off16(zb);
   /* TWO: the odd steps into a second accumulator, so two mma chains of 4 run side by
    * side instead of one of 8 (the split-K layer products, whose time after the PDL wait
    * is latency: chain 282 against 286 us on the H200; the lm_head, which streams, lost
@@ -823,8 +795,12 @@ __device__ __forceinline__ void frag_sums(const Frag &frag, uint32_t s0, uint32_
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f}, d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
   for (int s = 0; s < 8; ++s) {
+    const int q = s >> 1, i = (s & 1) * 2;
     uint32_t a[4];
-    frag(s, a);
+    a[0] = dq_raw<T>::pair(t.w0[u][q], i, oa, oa16);
+    a[1] = dq_raw<T>::pair(t.w1[u][q], i, ob, ob16);
+    a[2] = dq_raw<T>::pair(t.w0[u][q], i + 1, oa, oa16);
+    a[3] = dq_raw<T>::pair(t.w1[u][q], i + 1, ob, ob16);
     mma16816<T>(TWO && (s & 1) ? d : c, a, bw[2 * s], bw[2 * s + 1]);
   }
   if (TWO) {
@@ -832,87 +808,17 @@ __device__ __forceinline__ void frag_sums(const Frag &frag, uint32_t s0, uint32_
     for (int e = 0; e < 4; ++e) c[e] += d[e];
   }
   /* c[0], c[1]: row g, the chunks of lanes 2·c4 and 2·c4 + 1; c[2], c[3]: row g + 8. */
-  acc0 = fmaf(f16t<T>::to_f((uint16_t)(s0 & 0xFFFFu)), c[0], acc0);
-  acc0 = fmaf(f16t<T>::to_f((uint16_t)(s0 >> 16)), c[1], acc0);
-  acc1 = fmaf(f16t<T>::to_f((uint16_t)(s1 & 0xFFFFu)), c[2], acc1);
-  acc1 = fmaf(f16t<T>::to_f((uint16_t)(s1 >> 16)), c[3], acc1);
-}
-
-/* Chunk group u of the batch into the lane's two row sums. */
-template <typename T, int NB, bool ZP, bool TWO>
-__device__ __forceinline__ void chunk_sums(const batch2<NB, ZP> &t, int u, const uint16_t *src,
-                                           float &acc0, float &acc1) {
-  frag_sums<T, TWO>(group_dq<T, NB, ZP>(t, u), t.s0[u], t.s1[u], src, acc0, acc1);
-}
-
-/* ---- thread block clusters (CL = 2: one tile's K split over two CTAs) */
-
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-/* Phase one: this CTA has started (arrive at the start, wait before a remote store). */
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait() {
-  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
-}
-/* Phase two: the remote stores are visible to the CTA that reads them. */
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n"
-               "barrier.cluster.wait.acquire.aligned;\n" ::
-                   : "memory");
-}
-/* Two floats into CTA rank's shared memory at the address mine has in this CTA. */
-__device__ __forceinline__ void store_remote2(float *mine, uint32_t rank, float a, float b) {
-  const uint32_t local = (uint32_t)__cvta_generic_to_shared(mine);
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
-  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(remote), "f"(a), "f"(b)
-               : "memory");
-}
-
-/* CL: the activations of the chunk groups this CTA multiplies (j % wk in [rank·wl,
- * rank·wl + wl): M = 1, K a multiple of 8), zeros past K. */
-template <typename T>
-__device__ __forceinline__ void fill_share(const gemv_params &p, uint16_t *sa, int rank, int wl) {
-  __shared__ float inv[ONYX__CUDA_NBITS_GEMV_MAX_M];
-  if (p.pro == ONYX__CUDA_NBITS_PRO_NORM) norm_scales8<T>(p, inv);
-  const int total = (p.nj + p.wk - 1) / p.wk * wl * 16; /* chunks of 8, 16 a group */
-  for (int t = threadIdx.x; t < total; t += blockDim.x) {
-    const int gi = t >> 4, j = gi / wl * p.wk + rank * wl + gi % wl;
-    if (j >= p.nj) continue;
-    const int k0 = (j * 16 + (t & 15)) * 8;
-    store8<4>(sa + k0, k0 < p.k ? act8<T>(p, 0, k0, inv) : make_uint4(0u, 0u, 0u, 0u));
-  }
-}
-
-/* The split-K sum of a tile's wl warps in this CTA (red: two floats a lane, a warp's 64
- * together) into the tile's first warp; the others' sums are left as they were. */
-__device__ __forceinline__ void block_sums(float *red, int warp, int lane, int wl, float &acc0,
-                                           float &acc1) {
-  float *mine = red + ((size_t)warp * 32 + lane) * 2;
-  mine[0] = acc0;
-  mine[1] = acc1;
-  __syncthreads();
-  if (warp % wl != 0) return;
-  for (int q = 1; q < wl; ++q) {
-    const float *o = red + ((size_t)(warp + q) * 32 + lane) * 2;
-    acc0 += o[0];
-    acc1 += o[1];
-  }
+  acc0 = fmaf(f16t<T>::to_f((uint16_t)(t.s0[u] & 0xFFFFu)), c[0], acc0);
+  acc0 = fmaf(f16t<T>::to_f((uint16_t)(t.s0[u] >> 16)), c[1], acc0);
+  acc1 = fmaf(f16t<T>::to_f((uint16_t)(t.s1[u] & 0xFFFFu)), c[2], acc1);
+  acc1 = fmaf(f16t<T>::to_f((uint16_t)(t.s1[u] >> 16)), c[3], acc1);
 }
 
 /* OCC3: blocks of kWarps warps, three an SM (registers capped at 85; ptxas spills 12
  * bytes, outside the loop): for one warp a tile without zero points (the lm_head),
  * whose 1,187 blocks of the 0.5B shape then fill 3 waves on 132 SMs where two an SM
- * left a half-empty fifth wave. PRE: the first chunk group dequantized before the PDL
- * wait. CL = 2: clusters of two CTAs, each with wk / 2 of a tile's warps; the second
- * CTA's sums go to the first's shared memory (down 896 × 4864 has 56 tiles: one CTA a
- * tile leaves most SMs idle and each of the others streams 39 KB). */
-template <typename T, int NB, bool ZP, bool OCC3, bool PRE, int CL>
+ * left a half-empty fifth wave. */
+template <typename T, int NB, bool ZP, bool OCC3>
 __global__ void __launch_bounds__(OCC3 ? kWarps * 32 : kMaxSplit * 32, OCC3 ? 3 : 1)
     nbits_gemv2(gemv_params p) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -920,13 +826,11 @@ __global__ void __launch_bounds__(OCC3 ? kWarps * 32 : kMaxSplit * 32, OCC3 ? 3 
   float *red = reinterpret_cast<float *>(smem + p.red_off);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, c4 = lane & 3;
-  const int rank = CL > 1 ? (int)cluster_rank() : 0, wl = p.wk / CL;
-  if (CL > 1) cluster_arrive_relaxed();
-  const int tiles_per_block = (int)(blockDim.x >> 5) / wl;
-  const int tile = blockIdx.x / CL * tiles_per_block + warp / wl, part = rank * wl + warp % wl;
+  const int tiles_per_block = (int)(blockDim.x >> 5) / p.wk;
+  const int tile = blockIdx.x * tiles_per_block + warp / p.wk, part = warp % p.wk;
   const int n0 = tile * 16;
   const bool active = n0 < p.n;
-  if ((p.tune & kPrefetch) && warp == 0 && CL == 1) {
+  if ((p.tune & kPrefetch) && warp == 0) {
     const int b0 = blockIdx.x * tiles_per_block * 16, b1 = b0 + tiles_per_block * 16;
     prefetch_rows(p, b0, b1 < p.n ? b1 : p.n, lane);
   }
@@ -936,20 +840,9 @@ __global__ void __launch_bounds__(OCC3 ? kWarps * 32 : kMaxSplit * 32, OCC3 ? 3 
   const uint8_t *row0 = p.b + (size_t)r0 * p.row_bytes;
   const uint8_t *row1 = p.b + (size_t)r1 * p.row_bytes;
   batch2<NB, ZP> t;
-  uint32_t f0[8][4]; /* PRE: the first chunk group's fragments (unused otherwise) */
-  if (active) {
-    load_batch2<NB, ZP>(p, row0, row1, r0, r1, part, c4, t);
-    if constexpr (PRE) {
-      const group_dq<T, NB, ZP> dq0(t, 0);
-#pragma unroll
-      for (int s = 0; s < 8; ++s) dq0(s, f0[s]);
-    }
-  }
+  if (active) load_batch2<NB, ZP>(p, row0, row1, r0, r1, part, c4, t);
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  if constexpr (CL > 1)
-    fill_share<T>(p, sa, rank, wl);
-  else
-    fill_a<T, 4>(p, sa);
+  fill_a<T, 4>(p, sa);
   if (threadIdx.x < 16) reinterpret_cast<uint32_t *>(sa + p.kc)[threadIdx.x] = 0u;
   __syncthreads();
   float acc0 = 0.0f, acc1 = 0.0f;
@@ -960,28 +853,26 @@ __global__ void __launch_bounds__(OCC3 ? kWarps * 32 : kMaxSplit * 32, OCC3 ? 3 
       const int j = jb + u * p.wk;
       if (j >= p.nj) break;
       const uint16_t *src = g == c4 ? sa + (j * 4 + c4) * 32 : sa + p.kc;
-      if (PRE && u == 0 && jb == part)
-        frag_sums<T, !OCC3>(ready_frags{f0}, t.s0[0], t.s1[0], src, acc0, acc1);
-      else
-        chunk_sums<T, NB, ZP, !OCC3>(t, u, src, acc0, acc1);
+      chunk_sums<T, NB, ZP, !OCC3>(t, u, src, acc0, acc1);
     }
   }
   if (!(p.tune & kEarly)) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   /* Lanes c4 = 0 and 1 hold a row's four chunk columns between them. */
   acc0 += __shfl_xor_sync(0xFFFFFFFFu, acc0, 1);
   acc1 += __shfl_xor_sync(0xFFFFFFFFu, acc1, 1);
-  if (wl > 1) block_sums(red, warp, lane, wl, acc0, acc1);
-  if constexpr (CL > 1) {
-    /* After the partials: a slot of 64 floats per tile of the block. */
-    float *slot = red + (size_t)(blockDim.x >> 5) * 64 + ((size_t)(warp / wl) * 32 + lane) * 2;
-    cluster_wait();
-    if (rank != 0 && warp % wl == 0) store_remote2(slot, 0, acc0, acc1);
-    cluster_sync();
-    if (rank != 0) return;
-    acc0 += slot[0];
-    acc1 += slot[1];
+  if (p.wk > 1) {
+    float *mine = red + ((size_t)warp * 32 + lane) * 2;
+    mine[0] = acc0;
+    mine[1] = acc1;
+    __syncthreads();
+    if (part != 0) return;
+    for (int q = 1; q < p.wk; ++q) {
+      const float *o = red + ((size_t)(warp + q) * 32 + lane) * 2;
+      acc0 += o[0];
+      acc1 += o[1];
+    }
   }
-  if (warp % wl != 0 || !active || c4 != 0) return;
+  if (!active || c4 != 0) return;
   const int na = n0 + g, nb = n0 + g + 8;
   if (na < p.n)
     p.y[na] = f16t<T>::from_f(p.bias != nullptr ? acc0 + f16t<T>::to_f(p.bias[na]) : acc0);
@@ -1027,77 +918,58 @@ int choose_split(int64_t tiles, int nj, int sm_count) {
 }
 
 /* One launch of kern: a programmatic dependent of the kernel before unless plain (or
- * refused: a stream or driver without programmatic launches), in clusters of `cluster`
- * CTAs. Past 48 KiB of shared memory the kernel must opt in; *raised holds what it was
- * raised to (idempotent, so a race is harmless; not a stream operation, so it may come
- * during a capture). */
+ * refused: a stream or driver without programmatic launches). Past 48 KiB of shared
+ * memory the kernel must opt in; *raised holds what it was raised to (idempotent, so
+ * a race is harmless; not a stream operation, so it may come during a capture). */
 cudaError_t launch_params(void (*kern)(gemv_params), const gemv_params &p, size_t smem,
                           unsigned blocks, unsigned threads, bool plain, cudaStream_t stream,
-                          size_t *raised, unsigned cluster) {
+                          size_t *raised) {
   if (smem > (48u << 10) && smem > *raised) {
     cudaError_t e =
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     *raised = smem;
   }
-  if (plain && cluster <= 1) {
-    kern<<<blocks, threads, smem, stream>>>(p);
-    return cudaGetLastError();
+  if (!plain) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1] = {};
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if (cudaLaunchKernelEx(&cfg, kern, p) == cudaSuccess) return cudaSuccess;
+    (void)cudaGetLastError();
   }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2] = {};
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = cluster > 1 ? cluster : 1;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = plain ? 1 : 2;
-  if (cudaLaunchKernelEx(&cfg, kern, p) == cudaSuccess || plain) return cudaGetLastError();
-  (void)cudaGetLastError();
-  cfg.numAttrs = 1; /* without the programmatic launch */
-  if (cudaLaunchKernelEx(&cfg, kern, p) == cudaSuccess) return cudaSuccess;
+  kern<<<blocks, threads, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
-unsigned block_threads(const gemv_params &p, int cluster = 1) {
-  const int wl = p.wk / cluster;
-  return 32u * (unsigned)(wl > kWarps ? wl : kWarps);
+unsigned block_threads(const gemv_params &p) {
+  return 32u * (unsigned)(p.wk > kWarps ? p.wk : kWarps);
 }
 
 /* launch_params for one kernel instance, with that instance's own opt-in record. */
-template <void (*Kern)(gemv_params), unsigned CL = 1>
+template <void (*Kern)(gemv_params)>
 cudaError_t launch_one(const gemv_params &p, size_t smem, unsigned blocks, bool plain,
                        cudaStream_t stream) {
   static size_t raised = 0;
-  return launch_params(Kern, p, smem, blocks, block_threads(p, CL), plain, stream, &raised, CL);
+  return launch_params(Kern, p, smem, blocks, block_threads(p), plain, stream, &raised);
 }
 
 template <typename T>
 cudaError_t launch_gemv2_t(const gemv_params &p, size_t smem, unsigned blocks, bool plain,
-                           cudaStream_t stream, bool cl2) {
+                           cudaStream_t stream) {
   const bool nb8 = (p.tune & ONYX__CUDA_NBITS_TUNE_NB8) != 0;
   const bool occ3 = p.wk == 1 && !(p.tune & ONYX__CUDA_NBITS_TUNE_OCC2);
-  const bool pre = p.wk > 1 && (p.tune & ONYX__CUDA_NBITS_TUNE_PRE);
-  if (cl2)
-    return pre ? launch_one<nbits_gemv2<T, 4, false, false, true, 2>, 2>(p, smem, blocks, plain,
-                                                                         stream)
-               : launch_one<nbits_gemv2<T, 4, false, false, false, 2>, 2>(p, smem, blocks, plain,
-                                                                          stream);
   if (p.zp_kind == 1) /* the zero points' registers leave room for 4 chunk groups only */
-    return launch_one<nbits_gemv2<T, 4, true, false, false, 1>>(p, smem, blocks, plain, stream);
-  if (nb8)
-    return launch_one<nbits_gemv2<T, 8, false, false, false, 1>>(p, smem, blocks, plain, stream);
-  if (pre)
-    return launch_one<nbits_gemv2<T, 4, false, false, true, 1>>(p, smem, blocks, plain, stream);
-  return occ3 ? launch_one<nbits_gemv2<T, 4, false, true, false, 1>>(p, smem, blocks, plain, stream)
-              : launch_one<nbits_gemv2<T, 4, false, false, false, 1>>(p, smem, blocks, plain,
-                                                                      stream);
+    return launch_one<nbits_gemv2<T, 4, true, false>>(p, smem, blocks, plain, stream);
+  if (nb8) return launch_one<nbits_gemv2<T, 8, false, false>>(p, smem, blocks, plain, stream);
+  return occ3 ? launch_one<nbits_gemv2<T, 4, false, true>>(p, smem, blocks, plain, stream)
+              : launch_one<nbits_gemv2<T, 4, false, false>>(p, smem, blocks, plain, stream);
 }
 
 /* Split K pipelined unless told not to; one warp a tile unpipelined. */
@@ -1218,27 +1090,21 @@ extern "C" cudaError_t onyx__cuda_launch_nbits_gemv(const onyx__cuda_nbits_args 
   const int chosen = kEarly | (prefetch ? kPrefetch : 0) | ONYX__CUDA_NBITS_TUNE_V2;
   const int forced = env_tune();
   p.tune = a->tune & ONYX__CUDA_NBITS_TUNE_SET ? a->tune : forced >= 0 ? forced : chosen;
-  p.tune |= a->tune &
-            (ONYX__CUDA_NBITS_TUNE_NB8 | ONYX__CUDA_NBITS_TUNE_OCC2 | ONYX__CUDA_NBITS_TUNE_PRE);
+  p.tune |= a->tune & (ONYX__CUDA_NBITS_TUNE_NB8 | ONYX__CUDA_NBITS_TUNE_OCC2);
   if (a->tune & ONYX__CUDA_NBITS_TUNE_V1) p.tune &= ~ONYX__CUDA_NBITS_TUNE_V2;
   const bool v2 = (p.tune & ONYX__CUDA_NBITS_TUNE_V2) && v2_shape;
   if (v2) {
     p.sc2 = p.bs_log2 == 5 && p.kb % 2 == 0 && reinterpret_cast<uintptr_t>(a->scales) % 4 == 0;
-    /* CL2: a tile's warps over two CTAs of a cluster (activations in 16-byte loads). */
-    const bool cl2 = (p.tune & ONYX__CUDA_NBITS_TUNE_CL2) && p.wk > 1 && p.vec8 && p.zp_kind == 0;
-    const int cl = cl2 ? 2 : 1, wl = p.wk / cl;
-    const int64_t tpb2 = wl >= kWarps ? 1 : kWarps / wl;
-    const int warps2 = wl > kWarps ? wl : kWarps;
-    /* Activations, a row of 32 zero halves, the split-K sums (two a lane), CL2: a slot
-     * for the other CTA's sums (two a lane of each tile). */
+    const int64_t tpb2 = p.wk >= kWarps ? 1 : kWarps / p.wk;
+    const int warps2 = p.wk > kWarps ? p.wk : kWarps;
+    /* Activations, a row of 32 zero halves, the split-K sums (two a lane). */
     p.red_off = (int)(((size_t)(p.kc + 32) * 2u + 15u) / 16u * 16u);
-    const size_t smem2 = (size_t)p.red_off + (wl > 1 || cl2 ? (size_t)warps2 * 32u * 2u * 4u : 0u) +
-                         (cl2 ? (size_t)tpb2 * 32u * 2u * 4u : 0u);
+    const size_t smem2 = (size_t)p.red_off + (p.wk > 1 ? (size_t)warps2 * 32u * 2u * 4u : 0u);
     if (smem2 > ONYX__CUDA_NBITS_GEMV_MAX_SMEM) return cudaErrorInvalidValue;
-    const unsigned blocks2 = (unsigned)((tiles + tpb2 - 1) / tpb2 * cl);
+    const unsigned blocks2 = (unsigned)((tiles + tpb2 - 1) / tpb2);
     if (a->dtype == ONYX_DTYPE_FLOAT16)
-      return launch_gemv2_t<__half>(p, smem2, blocks2, a->plain, stream, cl2);
-    return launch_gemv2_t<__nv_bfloat16>(p, smem2, blocks2, a->plain, stream, cl2);
+      return launch_gemv2_t<__half>(p, smem2, blocks2, a->plain, stream);
+    return launch_gemv2_t<__nv_bfloat16>(p, smem2, blocks2, a->plain, stream);
   }
   /* The unpipelined loop runs in blocks of at most kWarps warps. */
   if ((p.tune & ONYX__CUDA_NBITS_TUNE_NOPIPE) && p.wk > kWarps) p.wk = kWarps;

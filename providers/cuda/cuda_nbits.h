@@ -38,11 +38,6 @@ extern "C" {
 #define ONYX__CUDA_NBITS_TUNE_NB8 0x20 /* v2 loads 8 chunk groups at a time, not 4 */
 /* v2 with one warp a tile (the lm_head) in blocks that fit two an SM, not three */
 #define ONYX__CUDA_NBITS_TUNE_OCC2 0x40
-/* v2 with split K dequantizes its first chunk group before the PDL wait */
-#define ONYX__CUDA_NBITS_TUNE_PRE 0x80
-/* v2 with split K runs a tile's warps over a cluster of two CTAs (K a multiple of 8, no
- * zero points) */
-#define ONYX__CUDA_NBITS_TUNE_CL2 0x200
 
 /* What the GEMV computes its A operand from (ai.onyx RMSNormMatMulNBits and
  * SiluMulMatMulNBits, docs/ops.md): each block makes A in shared memory after the PDL

@@ -20,9 +20,7 @@
  * with ordinary launches (each kernel after the one before has ended: the isolated
  * figure); int4 v1 = the default and no-pdl on the per-weight-scale kernel, beside the
  * block-sum kernel (v2) that the others use (fp16: v1 forms = the default); occ2 = the
- * lm_head's v2 blocks two an SM, not three; pre = v2's split-K products dequantize their
- * first chunk group before the PDL wait; cl2 = their tiles over clusters of two CTAs;
- * nk = fp16 W stored
+ * lm_head's v2 blocks two an SM, not three; nk = fp16 W stored
  * [N, K] (the transpose_weights layout, cuda_gemv_nk.cuh): default (the next kernel let in as
  * blocks end), early (at the start), pf (rows asked into L2 before the wait), g4 (four warps a
  * row), no-pdl. Every form's outputs
@@ -397,13 +395,7 @@ static const form forms[] = {
     {"v1 default", ONYX__CUDA_NBITS_TUNE_V1, 0, false, false, false},
     {"v1 no-pdl", ONYX__CUDA_NBITS_TUNE_V1, 0, true, false, false},
     {"occ2", ONYX__CUDA_NBITS_TUNE_OCC2, 0, false, false, false},
-    {"pre", ONYX__CUDA_NBITS_TUNE_PRE, 0, false, false, false},
-    {"cl2", ONYX__CUDA_NBITS_TUNE_CL2, 0, false, false, false},
-    {"pre+cl2", ONYX__CUDA_NBITS_TUNE_PRE | ONYX__CUDA_NBITS_TUNE_CL2, 0, false, false, false},
     {"fused default", 0, 0, false, false, true},
-    {"fused pre", ONYX__CUDA_NBITS_TUNE_PRE, 0, false, false, true},
-    {"fused cl2", ONYX__CUDA_NBITS_TUNE_CL2, 0, false, false, true},
-    {"fused pre+cl2", ONYX__CUDA_NBITS_TUNE_PRE | ONYX__CUDA_NBITS_TUNE_CL2, 0, false, false, true},
     {"fused no-pdl", 0, 0, true, false, true},
     {"nk default", 0, 0, false, true, false},
     {"nk early", 0, ONYX__CUDA_GEMV_TUNE_SET | ONYX__CUDA_GEMV_TUNE_EARLY, false, true, false},

@@ -44,9 +44,3 @@ ONYX_CUDA_NBITS_TUNE=2 timeout 50 ctest --test-dir $b -R cuda.consistency -V >"$
 grep -E "FAIL|consistency: [0-9]|tests passed|tests failed" "$out/cons_v1.log" | head -12
 grep -E "MatMulNBits.* M 1( |$)" "$out/cons_v1.log" | sed 's/^[0-9]*: *//' | head -16
 t
-for tune in 0x18a 0x30a 0x38a; do
-  echo "== cuda.consistency (ctest), ONYX_CUDA_NBITS_TUNE=$tune (0x80 PRE, 0x200 CL2)"
-  ONYX_CUDA_NBITS_TUNE=$tune timeout 50 ctest --test-dir $b -R cuda.consistency -V >"$out/cons_$tune.log" 2>&1
-  grep -E "FAIL|consistency: [0-9]|tests passed|tests failed" "$out/cons_$tune.log" | head -12
-  t
-done
