@@ -865,12 +865,12 @@ static bool make_map(CUtensorMap *map, uint32_t dtype, const void *base, int64_t
  * falls back to the flash kernel. */
 constexpr cudaError_t kNotTaken = (cudaError_t)-1;
 
-/* The kernel's tensor maps: Q, K, V, the presents (pk, pv: copies of k and v when
- * presents is false, never used then) and the output (y, boxes of 64 rows; a copy of q
- * when out is false). */
+/* The kernel's tensor maps: Q, K, V, the presents (pk, pv) and the output (y, boxes of
+ * 64 rows). Where presents or out is false the kernel does not use those maps (they may
+ * be copies of k, v and q). */
 struct Maps {
   CUtensorMap q, k, v, pk, pv, y;
-  bool presents, out; /* pk/pv and y are maps (not copies of k, v and q) */
+  bool presents, out; /* the TMA stores may use pk/pv and y */
 };
 
 template <typename T, int D, bool PING, bool CHAIN, typename R>
@@ -903,6 +903,13 @@ static cudaError_t launch_production(const Maps &m, const onyx__cuda_attn_params
   if (m.out) return launch_kernel<T, D, true, true, TuneOut>(m, p, sms, stream);
   if (m.presents) return launch_kernel<T, D, true, true, TunePresent>(m, p, sms, stream);
   return launch_kernel<T, D, true, true, TuneBase>(m, p, sms, stream);
+}
+
+/* m with its TMA stores limited to those named (tunings 8-11). */
+static Maps with_stores(Maps m, bool presents, bool out) {
+  m.presents = m.presents && presents;
+  m.out = m.out && out;
+  return m;
 }
 
 template <typename T, int D>
@@ -952,18 +959,14 @@ static cudaError_t launch(const onyx__cuda_attn_params &p, int sms, cudaStream_t
   case 8: { /* timing only */
     onyx__cuda_attn_params unwritten = p;
     unwritten.fill_present = 0;
-    Maps mu = m;
-    mu.presents = false;
-    return launch_production<T, D>(mu, unwritten, sms, stream);
+    return launch_production<T, D>(with_stores(m, false, true), unwritten, sms, stream);
   }
   case 9:
-    if (m.presents) return launch_kernel<T, D, true, true, TunePresent>(m, p, sms, stream);
-    return launch_kernel<T, D, true, true, TuneBase>(m, p, sms, stream);
+    return launch_production<T, D>(with_stores(m, true, false), p, sms, stream);
   case 10:
-    return launch_kernel<T, D, true, true, TuneBase>(m, p, sms, stream);
+    return launch_production<T, D>(with_stores(m, false, false), p, sms, stream);
   case 11:
-    if (m.out) return launch_kernel<T, D, true, true, TuneOut>(m, p, sms, stream);
-    return launch_kernel<T, D, true, true, TuneBase>(m, p, sms, stream);
+    return launch_production<T, D>(with_stores(m, false, true), p, sms, stream);
   case 12:
     if (m.out && m.presents)
       return launch_kernel<T, D, true, true, Tune<2, false, true, false, true, true>>(m, p, sms,
